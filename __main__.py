@@ -1,0 +1,114 @@
+"""GPU training platform: wiring only.
+
+Load the stack's typed config once, build the components in dependency order, export what users need.
+Everything a stack does differently is data in `stacks/Pulumi.<stack>.yaml`.
+"""
+
+import pulumi
+
+from components.aws_provider import AwsProvider, AwsProviderArgs
+from components.cluster_access import ClusterAccess, ClusterAccessArgs
+from components.cluster_autoscaler import ClusterAutoscaler, ClusterAutoscalerArgs
+from components.eks_cluster import EksCluster, EksClusterArgs
+from components.gpu_node_group import GpuNodeGroup, GpuNodeGroupArgs
+from components.network import Network, NetworkArgs
+from components.training_identity import TrainingIdentity, TrainingIdentityArgs
+from gtp import config as stack_config
+from gtp.config import ami_type, placement_group_enabled
+from gtp.node_groups import node_labels, node_taints
+from gtp.workload_names import TRAINING_SERVICE_ACCOUNT, training_namespace
+
+config = stack_config.load()
+lifecycle = config.lifecycle
+namespace = training_namespace(config)
+
+# --- cluster ------------------------------------------------------------------------------------------------
+aws_provider = None
+training_identity = None
+if config.cluster.mode == "eks":
+    aws_provider = AwsProvider("cloud", AwsProviderArgs(region=config.region, tags=config.resource_tags())).provider
+    aws_opts = pulumi.ResourceOptions(providers={"aws": aws_provider})
+    network = Network("network", NetworkArgs(
+        cluster_name=config.cluster_name,
+        vpc_cidr=config.network.vpc_cidr,
+        num_availability_zones=config.network.num_availability_zones,
+        single_nat_gateway=config.network.nat_gateways == "single",
+        existing_vpc_id=config.network.existing_vpc_id,
+        existing_private_subnet_ids=list(config.network.existing_private_subnet_ids),
+        existing_public_subnet_ids=list(config.network.existing_public_subnet_ids),
+    ), opts=aws_opts)
+    system = config.cluster.system_node_group
+    eks = EksCluster("eks", EksClusterArgs(
+        cluster_name=config.cluster_name,
+        kubernetes_version=config.kubernetes_version,
+        region=config.region,
+        private_subnet_ids=network.private_subnet_ids,
+        endpoint_public_access=config.cluster.endpoint_public_access,
+        public_access_cidrs=list(config.cluster.public_access_cidrs),
+        deployer_role_arn=config.cluster.deployer_role_arn,
+        admin_role_arns=list(config.cluster.admin_role_arns),
+        log_retention_days=config.cluster.log_retention_days,
+        kms_deletion_window_days=lifecycle.kms_deletion_window,
+        system_instance_types=list(system.instance_types),
+        system_min_size=system.min_size,
+        system_desired_size=system.desired,
+        system_max_size=system.max_size,
+        system_disk_size_gib=system.disk_size_gib,
+        protect=lifecycle.protect,
+        resource_tags=config.resource_tags(),
+    ), opts=aws_opts)
+    gpu_node_groups = {}
+    for group_name, group in config.gpu_node_groups.items():
+        facts = config.node_facts(group_name)
+        gpu_node_groups[group_name] = GpuNodeGroup(group_name, GpuNodeGroupArgs(
+            cluster_name=eks.cluster.name,
+            cluster_name_plain=config.cluster_name,
+            node_role_arn=eks.node_role.arn,
+            subnet_ids=network.private_subnet_ids,
+            security_group_id=eks.security_group_id,
+            instance_types=list(group.instance_types),
+            capacity_type=group.capacity_type,
+            ami_type=ami_type(group),
+            min_size=group.min_size,
+            desired_size=group.min_size if group.desired_size is None else group.desired_size,
+            max_size=group.max_size,
+            disk_size_gib=group.disk_size_gib,
+            num_gpus=facts.num_gpus,
+            labels=node_labels(config, group_name),
+            taints=node_taints(config, group_name),
+            num_efa_interfaces=facts.num_efa_interfaces,
+            placement_group=placement_group_enabled(group),
+            capacity_reservation_id=group.capacity_reservation_id,
+            resource_tags=config.resource_tags(),
+            depends_on=[eks.system_node_group],
+        ), opts=aws_opts)
+    cluster_access = ClusterAccess("cluster", ClusterAccessArgs(
+        kubeconfig=eks.kubeconfig,
+        depends_on=[eks.cluster, eks.system_node_group, eks.deployer_access, *eks.addons_after_nodes,
+                    *[group.node_group for group in gpu_node_groups.values()]],
+    ))
+    ClusterAutoscaler("autoscaler", ClusterAutoscalerArgs(
+        cluster_name=eks.cluster.name, cluster_name_plain=config.cluster_name, region=config.region,
+        provider=cluster_access.provider,
+    ), opts=aws_opts)
+    training_identity = TrainingIdentity("training", TrainingIdentityArgs(
+        cluster_name=eks.cluster.name, stack=config.stack, namespace=namespace,
+        service_account=TRAINING_SERVICE_ACCOUNT, force_destroy=lifecycle.ephemeral, protect=lifecycle.protect,
+    ), opts=aws_opts)
+    pulumi.export("clusterName", eks.cluster.name)
+    pulumi.export("endpoint", eks.cluster.endpoint)
+    pulumi.export("oidcIssuer", eks.cluster.identities.apply(lambda ids: ids[0].oidcs[0].issuer))
+    pulumi.export("kubeconfig", eks.kubeconfig)
+    pulumi.export("artifactsBucket", training_identity.bucket.bucket)
+else:
+    cluster_access = ClusterAccess("cluster", ClusterAccessArgs(
+        kubeconfig=pulumi.Output.secret(config.kubeconfig.get_secret_value()) if config.kubeconfig else None,
+        context=config.cluster.context,
+    ))
+    pulumi.export("clusterName", config.cluster_name)
+
+pulumi.export("gpuNodeGroups", {
+    name: {"gpusPerNode": config.node_facts(name).num_gpus, "gpuModel": config.node_facts(name).gpu_model,
+           "maxNodes": group.max_size, "maxGpus": config.node_facts(name).num_gpus * group.max_size}
+    for name, group in config.gpu_node_groups.items()
+})

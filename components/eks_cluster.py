@@ -1,0 +1,219 @@
+"""EksCluster: the EKS control plane, its KMS key and logs, access entries, core add-ons and the CPU system node group."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+import pulumi
+import pulumi_aws as aws
+
+from components.launch_template import launch_template_args
+from gtp import iam, versions
+
+CONTROL_PLANE_LOG_TYPES = ["api", "audit", "authenticator", "controllerManager", "scheduler"]
+CLUSTER_ADMIN_POLICY = "arn:aws:eks::aws:cluster-access-policy/AmazonEKSClusterAdminPolicy"
+NODE_MANAGED_POLICIES = [
+    "AmazonEKSWorkerNodePolicy",
+    # Read-only pulls from ECR; the CNI gets its own role through Pod Identity (not the node role).
+    "AmazonEC2ContainerRegistryReadOnly",
+    # Session Manager instead of SSH: there is no key pair and no open port 22.
+    "AmazonSSMManagedInstanceCore",
+]
+# Add-ons EKS needs before any node can become Ready, and those that need running nodes.
+ADDONS_BEFORE_NODES = ("vpc-cni", "kube-proxy", "eks-pod-identity-agent")
+ADDONS_AFTER_NODES = ("coredns", "aws-ebs-csi-driver")
+
+
+def kubeconfig(cluster_name: str, endpoint: str, certificate_authority: str, region: str) -> str:
+    """A kubeconfig that authenticates with `aws eks get-token` (no long-lived credentials in state)."""
+    return json.dumps({
+        "apiVersion": "v1", "kind": "Config", "current-context": cluster_name,
+        "clusters": [{"name": cluster_name, "cluster": {"server": endpoint,
+                                                       "certificate-authority-data": certificate_authority}}],
+        "contexts": [{"name": cluster_name, "context": {"cluster": cluster_name, "user": cluster_name}}],
+        "users": [{"name": cluster_name, "user": {"exec": {
+            "apiVersion": "client.authentication.k8s.io/v1beta1", "command": "aws",
+            "args": ["eks", "get-token", "--cluster-name", cluster_name, "--region", region],
+        }}}],
+    }, sort_keys=True)
+
+
+def addon_configuration(addon: str) -> str | None:
+    """Configuration values per add-on (JSON, as EKS expects)."""
+    if addon == "vpc-cni":
+        # NetworkPolicy enforcement: the training namespace relies on a default-deny policy.
+        return json.dumps({"enableNetworkPolicy": "true"}, sort_keys=True)
+    return None
+
+
+@dataclass
+class EksClusterArgs:
+    cluster_name: str
+    """EKS cluster name."""
+    kubernetes_version: str
+    """Kubernetes minor version, pinned."""
+    region: str
+    """AWS region (for the kubeconfig)."""
+    private_subnet_ids: pulumi.Input[list[str]]
+    """Subnets for the control plane ENIs and nodes."""
+    endpoint_public_access: bool = False
+    """Public API endpoint (restricted to `public_access_cidrs`)."""
+    public_access_cidrs: list[str] = field(default_factory=list)
+    deployer_role_arn: pulumi.Input[str] | None = None
+    """Role that runs Pulumi; gets cluster-admin through an access entry."""
+    admin_role_arns: list[str] = field(default_factory=list)
+    log_retention_days: int = 90
+    kms_deletion_window_days: int = 30
+    system_instance_types: list[str] = field(default_factory=lambda: ["m7i.xlarge"])
+    system_min_size: int = 2
+    system_desired_size: int = 2
+    system_max_size: int = 3
+    system_disk_size_gib: int = 50
+    protect: bool = False
+    """Protect the cluster and its KMS key from deletion."""
+    resource_tags: dict[str, str] = field(default_factory=dict)
+    """Tags for instances and volumes launched from launch templates (default tags don't reach them)."""
+
+
+class EksCluster(pulumi.ComponentResource):
+    cluster: aws.eks.Cluster
+    node_role: aws.iam.Role
+    deployer_access: aws.eks.AccessPolicyAssociation
+    kubeconfig: pulumi.Output[str]
+    security_group_id: pulumi.Output[str]
+
+    def __init__(self, name: str, args: EksClusterArgs, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("gtp:cluster:EksCluster", name, None, opts)
+        child = pulumi.ResourceOptions(parent=self)
+        protected = pulumi.ResourceOptions(parent=self, protect=args.protect)
+
+        key = aws.kms.Key(
+            f"{name}-secrets", description=f"Envelope encryption of Kubernetes secrets in {args.cluster_name}",
+            enable_key_rotation=True, deletion_window_in_days=args.kms_deletion_window_days, opts=protected)
+        aws.kms.Alias(f"{name}-secrets", name=f"alias/{args.cluster_name}-secrets", target_key_id=key.key_id,
+                      opts=child)
+        # Created by the stack (not implicitly by EKS) so it has a retention and is deleted with the stack.
+        log_group = aws.cloudwatch.LogGroup(
+            f"{name}-logs", name=f"/aws/eks/{args.cluster_name}/cluster", retention_in_days=args.log_retention_days,
+            opts=child)
+
+        cluster_role = aws.iam.Role(f"{name}-cluster", assume_role_policy=iam.service_trust("eks.amazonaws.com",
+                                                                                            tag_session=True),
+                                    description=f"EKS control plane of {args.cluster_name}", opts=child)
+        cluster_policy = aws.iam.RolePolicyAttachment(
+            f"{name}-cluster", role=cluster_role.name, policy_arn=iam.managed_policy("AmazonEKSClusterPolicy"),
+            opts=child)
+
+        self.cluster = aws.eks.Cluster(
+            f"{name}-cluster",
+            name=args.cluster_name,
+            version=args.kubernetes_version,
+            role_arn=cluster_role.arn,
+            vpc_config={
+                "subnet_ids": args.private_subnet_ids,
+                "endpoint_private_access": True,
+                "endpoint_public_access": args.endpoint_public_access,
+                **({"public_access_cidrs": list(args.public_access_cidrs)} if args.endpoint_public_access else {}),
+            },
+            encryption_config={"provider": {"key_arn": key.arn}, "resources": ["secrets"]},
+            enabled_cluster_log_types=CONTROL_PLANE_LOG_TYPES,
+            # API mode only: access is granted through access entries below, never through aws-auth, and the
+            # identity that happens to create the cluster gets no hidden admin rights.
+            access_config={"authentication_mode": "API", "bootstrap_cluster_creator_admin_permissions": False},
+            # The core add-ons are installed below as pinned managed add-ons instead.
+            bootstrap_self_managed_addons=False,
+            upgrade_policy={"support_type": "STANDARD"},
+            opts=pulumi.ResourceOptions(parent=self, protect=args.protect, depends_on=[log_group, cluster_policy]),
+        )
+        self.security_group_id = self.cluster.vpc_config.cluster_security_group_id
+
+        # --- access entries ---------------------------------------------------------------------------------
+        deployer = args.deployer_role_arn or _caller_role_arn(self)
+        self.deployer_access = self._admin_access(name, "deployer", deployer)
+        for index, role in enumerate(args.admin_role_arns):
+            self._admin_access(name, f"admin-{index}", role)
+
+        # --- node role and add-ons needed before nodes --------------------------------------------------------
+        self.node_role = aws.iam.Role(f"{name}-node", assume_role_policy=iam.service_trust("ec2.amazonaws.com"),
+                                      description=f"Nodes of {args.cluster_name}", opts=child)
+        node_policies = [
+            aws.iam.RolePolicyAttachment(f"{name}-node-{policy}", role=self.node_role.name,
+                                         policy_arn=iam.managed_policy(policy), opts=child)
+            for policy in NODE_MANAGED_POLICIES
+        ]
+        cni_role = self._pod_role(name, "vpc-cni", ["AmazonEKS_CNI_Policy"])
+        ebs_role = self._pod_role(name, "ebs-csi", ["service-role/AmazonEBSCSIDriverPolicy"])
+        service_accounts = {"vpc-cni": ("aws-node", cni_role), "aws-ebs-csi-driver": ("ebs-csi-controller-sa", ebs_role)}
+        before_nodes = [self._addon(name, addon, service_accounts.get(addon)) for addon in ADDONS_BEFORE_NODES]
+
+        # --- system node group ----------------------------------------------------------------------------------
+        system_template = aws.ec2.LaunchTemplate(
+            f"{name}-system", **launch_template_args(
+                name=f"{args.cluster_name}-system", disk_size_gib=args.system_disk_size_gib,
+                tags=args.resource_tags), opts=child)
+        self.system_node_group = aws.eks.NodeGroup(
+            f"{name}-system",
+            cluster_name=self.cluster.name,
+            node_group_name=f"{args.cluster_name}-system",
+            node_role_arn=self.node_role.arn,
+            subnet_ids=args.private_subnet_ids,
+            instance_types=list(args.system_instance_types),
+            ami_type="AL2023_x86_64_STANDARD",
+            capacity_type="ON_DEMAND",
+            scaling_config={"min_size": args.system_min_size, "desired_size": args.system_desired_size,
+                            "max_size": args.system_max_size},
+            update_config={"max_unavailable": 1},
+            labels={"gtp.dev/role": "system"},
+            launch_template={"id": system_template.id, "version": system_template.latest_version.apply(str)},
+            node_repair_config={"enabled": True},
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[*node_policies, *before_nodes],
+                                        ignore_changes=["scalingConfig.desiredSize"]),
+        )
+        self.addons_after_nodes = [
+            self._addon(name, addon, service_accounts.get(addon), depends_on=[self.system_node_group])
+            for addon in ADDONS_AFTER_NODES
+        ]
+
+        self.kubeconfig = pulumi.Output.secret(pulumi.Output.all(
+            self.cluster.name, self.cluster.endpoint, self.cluster.certificate_authority.data,
+        ).apply(lambda values: kubeconfig(values[0], values[1], values[2], args.region)))
+        self.register_outputs({"clusterName": self.cluster.name, "endpoint": self.cluster.endpoint})
+
+    def _admin_access(self, name: str, role: str, principal_arn: pulumi.Input[str]) -> aws.eks.AccessPolicyAssociation:
+        entry = aws.eks.AccessEntry(f"{name}-{role}", cluster_name=self.cluster.name, principal_arn=principal_arn,
+                                    type="STANDARD", opts=pulumi.ResourceOptions(parent=self))
+        return aws.eks.AccessPolicyAssociation(
+            f"{name}-{role}", cluster_name=self.cluster.name, principal_arn=entry.principal_arn,
+            policy_arn=CLUSTER_ADMIN_POLICY, access_scope={"type": "cluster"},
+            opts=pulumi.ResourceOptions(parent=self))
+
+    def _pod_role(self, name: str, role: str, managed: list[str]) -> aws.iam.Role:
+        pod_role = aws.iam.Role(f"{name}-{role}", assume_role_policy=iam.pod_identity_trust(),
+                                description=f"Pod Identity role of {role}", opts=pulumi.ResourceOptions(parent=self))
+        for policy in managed:
+            aws.iam.RolePolicyAttachment(f"{name}-{role}-{policy.rsplit('/', 1)[-1]}", role=pod_role.name,
+                                         policy_arn=iam.managed_policy(policy), opts=pulumi.ResourceOptions(parent=self))
+        return pod_role
+
+    def _addon(self, name: str, addon: str, identity: tuple[str, aws.iam.Role] | None,
+               depends_on: list[pulumi.Resource] | None = None) -> aws.eks.Addon:
+        extra: dict[str, Any] = {}
+        if identity is not None:
+            extra["pod_identity_associations"] = [{"service_account": identity[0], "role_arn": identity[1].arn}]
+        configuration = addon_configuration(addon)
+        if configuration is not None:
+            extra["configuration_values"] = configuration
+        return aws.eks.Addon(
+            f"{name}-{addon}", cluster_name=self.cluster.name, addon_name=addon,
+            addon_version=versions.EKS_ADDONS[addon], resolve_conflicts_on_create="OVERWRITE",
+            resolve_conflicts_on_update="OVERWRITE", **extra,
+            opts=pulumi.ResourceOptions(parent=self, depends_on=depends_on or []))
+
+
+def _caller_role_arn(parent: pulumi.Resource) -> pulumi.Output[str]:
+    """The IAM role behind the deployer's (assumed-role) session."""
+    identity = aws.get_caller_identity_output(opts=pulumi.InvokeOutputOptions(parent=parent))
+    context = aws.iam.get_session_context_output(arn=identity.arn, opts=pulumi.InvokeOutputOptions(parent=parent))
+    return context.issuer_arn

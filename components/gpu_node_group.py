@@ -1,0 +1,118 @@
+"""GpuNodeGroup: one EKS managed GPU node group with its own hardened launch template."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import pulumi
+import pulumi_aws as aws
+
+from components.launch_template import launch_template_args
+from gtp.sharing import EFA_RESOURCE, WHOLE_GPU_RESOURCE
+
+EKS_TAINT_EFFECTS = {"NO_SCHEDULE": "NoSchedule", "NO_EXECUTE": "NoExecute", "PREFER_NO_SCHEDULE": "PreferNoSchedule"}
+
+
+def autoscaler_tags(cluster_name: str, num_gpus: int, labels: dict[str, str], taints: dict[str, tuple[str, str]],
+                    num_efa_interfaces: int = 0) -> dict[str, str]:
+    """Auto Scaling group tags that let cluster-autoscaler scale a group up from zero.
+
+    With no node running, the autoscaler can't see what a node would offer; these node-template tags tell it
+    (GPUs, EFA devices, labels, taints), so a pending GPU pod makes the group grow from 0.
+    https://github.com/kubernetes/autoscaler/blob/master/cluster-autoscaler/cloudprovider/aws/README.md
+    """
+    prefix = "k8s.io/cluster-autoscaler/node-template"
+    tags = {
+        "k8s.io/cluster-autoscaler/enabled": "true",
+        f"k8s.io/cluster-autoscaler/{cluster_name}": "owned",
+        f"{prefix}/resources/{WHOLE_GPU_RESOURCE}": str(num_gpus),
+    }
+    if num_efa_interfaces:
+        tags[f"{prefix}/resources/{EFA_RESOURCE}"] = str(num_efa_interfaces)
+    for key, value in sorted(labels.items()):
+        tags[f"{prefix}/label/{key}"] = value
+    for key, (value, effect) in sorted(taints.items()):
+        tags[f"{prefix}/taint/{key}"] = f"{value}:{EKS_TAINT_EFFECTS[effect]}"
+    return tags
+
+
+@dataclass
+class GpuNodeGroupArgs:
+    cluster_name: pulumi.Input[str]
+    """The EKS cluster (its name output, so the group depends on it)."""
+    cluster_name_plain: str
+    """The cluster's name as plain text, for autoscaler tags and resource names."""
+    node_role_arn: pulumi.Input[str]
+    subnet_ids: pulumi.Input[list[str]]
+    """Private subnets. EFA / placement-group groups use the first one only (a cluster placement group and
+    low-latency EFA traffic live in one availability zone)."""
+    security_group_id: pulumi.Input[str]
+    """Cluster security group, used by EFA interfaces."""
+    instance_types: list[str]
+    capacity_type: str
+    """ON_DEMAND, SPOT or CAPACITY_BLOCK."""
+    ami_type: str
+    min_size: int
+    desired_size: int
+    max_size: int
+    disk_size_gib: int
+    num_gpus: int
+    """GPUs per node (the smallest instance type's), for scale-from-zero tags."""
+    labels: dict[str, str] = field(default_factory=dict)
+    taints: dict[str, tuple[str, str]] = field(default_factory=dict)
+    """Taint key -> (value, EKS effect)."""
+    num_efa_interfaces: int = 0
+    placement_group: bool = False
+    capacity_reservation_id: str | None = None
+    resource_tags: dict[str, str] = field(default_factory=dict)
+    depends_on: list[pulumi.Resource] = field(default_factory=list)
+    """What must exist before nodes join (core add-ons, node role policies)."""
+
+
+class GpuNodeGroup(pulumi.ComponentResource):
+    node_group: aws.eks.NodeGroup
+
+    def __init__(self, name: str, args: GpuNodeGroupArgs, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("gtp:cluster:GpuNodeGroup", name, None, opts)
+        child = pulumi.ResourceOptions(parent=self)
+        full_name = f"{args.cluster_name_plain}-{name}"
+        placement = None
+        if args.placement_group:
+            placement = aws.ec2.PlacementGroup(f"{name}-placement", name=full_name, strategy="cluster", opts=child).name
+        capacity_block = args.capacity_type == "CAPACITY_BLOCK"
+        template = aws.ec2.LaunchTemplate(f"{name}-nodes", **launch_template_args(
+            name=full_name, disk_size_gib=args.disk_size_gib, tags=args.resource_tags,
+            num_efa_interfaces=args.num_efa_interfaces, security_group_id=args.security_group_id,
+            placement_group=placement, capacity_reservation_id=args.capacity_reservation_id,
+            capacity_block=capacity_block), opts=child)
+        single_zone = args.num_efa_interfaces > 0 or args.placement_group
+        subnets = pulumi.Output.from_input(args.subnet_ids).apply(lambda ids: ids[:1] if single_zone else ids)
+        tags = autoscaler_tags(args.cluster_name_plain, args.num_gpus, args.labels, args.taints, args.num_efa_interfaces)
+        self.node_group = aws.eks.NodeGroup(
+            f"{name}-nodes",
+            cluster_name=args.cluster_name,
+            node_group_name=full_name,
+            node_role_arn=args.node_role_arn,
+            subnet_ids=subnets,
+            instance_types=list(args.instance_types),
+            capacity_type=args.capacity_type,
+            ami_type=args.ami_type,
+            scaling_config={"min_size": args.min_size, "desired_size": args.desired_size, "max_size": args.max_size},
+            update_config={"max_unavailable": 1},
+            labels=dict(sorted(args.labels.items())),
+            taints=[{"key": key, "value": value, "effect": effect} for key, (value, effect) in sorted(args.taints.items())],
+            launch_template={"id": template.id, "version": template.latest_version.apply(str)},
+            node_repair_config={"enabled": True},
+            tags=tags,
+            # cluster-autoscaler owns the desired size once the group exists.
+            opts=pulumi.ResourceOptions(parent=self, depends_on=args.depends_on,
+                                        ignore_changes=["scalingConfig.desiredSize"]),
+        )
+        # Node group tags don't reach its Auto Scaling group, and the autoscaler reads the ASG's tags.
+        asg_name = self.node_group.resources.apply(lambda resources: resources[0].autoscaling_groups[0].name)
+        for key, value in tags.items():
+            if "/node-template/" in key:
+                aws.autoscaling.Tag(f"{name}-asg-{key.split('/node-template/', 1)[1].replace('/', '-')}",
+                                    autoscaling_group_name=asg_name,
+                                    tag={"key": key, "value": value, "propagate_at_launch": False}, opts=child)
+        self.register_outputs({"nodeGroupName": self.node_group.node_group_name})

@@ -1,0 +1,104 @@
+"""Network: a VPC with private node subnets in several zones and public subnets only for NAT and load balancers."""
+
+from __future__ import annotations
+
+import ipaddress
+from dataclasses import dataclass, field
+
+import pulumi
+import pulumi_aws as aws
+
+
+@dataclass(frozen=True)
+class SubnetPlan:
+    availability_zone: str
+    private_cidr: str
+    public_cidr: str
+
+
+def subnet_layout(vpc_cidr: str, zones: list[str]) -> list[SubnetPlan]:
+    """Carve the VPC: per zone one large private subnet (pods take VPC IPs with the VPC CNI) and one small
+    public subnet. Private subnets are the first /19s (of a /16), public ones /22s from the top quarter."""
+    vpc = ipaddress.ip_network(vpc_cidr)
+    private = list(vpc.subnets(new_prefix=vpc.prefixlen + 3))
+    public = list(private[-1].subnets(new_prefix=vpc.prefixlen + 6))
+    if len(zones) > len(private) - 1 or len(zones) > len(public):
+        raise ValueError(f"{vpc_cidr} has no room for {len(zones)} zones")
+    return [SubnetPlan(zone, str(private[i]), str(public[i])) for i, zone in enumerate(zones)]
+
+
+@dataclass
+class NetworkArgs:
+    cluster_name: str
+    """Used in the Kubernetes subnet discovery tags."""
+    vpc_cidr: str = "10.0.0.0/16"
+    """CIDR of the created VPC."""
+    num_availability_zones: int = 2
+    """Zones to spread subnets over (>= 2)."""
+    single_nat_gateway: bool = True
+    """One NAT gateway for all zones (cheap) instead of one per zone (zone-failure tolerant)."""
+    existing_vpc_id: str | None = None
+    """Adopt this VPC: nothing is created."""
+    existing_private_subnet_ids: list[str] = field(default_factory=list)
+    existing_public_subnet_ids: list[str] = field(default_factory=list)
+
+
+class Network(pulumi.ComponentResource):
+    vpc_id: pulumi.Output[str]
+    private_subnet_ids: pulumi.Output[list[str]]
+    public_subnet_ids: pulumi.Output[list[str]]
+
+    def __init__(self, name: str, args: NetworkArgs, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("gtp:cluster:Network", name, None, opts)
+        if args.existing_vpc_id:
+            self.vpc_id = pulumi.Output.from_input(args.existing_vpc_id)
+            self.private_subnet_ids = pulumi.Output.from_input(list(args.existing_private_subnet_ids))
+            self.public_subnet_ids = pulumi.Output.from_input(list(args.existing_public_subnet_ids))
+            self.register_outputs({"vpcId": self.vpc_id})
+            return
+        child = pulumi.ResourceOptions(parent=self)
+        zones = aws.get_availability_zones(state="available", opts=pulumi.InvokeOptions(parent=self))
+        layout = subnet_layout(args.vpc_cidr, sorted(zones.names)[: args.num_availability_zones])
+
+        vpc = aws.ec2.Vpc(f"{name}-vpc", cidr_block=args.vpc_cidr, enable_dns_hostnames=True, enable_dns_support=True,
+                          tags={"Name": f"{args.cluster_name}"}, opts=child)
+        # The default security group allows all traffic among its members; nothing should use it.
+        aws.ec2.DefaultSecurityGroup(f"{name}-default-sg", vpc_id=vpc.id, ingress=[], egress=[], opts=child)
+        igw = aws.ec2.InternetGateway(f"{name}-igw", vpc_id=vpc.id, tags={"Name": args.cluster_name}, opts=child)
+        public_rt = aws.ec2.RouteTable(f"{name}-public", vpc_id=vpc.id,
+                                       routes=[{"cidr_block": "0.0.0.0/0", "gateway_id": igw.id}],
+                                       tags={"Name": f"{args.cluster_name}-public"}, opts=child)
+        public_subnets, private_subnets, nat_ids = [], [], []
+        for index, plan in enumerate(layout):
+            zone = plan.availability_zone
+            public = aws.ec2.Subnet(
+                f"{name}-public-{zone}", vpc_id=vpc.id, cidr_block=plan.public_cidr, availability_zone=zone,
+                # Nothing launched here needs a public IP: NAT gateways use Elastic IPs, load balancers their own.
+                map_public_ip_on_launch=False,
+                tags={"Name": f"{args.cluster_name}-public-{zone}", "kubernetes.io/role/elb": "1"}, opts=child)
+            aws.ec2.RouteTableAssociation(f"{name}-public-{zone}", subnet_id=public.id, route_table_id=public_rt.id,
+                                          opts=child)
+            public_subnets.append(public)
+            if index == 0 or not args.single_nat_gateway:
+                eip = aws.ec2.Eip(f"{name}-nat-{zone}", domain="vpc", tags={"Name": f"{args.cluster_name}-nat-{zone}"},
+                                  opts=child)
+                nat = aws.ec2.NatGateway(f"{name}-nat-{zone}", allocation_id=eip.id, subnet_id=public.id,
+                                         tags={"Name": f"{args.cluster_name}-{zone}"},
+                                         opts=pulumi.ResourceOptions(parent=self, depends_on=[igw]))
+                nat_ids.append(nat.id)
+            private = aws.ec2.Subnet(
+                f"{name}-private-{zone}", vpc_id=vpc.id, cidr_block=plan.private_cidr, availability_zone=zone,
+                map_public_ip_on_launch=False,
+                tags={"Name": f"{args.cluster_name}-private-{zone}", "kubernetes.io/role/internal-elb": "1",
+                      f"kubernetes.io/cluster/{args.cluster_name}": "shared"}, opts=child)
+            private_rt = aws.ec2.RouteTable(f"{name}-private-{zone}", vpc_id=vpc.id,
+                                            routes=[{"cidr_block": "0.0.0.0/0", "nat_gateway_id": nat_ids[-1]}],
+                                            tags={"Name": f"{args.cluster_name}-private-{zone}"}, opts=child)
+            aws.ec2.RouteTableAssociation(f"{name}-private-{zone}", subnet_id=private.id,
+                                          route_table_id=private_rt.id, opts=child)
+            private_subnets.append(private)
+
+        self.vpc_id = vpc.id
+        self.private_subnet_ids = pulumi.Output.all(*[s.id for s in private_subnets])
+        self.public_subnet_ids = pulumi.Output.all(*[s.id for s in public_subnets])
+        self.register_outputs({"vpcId": self.vpc_id, "privateSubnetIds": self.private_subnet_ids})

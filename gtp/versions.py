@@ -1,0 +1,99 @@
+"""Every upstream component this platform installs, pinned in one place.
+
+Bump a version here and nowhere else; the offline plan and its golden files show the effect in review.
+Each entry names the upstream source so a reviewer can check what a bump pulls in.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class HelmChart:
+    """A Helm chart from an upstream repository, pinned to an exact version."""
+
+    repository: str
+    chart: str
+    version: str
+
+
+# --- Kubernetes -----------------------------------------------------------------------------------------
+# Kubernetes minor versions this program is tested against (kubernetes-validate schemas exist for each,
+# and EKS offers them in standard or extended support).
+SUPPORTED_KUBERNETES_VERSIONS: tuple[str, ...] = ("1.32", "1.33", "1.34", "1.35")
+
+# EKS managed add-ons, pinned per add-on. `aws eks describe-addon-versions --kubernetes-version <v>` lists
+# the builds EKS offers; these are the newest builds compatible with 1.32-1.35 at the time of pinning.
+EKS_ADDONS: dict[str, str] = {
+    "vpc-cni": "v1.20.4-eksbuild.1",
+    "coredns": "v1.12.4-eksbuild.1",
+    "kube-proxy": "v1.34.1-eksbuild.2",
+    "eks-pod-identity-agent": "v1.3.9-eksbuild.3",
+    "aws-ebs-csi-driver": "v1.51.1-eksbuild.1",
+    "aws-efs-csi-driver": "v2.1.13-eksbuild.1",
+    "aws-fsx-csi-driver": "v1.7.0-eksbuild.1",
+}
+
+# --- GPU enablement -------------------------------------------------------------------------------------
+# https://github.com/NVIDIA/k8s-device-plugin (chart bundles GFD and NFD as a dependency).
+NVIDIA_DEVICE_PLUGIN = HelmChart("https://nvidia.github.io/k8s-device-plugin", "nvidia-device-plugin", "0.20.0")
+# https://github.com/NVIDIA/dcgm-exporter
+DCGM_EXPORTER = HelmChart("https://nvidia.github.io/dcgm-exporter/helm-charts", "dcgm-exporter", "4.6.0")
+# https://github.com/aws/eks-charts/tree/master/stable/aws-efa-k8s-device-plugin
+EFA_DEVICE_PLUGIN = HelmChart("https://aws.github.io/eks-charts", "aws-efa-k8s-device-plugin", "v0.5.8")
+# https://github.com/prometheus-community/helm-charts/tree/main/charts/prometheus
+PROMETHEUS = HelmChart("https://prometheus-community.github.io/helm-charts", "prometheus", "27.39.0")
+# https://github.com/grafana/helm-charts
+GRAFANA = HelmChart("https://grafana.github.io/helm-charts", "grafana", "10.1.4")
+
+# --- Cluster autoscaling --------------------------------------------------------------------------------
+# https://github.com/kubernetes/autoscaler/tree/master/charts/cluster-autoscaler
+CLUSTER_AUTOSCALER = HelmChart("https://kubernetes.github.io/autoscaler", "cluster-autoscaler", "9.52.1")
+
+# --- Training operators ---------------------------------------------------------------------------------
+# Kubeflow training-operator v1 (PyTorchJob) lives on kubeflow/trainer branch release-1.9; master is
+# Trainer v2 and must never be installed in its place (see shared DESIGN.md).
+TRAINING_OPERATOR_VERSION = "v1.9.4"
+TRAINING_OPERATOR_KUSTOMIZE = (
+    "https://github.com/kubeflow/trainer/tree/" + TRAINING_OPERATOR_VERSION + "/manifests/overlays/standalone"
+)
+# DLRover's ElasticJob controller (elastic.iml.github.io/v1alpha1); the image carries dlrover[torch] of the
+# same minor version so `dlrover-run` speaks the controller's protocol.
+DLROVER_VERSION = "v0.6.1"
+DLROVER_KUSTOMIZE = (
+    "https://github.com/intelligent-machine-learning/dlrover/tree/"
+    + DLROVER_VERSION
+    + "/go/elasticjob/config/manifests/bases"
+)
+DLROVER_PYTHON = "0.6.1"
+# https://github.com/kedacore/charts
+KEDA = HelmChart("https://kedacore.github.io/charts", "keda", "2.20.2")
+
+# Upstream CRD schemas of exactly the operator versions above. The offline plan validates every custom
+# resource against them. They are fetched into a local cache on first use unless GTP_CRD_DIR (or the
+# project's shared/crds directory) provides an offline copy.
+CRD_SOURCES: dict[str, str] = {
+    "kubeflow.org_pytorchjobs.yaml": (
+        "https://raw.githubusercontent.com/kubeflow/trainer/"
+        + TRAINING_OPERATOR_VERSION
+        + "/manifests/base/crds/kubeflow.org_pytorchjobs.yaml"
+    ),
+    "elastic.iml.github.io_elasticjobs.yaml": (
+        "https://raw.githubusercontent.com/intelligent-machine-learning/dlrover/"
+        + DLROVER_VERSION
+        + "/go/elasticjob/config/crd/bases/elastic.iml.github.io_elasticjobs.yaml"
+    ),
+    "keda.sh_scaledobjects.yaml": (
+        "https://raw.githubusercontent.com/kedacore/keda/v" + KEDA.version + "/config/crd/bases/keda.sh_scaledobjects.yaml"
+    ),
+    "keda.sh_scaledjobs.yaml": (
+        "https://raw.githubusercontent.com/kedacore/keda/v" + KEDA.version + "/config/crd/bases/keda.sh_scaledjobs.yaml"
+    ),
+}
+
+# --- Training image -------------------------------------------------------------------------------------
+TORCH_VERSION = "2.13.0"
+TRAINER_VERSION = "0.1.0"
+# Official PyTorch CUDA *runtime* image for TORCH_VERSION (Docker Hub: pytorch/pytorch). Never `latest`.
+PYTORCH_BASE_IMAGE = "pytorch/pytorch:2.13.0-cuda13.0-cudnn9-runtime"
