@@ -1,0 +1,236 @@
+"""Plain-data model shared by every rule: resource records, stack facts, rules and violations.
+
+A *record* is one resource as the offline plan writes it to `build/plan/<stack>/resources.json`
+(and as `engine.py` rebuilds it from the policy engine's arguments)::
+
+    {"urn": ..., "type": "aws:eks/cluster:Cluster", "name": ..., "custom": true,
+     "parent": <urn>|None, "provider": <provider urn or reference>|None, "dependsOn": [<urn>, ...],
+     "options": {"protect": ..., "retainOnDelete": ..., "deleteBeforeReplace": ..., "ignoreChanges": [...]},
+     "inputs": {...engine (camelCase) property names...}}
+
+Secret inputs read "[secret]"; values unknown until apply read "<computed>".
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any, Callable, Iterable, Literal, Mapping, Optional
+
+COMPUTED = "<computed>"
+"""Marker for an input whose value is only known after apply."""
+
+SECRET = "[secret]"
+"""Marker for a secret input (value masked)."""
+
+Record = Mapping[str, Any]
+
+Enforcement = Literal["mandatory", "advisory"]
+Scope = Literal["resource", "stack"]
+
+DEFAULT_REQUIRED_TAGS = ("gtp:stack", "gtp:project", "gtp:lifecycle")
+EPHEMERAL_TAGS = ("gtp:ttl-hours", "gtp:expires-at")
+
+
+def is_computed(value: Any) -> bool:
+    """True when the value is unknown until apply (only ever "cannot judge" for legitimately computed values)."""
+    return isinstance(value, str) and value == COMPUTED
+
+
+_MISSING = object()
+
+
+def get_path(data: Any, path: str, default: Any = None) -> Any:
+    """Reads `a.b.c` from nested mappings; returns `default` when any step is absent or not a mapping.
+
+    A computed intermediate object yields COMPUTED, so callers see "unknown" rather than "absent".
+    """
+    current = data
+    for part in path.split("."):
+        if is_computed(current):
+            return COMPUTED
+        if not isinstance(current, Mapping):
+            return default
+        current = current.get(part, _MISSING)
+        if current is _MISSING:
+            return default
+    return current
+
+
+def as_list(value: Any) -> list:
+    """A list input as a list: None → [], a computed list → [COMPUTED]."""
+    if value is None:
+        return []
+    if isinstance(value, (list, tuple)):
+        return list(value)
+    return [value]
+
+
+def is_true(value: Any) -> bool:
+    """Booleans arrive as bool, but some AWS inputs (launch template `ebs.encrypted`) are the strings "true"/"false"."""
+    return value is True or (isinstance(value, str) and value.lower() == "true")
+
+
+def is_false(value: Any) -> bool:
+    return value is False or (isinstance(value, str) and value.lower() == "false")
+
+
+def as_number(value: Any) -> Optional[float]:
+    """Numbers arrive as floats under the engine and mocks; strings of digits are accepted too."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, (int, float)):
+        return float(value)
+    if isinstance(value, str):
+        try:
+            return float(value)
+        except ValueError:
+            return None
+    return None
+
+
+def parse_json_document(value: Any) -> Any:
+    """An IAM-style policy input: a JSON string or an already structured document. Returns None if unparseable."""
+    if isinstance(value, Mapping):
+        return value
+    if isinstance(value, str) and not is_computed(value) and value != SECRET:
+        try:
+            return json.loads(value)
+        except ValueError:
+            return None
+    return None
+
+
+def short(value: Any, limit: int = 160) -> str:
+    """A value as it appears in a violation message."""
+    text = json.dumps(value, sort_keys=True, default=str) if not isinstance(value, str) else repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+@dataclass(frozen=True)
+class Facts:
+    """Per-stack facts the rules need and the program's resources cannot tell (policy config / policy-facts.json)."""
+
+    stack: str
+    """Stack name, e.g. "dev"."""
+    ephemeral: bool = False
+    """True for bench-* style stacks that must destroy cleanly (TTL tags, no protection, force-delete)."""
+    production: bool = False
+    """True for stacks whose cluster must be private and whose stateful resources must be protected."""
+    registry: Optional[str] = None
+    """Image prefix every directly applied container image must start with (`<host>/<repo>`); None = not checked."""
+    required_tags: tuple[str, ...] = DEFAULT_REQUIRED_TAGS
+    """Tag keys every AWS provider's defaultTags and every launch template's instance tags must carry."""
+
+    KEYS = ("stack", "ephemeral", "production", "registry", "requiredTags")
+
+    @classmethod
+    def from_mapping(cls, data: Mapping[str, Any]) -> "Facts":
+        """Validates the facts dict (keys fixed, camelCase); every problem is reported at once."""
+        problems = []
+        if not isinstance(data, Mapping):
+            raise ValueError(f"policy facts must be a JSON object, got {type(data).__name__}")
+        unknown = sorted(set(data) - set(cls.KEYS) - {"enforcementLevel"})
+        if unknown:
+            problems.append(f"unknown key(s) {unknown}; valid keys are {list(cls.KEYS)}")
+        stack = data.get("stack")
+        if not isinstance(stack, str) or not stack:
+            problems.append(f"stack: expected a non-empty string, got {stack!r}")
+        for key in ("ephemeral", "production"):
+            if key in data and not isinstance(data[key], bool):
+                problems.append(f"{key}: expected true or false, got {data[key]!r}")
+        registry = data.get("registry")
+        if registry is not None and (not isinstance(registry, str) or not registry):
+            problems.append(f"registry: expected a non-empty string or null, got {registry!r}")
+        tags = data.get("requiredTags", list(DEFAULT_REQUIRED_TAGS))
+        if not isinstance(tags, (list, tuple)) or not all(isinstance(t, str) and t for t in tags):
+            problems.append(f"requiredTags: expected a list of tag keys, got {tags!r}")
+        if data.get("ephemeral") is True and data.get("production") is True:
+            problems.append("ephemeral and production are mutually exclusive; set at most one to true")
+        if problems:
+            raise ValueError("invalid policy facts:\n  - " + "\n  - ".join(problems))
+        return cls(
+            stack=stack,
+            ephemeral=bool(data.get("ephemeral", False)),
+            production=bool(data.get("production", False)),
+            registry=registry,
+            required_tags=tuple(tags),
+        )
+
+    def to_mapping(self) -> dict:
+        return {
+            "stack": self.stack,
+            "ephemeral": self.ephemeral,
+            "production": self.production,
+            "registry": self.registry,
+            "requiredTags": list(self.required_tags),
+        }
+
+
+FACTS_CONFIG_SCHEMA = {
+    "properties": {
+        "stack": {"type": "string", "description": "Stack name, e.g. dev."},
+        "ephemeral": {"type": "boolean", "default": False,
+                      "description": "Stack must destroy cleanly: TTL tags, no protect/retainOnDelete, force-delete."},
+        "production": {"type": "boolean", "default": False,
+                       "description": "Private EKS endpoint; cluster, keys, storage and repositories protected."},
+        "registry": {"type": ["string", "null"], "default": None,
+                     "description": "Required image prefix (<host>/<repo>); null disables the registry check."},
+        "requiredTags": {"type": "array", "items": {"type": "string"}, "default": list(DEFAULT_REQUIRED_TAGS),
+                         "description": "Tag keys every AWS provider's defaultTags must carry."},
+    },
+    "required": ["stack", "ephemeral", "production"],
+}
+"""JSON schema of the facts; every policy declares it so one `--policy-pack-config` file configures them all."""
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One offending field of one resource, as a rule reports it."""
+
+    field: str
+    """Property path, e.g. `vpcConfig.publicAccessCidrs` or `spec.template.spec.containers[trainer].image`."""
+    value: Any
+    """The offending value (None when the field is absent)."""
+    reason: str
+    """What is wrong and what to do instead."""
+    record: Optional[Record] = None
+    """For stack rules: the resource the finding is about (None = the stack as a whole)."""
+
+
+ResourceCheck = Callable[[Record, Facts], Iterable[Finding]]
+StackCheck = Callable[["StackIndex", Facts], Iterable[Finding]]  # noqa: F821 (graph.StackIndex)
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One named policy. `check` is pure: plain records and facts in, findings out."""
+
+    name: str
+    description: str
+    scope: Scope
+    check: Callable[..., Iterable[Finding]]
+    enforcement: Enforcement = "mandatory"
+
+
+@dataclass(frozen=True)
+class Violation:
+    policy_name: str
+    urn: Optional[str]
+    message: str
+    enforcement: Enforcement = "mandatory"
+
+    def __str__(self) -> str:
+        return f"[{self.enforcement}] {self.message}"
+
+
+def describe(record: Optional[Record]) -> str:
+    if record is None:
+        return "stack"
+    return f"{record.get('type')} '{record.get('name')}' ({record.get('urn')})"
+
+
+def format_message(policy_name: str, record: Optional[Record], finding: Finding) -> str:
+    """`<policy>: <type> '<name>' (<urn>): <field> = <value>: <reason>`."""
+    value = "<absent>" if finding.value is None else short(finding.value)
+    return f"{policy_name}: {describe(record)}: {finding.field} = {value}: {finding.reason}"
+
