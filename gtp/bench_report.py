@@ -1,0 +1,255 @@
+"""Compare benchmark runs written by ``python -m trainer.bench``.
+
+    python -m gtp.bench_report DIR|s3://bucket/prefix [--plot busbw.png]
+
+Reads every ``*.json`` under DIR (recursively) or under the S3 prefix, one file per run, and prints two tables:
+runs × key metrics, and all-reduce bus bandwidth per message size (one column per run). With ``--plot`` it also
+writes busbw vs message size (log x) as a PNG when matplotlib is installed; without it the plot is skipped with a
+note. Files that are not JSON objects of ``"kind": "bench"`` are listed as skipped; missing optional keys print
+as ``-``.
+
+Bus bandwidth (``busbw``) is the figure to compare across world sizes: nccl-tests' algorithm bandwidth scaled by
+2(n-1)/n for all-reduce, so it approaches the link speed independently of the rank count.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
+
+if TYPE_CHECKING:
+    import boto3
+
+MISSING = "-"
+
+
+@dataclass(frozen=True)
+class BenchRun:
+    name: str
+    """Where the run came from: file path relative to the source, or the S3 key relative to the prefix."""
+    world_size: int | None = None
+    backend: str | None = None
+    device: str | None = None
+    started_at: str | None = None
+    git_sha: str | None = None
+    model: str | None = None
+    tokens_per_s: float | None = None
+    mfu: float | None = None
+    step_time_ms: float | None = None
+    busbw_gbps_by_size: dict[int, float] = field(default_factory=dict)
+
+
+@dataclass
+class LoadResult:
+    runs: list[BenchRun] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
+    """One line per ignored file, with the reason."""
+
+
+def _number(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return float(value)
+
+
+def parse_run(name: str, document: Any) -> BenchRun:
+    """A run from one decoded JSON document. Raises ValueError when it is not a bench result at all."""
+    if not isinstance(document, Mapping):
+        raise ValueError(f"expected a JSON object, got {type(document).__name__}")
+    if document.get("kind") != "bench":
+        raise ValueError(f"kind is {document.get('kind')!r}, not 'bench'")
+    training = document.get("training") if isinstance(document.get("training"), Mapping) else {}
+    busbw: dict[int, float] = {}
+    for entry in document.get("allreduce") or []:
+        if not isinstance(entry, Mapping):
+            continue
+        size, value = entry.get("size_bytes"), _number(entry.get("busbw_gbps"))
+        if isinstance(size, int) and not isinstance(size, bool) and value is not None:
+            busbw[size] = value
+    world_size = document.get("world_size")
+    return BenchRun(
+        name=name,
+        world_size=world_size if isinstance(world_size, int) and not isinstance(world_size, bool) else None,
+        backend=document.get("backend"),
+        device=document.get("device"),
+        started_at=document.get("started_at"),
+        git_sha=document.get("git_sha"),
+        model=training.get("model"),
+        tokens_per_s=_number(training.get("tokens_per_s")),
+        mfu=_number(training.get("mfu")),
+        step_time_ms=_number(training.get("step_time_ms")),
+        busbw_gbps_by_size=busbw,
+    )
+
+
+def parse_documents(named_texts: Sequence[tuple[str, str]]) -> LoadResult:
+    result = LoadResult()
+    for name, text in sorted(named_texts):
+        try:
+            result.runs.append(parse_run(name, json.loads(text)))
+        except json.JSONDecodeError as exc:
+            result.skipped.append(f"{name}: not JSON ({exc.msg} at line {exc.lineno})")
+        except ValueError as exc:
+            result.skipped.append(f"{name}: {exc}")
+    result.runs.sort(key=lambda run: (run.started_at or "", run.name))
+    return result
+
+
+def read_directory(directory: Path) -> list[tuple[str, str]]:
+    if not directory.is_dir():
+        raise FileNotFoundError(f"no such directory: {directory}")
+    return [
+        (path.relative_to(directory).as_posix(), path.read_text(encoding="utf-8"))
+        for path in sorted(directory.rglob("*.json"))
+    ]
+
+
+def split_s3_url(url: str) -> tuple[str, str]:
+    """``s3://bucket/some/prefix`` → (``bucket``, ``some/prefix/``). Raises ValueError without a bucket."""
+    if not url.startswith("s3://"):
+        raise ValueError(f"not an s3:// URL: {url!r}")
+    bucket, _, prefix = url[len("s3://"):].partition("/")
+    if not bucket:
+        raise ValueError(f"no bucket in {url!r}")
+    if prefix and not prefix.endswith("/"):
+        prefix += "/"  # "results/run1" must not match "results/run10/…"
+    return bucket, prefix
+
+
+def read_s3(session: "boto3.Session", url: str) -> list[tuple[str, str]]:
+    bucket, prefix = split_s3_url(url)
+    s3 = session.client("s3")
+    documents = []
+    for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
+        for item in page.get("Contents", []):
+            key = item["Key"]
+            if key.endswith(".json"):
+                body = s3.get_object(Bucket=bucket, Key=key)["Body"].read().decode("utf-8")
+                documents.append((key[len(prefix):], body))
+    return documents
+
+
+def load(source: str, session_factory: Callable[[], "boto3.Session"] | None = None) -> LoadResult:
+    if source.startswith("s3://"):
+        if session_factory is None:
+            import boto3
+
+            session_factory = boto3.Session
+        return parse_documents(read_s3(session_factory(), source))
+    return parse_documents(read_directory(Path(source)))
+
+
+# --- formatting --------------------------------------------------------------------------------------------------
+
+
+def format_size(size_bytes: int) -> str:
+    for unit, factor in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if size_bytes >= factor and size_bytes % factor == 0:
+            return f"{size_bytes // factor} {unit}"
+    return f"{size_bytes} B"
+
+
+def _fmt(value: float | int | str | None, spec: str = "") -> str:
+    if value is None or value == "":
+        return MISSING
+    return format(value, spec) if spec else str(value)
+
+
+def _table(header: Sequence[str], rows: Sequence[Sequence[str]], right_align_from: int) -> list[str]:
+    widths = [max(len(row[column]) for row in [header, *rows]) for column in range(len(header))]
+
+    def line(cells: Sequence[str]) -> str:
+        return "  ".join(
+            cell.rjust(width) if column >= right_align_from else cell.ljust(width)
+            for column, (cell, width) in enumerate(zip(cells, widths))
+        ).rstrip()
+
+    return [line(header), line(["-" * width for width in widths]), *(line(row) for row in rows)]
+
+
+def peak_busbw(run: BenchRun) -> float | None:
+    return max(run.busbw_gbps_by_size.values()) if run.busbw_gbps_by_size else None
+
+
+def format_report(result: LoadResult) -> str:
+    if not result.runs:
+        lines = ["no benchmark runs found"]
+    else:
+        header = ["run", "started_at", "git", "world", "backend", "device", "model",
+                  "tokens/s", "MFU", "step ms", "peak busbw GB/s"]
+        rows = [
+            [
+                run.name, _fmt(run.started_at), _fmt(run.git_sha[:8] if run.git_sha else None),
+                _fmt(run.world_size), _fmt(run.backend), _fmt(run.device), _fmt(run.model),
+                _fmt(run.tokens_per_s, ",.0f"), _fmt(run.mfu, ".1%"), _fmt(run.step_time_ms, ".1f"),
+                _fmt(peak_busbw(run), ".1f"),
+            ]
+            for run in result.runs
+        ]
+        lines = ["Runs", *_table(header, rows, right_align_from=7)]
+        sizes = sorted({size for run in result.runs for size in run.busbw_gbps_by_size})
+        if sizes:
+            labels = [f"#{index}" for index in range(1, len(result.runs) + 1)]
+            size_rows = [
+                [format_size(size), *(_fmt(run.busbw_gbps_by_size.get(size), ".2f") for run in result.runs)]
+                for size in sizes
+            ]
+            lines += ["", "All-reduce bus bandwidth (GB/s) by message size",
+                      *_table(["size", *labels], size_rows, right_align_from=1)]
+            lines += [f"  {label} = {run.name}" for label, run in zip(labels, result.runs)]
+    if result.skipped:
+        lines += ["", "Skipped files:", *(f"  {line}" for line in result.skipped)]
+    return "\n".join(lines) + "\n"
+
+
+def write_plot(result: LoadResult, output: Path) -> str:
+    """Writes the PNG and returns a one-line note; the note explains a skip when matplotlib is missing."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")  # no display on CI machines
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return f"matplotlib is not installed; skipped the plot ({output}). Install matplotlib to get it."
+    figure, axes = plt.subplots(figsize=(8, 5))
+    plotted = 0
+    for run in result.runs:
+        if run.busbw_gbps_by_size:
+            sizes = sorted(run.busbw_gbps_by_size)
+            label = f"{PurePosixPath(run.name).stem} ({_fmt(run.world_size)}× {_fmt(run.device)})"
+            axes.plot(sizes, [run.busbw_gbps_by_size[size] for size in sizes], marker="o", label=label)
+            plotted += 1
+    axes.set_xscale("log", base=2)
+    axes.set_xlabel("message size (bytes)")
+    axes.set_ylabel("all-reduce bus bandwidth (GB/s)")
+    axes.grid(True, which="both", alpha=0.3)
+    if plotted:
+        axes.legend(fontsize="small")
+    figure.tight_layout()
+    figure.savefig(output, dpi=120)
+    plt.close(figure)
+    return f"wrote {output} ({plotted} run(s))"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m gtp.bench_report", description=__doc__.splitlines()[0])
+    parser.add_argument("source", help="directory of result JSON files, or s3://bucket/prefix")
+    parser.add_argument("--plot", type=Path, help="write busbw vs message size to this PNG (needs matplotlib)")
+    args = parser.parse_args(argv)
+    try:
+        result = load(args.source)
+    except (FileNotFoundError, ValueError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    sys.stdout.write(format_report(result))
+    if args.plot:
+        print(write_plot(result, args.plot))
+    return 0 if result.runs else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,241 @@
+"""Reaper: destroy ephemeral stacks whose TTL has passed.
+
+    python -m gtp.reap [--dry-run] [--now 2026-12-02T13:00:00Z] [--backend-url URL] [--cwd DIR]
+
+Rules (:func:`decide`, pure; each stack gets exactly one decision):
+
+- no ``gtp:lifecycle`` or ``ephemeral: false``  → ``keep``: persistent stacks are never touched;
+- ephemeral with ``protect: true``              → ``problem``: Pulumi refuses to delete protected resources;
+- ephemeral without ``ttlHours``/``createdAt``  → ``problem``: never destroyed, fix its config;
+- ephemeral, ``createdAt + ttlHours > now``     → ``keep``;
+- ephemeral, expired, no resources left         → ``keep`` (already destroyed);
+- ephemeral, expired                            → ``destroy`` through :func:`gtp.destroy.destroy_stack`
+  (retries, orphan audit).
+
+A failed destroy is reported and the other stacks are still processed. Exit status: 0 when every destroy
+succeeded and no stack has a problem; 1 otherwise. ``--dry-run`` prints the decisions and destroys nothing.
+
+The adapter (:func:`open_workspace`, :func:`read_stack_states`) uses the Pulumi Automation API, which drives the
+``pulumi`` CLI: run it where the CLI is installed and logged in to the backend (``--backend-url`` or
+``PULUMI_BACKEND_URL``), from the project directory (``Pulumi.yaml``), with AWS credentials for the orphan audit.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+from typing import Any, Callable, Iterable, Literal, Mapping, Protocol, Sequence
+
+from gtp.destroy import DestroyOutcome, boto3_audit, destroy_stack, report, subprocess_runner
+
+LIFECYCLE_KEY = "gtp:lifecycle"
+
+Action = Literal["keep", "destroy", "problem"]
+
+
+@dataclass(frozen=True)
+class StackState:
+    """What the reaper knows about one stack."""
+
+    name: str
+    lifecycle: Mapping[str, Any] | None
+    """The parsed ``gtp:lifecycle`` object, or None when the stack has none."""
+    resource_count: int | None = None
+    """Resources in the stack's state (None: unknown)."""
+
+
+@dataclass(frozen=True)
+class Decision:
+    stack: str
+    action: Action
+    reason: str
+
+
+def parse_timestamp(value: str) -> datetime:
+    """ISO-8601; a value without offset is read as UTC. Raises ValueError with the offending text."""
+    try:
+        parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except (AttributeError, ValueError) as exc:
+        raise ValueError(f"not an ISO-8601 timestamp: {value!r}") from exc
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=timezone.utc)
+
+
+def _format_time(moment: datetime) -> str:
+    return moment.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def decide_one(state: StackState, now: datetime) -> Decision:
+    lifecycle = state.lifecycle
+    if lifecycle is None:
+        return Decision(state.name, "keep", f"no {LIFECYCLE_KEY} config: persistent, never reaped")
+    if not lifecycle.get("ephemeral", False):
+        return Decision(state.name, "keep", "persistent (ephemeral: false), never reaped")
+    if lifecycle.get("protect"):
+        return Decision(
+            state.name, "problem",
+            f"ephemeral but protect: true; set {LIFECYCLE_KEY}.protect to false so it can be destroyed",
+        )
+    ttl_hours = lifecycle.get("ttlHours")
+    created_at = lifecycle.get("createdAt")
+    missing = [key for key, value in (("ttlHours", ttl_hours), ("createdAt", created_at)) if value is None]
+    if missing:
+        return Decision(
+            state.name, "problem",
+            f"ephemeral without {' and '.join(missing)}; never destroyed automatically, "
+            f"set {LIFECYCLE_KEY}.{missing[0]}",
+        )
+    try:
+        if isinstance(ttl_hours, bool) or not isinstance(ttl_hours, (int, float)) or ttl_hours <= 0:
+            raise ValueError(f"ttlHours must be a positive number, got {ttl_hours!r}")
+        expires_at = parse_timestamp(str(created_at)) + timedelta(hours=float(ttl_hours))
+    except ValueError as exc:
+        return Decision(state.name, "problem", f"invalid {LIFECYCLE_KEY}: {exc}")
+    if now < expires_at:
+        remaining_hours = (expires_at - now).total_seconds() / 3600
+        return Decision(
+            state.name, "keep", f"expires at {_format_time(expires_at)} (in {remaining_hours:.1f} h)"
+        )
+    if state.resource_count == 0:
+        return Decision(state.name, "keep", f"expired at {_format_time(expires_at)}, already has no resources")
+    return Decision(state.name, "destroy", f"expired at {_format_time(expires_at)}")
+
+
+def decide(states: Iterable[StackState], now: datetime) -> list[Decision]:
+    """One decision per stack, in stack-name order."""
+    if now.tzinfo is None:
+        raise ValueError("now must be timezone-aware")
+    return [decide_one(state, now) for state in sorted(states, key=lambda s: s.name)]
+
+
+def reap(
+    decisions: Sequence[Decision],
+    *,
+    destroy: Callable[[str], DestroyOutcome],
+    dry_run: bool = False,
+    log: Callable[[str], None] = print,
+) -> int:
+    """Carry out the decisions; returns the exit status."""
+    failed: list[str] = []
+    for decision in decisions:
+        prefix = "would destroy" if dry_run and decision.action == "destroy" else decision.action
+        log(f"{decision.stack}: {prefix}: {decision.reason}")
+        if decision.action == "problem":
+            failed.append(f"{decision.stack} (problem: {decision.reason})")
+        elif decision.action == "destroy" and not dry_run:
+            try:
+                outcome = destroy(decision.stack)
+            except Exception as exc:  # noqa: BLE001 - one stack's failure must not stop the others
+                log(f"{decision.stack}: ERROR: destroy raised {type(exc).__name__}: {exc}")
+                failed.append(f"{decision.stack} (destroy raised {type(exc).__name__})")
+                continue
+            log(report(outcome))
+            if not outcome.ok:
+                failed.append(f"{decision.stack} ({outcome.error or 'orphaned resources remain'})")
+    counts = {action: sum(d.action == action for d in decisions) for action in ("keep", "destroy", "problem")}
+    log(
+        f"{len(decisions)} stack(s): {counts['destroy']} to destroy, {counts['keep']} kept, "
+        f"{counts['problem']} with problems{' (dry run: nothing destroyed)' if dry_run else ''}"
+    )
+    if failed:
+        log("FAILED: " + "; ".join(failed))
+        return 1
+    return 0
+
+
+# --- Automation API adapter --------------------------------------------------------------------------------------
+
+
+class Workspace(Protocol):
+    """The part of ``pulumi.automation.LocalWorkspace`` the reaper uses."""
+
+    def list_stacks(self) -> Sequence[Any]: ...
+
+    def get_all_config(self, stack_name: str) -> Mapping[str, Any]: ...
+
+    def refresh_config(self, stack_name: str) -> None: ...
+
+
+def lifecycle_from_config(config: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """``gtp:lifecycle`` from ``get_all_config()`` (ConfigValue with a JSON string, or an already-parsed value)."""
+    entry = config.get(LIFECYCLE_KEY)
+    if entry is None:
+        return None
+    value = getattr(entry, "value", entry)
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"{LIFECYCLE_KEY} is not valid JSON: {exc}") from exc
+    if not isinstance(value, Mapping):
+        raise ValueError(f"{LIFECYCLE_KEY} must be an object, got {type(value).__name__}")
+    return value
+
+
+def read_stack_states(workspace: Workspace, log: Callable[[str], None] = print) -> list[StackState]:
+    """Every stack of the project with its lifecycle.
+
+    A stack created elsewhere (a bench run in CI) may have no ``stacks/Pulumi.<stack>.yaml`` here; then its config is
+    pulled from the backend's last deployment (``pulumi config refresh``), which only writes that missing file.
+    A config that cannot be read or parsed becomes a lifecycle of ``{"ephemeral": True}`` with nothing else, so the
+    stack is reported as a problem instead of being skipped silently or destroyed.
+    """
+    states = []
+    for summary in workspace.list_stacks():
+        name = summary.name
+        try:
+            config = workspace.get_all_config(name)
+            if LIFECYCLE_KEY not in config:
+                workspace.refresh_config(name)
+                config = workspace.get_all_config(name)
+            lifecycle = lifecycle_from_config(config)
+        except Exception as exc:  # noqa: BLE001 - reported per stack, the others go on
+            log(f"{name}: cannot read {LIFECYCLE_KEY}: {type(exc).__name__}: {exc}")
+            lifecycle = {"ephemeral": True, "protect": False, "ttlHours": None, "createdAt": None}
+        states.append(StackState(name, lifecycle, getattr(summary, "resource_count", None)))
+    return states
+
+
+def open_workspace(work_dir: str, backend_url: str | None) -> Workspace:
+    from pulumi import automation
+
+    env_vars = {"PULUMI_BACKEND_URL": backend_url} if backend_url else None
+    return automation.LocalWorkspace(work_dir=work_dir, env_vars=env_vars)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m gtp.reap", description=__doc__.splitlines()[0])
+    parser.add_argument("--dry-run", action="store_true", help="print the decisions, destroy nothing")
+    parser.add_argument("--now", help="evaluate TTLs at this ISO-8601 time instead of the current time")
+    parser.add_argument("--backend-url", default=os.environ.get("PULUMI_BACKEND_URL"),
+                        help="Pulumi backend (default: $PULUMI_BACKEND_URL, else the CLI's login)")
+    parser.add_argument("--cwd", default=".", help="Pulumi project directory (default: current directory)")
+    parser.add_argument("--region", default=None, help="AWS region for the orphan audit (default: environment)")
+    args = parser.parse_args(argv)
+    try:
+        now = parse_timestamp(args.now) if args.now else datetime.now(timezone.utc)
+    except ValueError as exc:
+        parser.error(f"--now: {exc}")
+    try:
+        workspace = open_workspace(args.cwd, args.backend_url)
+        states = read_stack_states(workspace)
+    except Exception as exc:  # noqa: BLE001 - no CLI, not logged in, no Pulumi.yaml: say so and stop
+        print(f"error: cannot list the project's stacks ({type(exc).__name__}: {exc}); the reaper needs the "
+              "pulumi CLI on PATH, logged in to the backend (--backend-url), run from the project directory",
+              file=sys.stderr)
+        return 2
+    decisions = decide(states, now)
+    env = {"PULUMI_BACKEND_URL": args.backend_url} if args.backend_url else None
+    runner = subprocess_runner(args.cwd, env)
+
+    def destroy(stack: str) -> DestroyOutcome:
+        return destroy_stack(stack, runner=runner, audit=boto3_audit(region=args.region))
+
+    return reap(decisions, destroy=destroy, dry_run=args.dry_run)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

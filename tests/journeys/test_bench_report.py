@@ -1,0 +1,101 @@
+"""gtp.bench_report: golden text on sample runs, tolerant parsing, S3 prefix listing (moto)."""
+
+import json
+import os
+from pathlib import Path
+
+import boto3
+import pytest
+from moto import mock_aws
+
+from gtp import bench_report
+from gtp.bench_report import format_report, format_size, load, parse_run, split_s3_url
+
+DATA = Path(__file__).parent / "data"
+GOLDEN = DATA / "bench_report.golden.txt"
+
+
+def test_report_matches_golden():
+    text = format_report(load(str(DATA / "bench")))
+    if os.environ.get("UPDATE_GOLDEN") == "1":
+        GOLDEN.write_text(text, encoding="utf-8")
+    assert text == GOLDEN.read_text(encoding="utf-8"), "run with UPDATE_GOLDEN=1 to accept the new output"
+
+
+def test_missing_optional_keys_print_as_dash():
+    run = parse_run("minimal.json", {"kind": "bench", "allreduce": [{"size_bytes": 1024}, "junk"]})
+    assert run.world_size is None and run.tokens_per_s is None and run.busbw_gbps_by_size == {}
+    table = format_report(bench_report.LoadResult(runs=[run]))
+    assert table.splitlines()[3].split() == ["minimal.json"] + ["-"] * 10
+
+
+@pytest.mark.parametrize(
+    ("document", "message"),
+    [([1, 2], "expected a JSON object, got list"), ({"kind": "train"}, "kind is 'train', not 'bench'")],
+)
+def test_non_bench_documents_are_rejected(document, message):
+    with pytest.raises(ValueError, match=message):
+        parse_run("x.json", document)
+
+
+def test_cli_prints_note_without_matplotlib(monkeypatch, capsys, tmp_path):
+    import builtins
+
+    real_import = builtins.__import__
+
+    def no_matplotlib(name, *args, **kwargs):
+        if name.startswith("matplotlib"):
+            raise ImportError("No module named 'matplotlib'")
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", no_matplotlib)
+    assert bench_report.main([str(DATA / "bench"), "--plot", str(tmp_path / "busbw.png")]) == 0
+    out = capsys.readouterr().out
+    assert "matplotlib is not installed; skipped the plot" in out
+    assert not (tmp_path / "busbw.png").exists()
+
+
+def test_cli_errors(tmp_path, capsys):
+    assert bench_report.main([str(tmp_path / "missing")]) == 2
+    assert "error: no such directory:" in capsys.readouterr().err
+    assert bench_report.main([str(tmp_path)]) == 1
+    assert capsys.readouterr().out == "no benchmark runs found\n"
+
+
+def test_format_size():
+    assert [format_size(n) for n in (512, 1024, 1536, 1 << 20, 3 << 30)] == ["512 B", "1 KiB", "1536 B", "1 MiB", "3 GiB"]
+
+
+def test_split_s3_url():
+    assert split_s3_url("s3://bucket/results/run1") == ("bucket", "results/run1/")
+    assert split_s3_url("s3://bucket") == ("bucket", "")
+    with pytest.raises(ValueError, match="no bucket in 's3:///x'"):
+        split_s3_url("s3:///x")
+
+
+def test_reads_runs_under_an_s3_prefix_only(monkeypatch):
+    for key, value in {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
+                       "AWS_DEFAULT_REGION": "us-east-1"}.items():
+        monkeypatch.setenv(key, value)
+    with mock_aws():
+        session = boto3.Session(region_name="us-east-1")
+        s3 = session.client("s3")
+        s3.create_bucket(Bucket="gtp-bench")
+        for path in sorted((DATA / "bench").glob("*.json")):
+            s3.put_object(Bucket="gtp-bench", Key=f"results/bench-a/{path.name}", Body=path.read_bytes())
+        s3.put_object(Bucket="gtp-bench", Key="results/bench-a/log.txt", Body=b"not a result")
+        s3.put_object(Bucket="gtp-bench", Key="results/bench-ab/other.json",
+                      Body=json.dumps({"kind": "bench", "world_size": 99}).encode())
+        for index in range(5):
+            s3.put_object(Bucket="gtp-bench", Key=f"results/bench-a/extra/{index}.json",
+                          Body=json.dumps({"kind": "bench", "world_size": index + 1}).encode())
+        result = load("s3://gtp-bench/results/bench-a", session_factory=lambda: session)
+
+    names = sorted(run.name for run in result.runs)
+    assert names == ["a10g-2-gloo.json", "extra/0.json", "extra/1.json", "extra/2.json", "extra/3.json",
+                     "extra/4.json", "h200-16.json"]
+    assert 99 not in [run.world_size for run in result.runs]
+    directory_text = format_report(load(str(DATA / "bench")))
+    s3_only_sample = bench_report.LoadResult(
+        runs=[run for run in result.runs if not run.name.startswith("extra/")], skipped=result.skipped)
+    assert format_report(s3_only_sample) == directory_text

@@ -1,0 +1,155 @@
+"""Orphan audit against moto: resources of the stack or its cluster are found, others are not."""
+
+import boto3
+import pytest
+from moto import mock_aws
+
+from gtp.orphans import Orphan, audit, format_orphans, ownership_reason
+
+REGION = "us-east-1"
+
+
+@pytest.fixture
+def session(monkeypatch):
+    for key, value in {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
+                       "AWS_SESSION_TOKEN": "testing", "AWS_DEFAULT_REGION": REGION}.items():
+        monkeypatch.setenv(key, value)
+    with mock_aws():
+        yield boto3.Session(region_name=REGION)
+
+
+def tag_spec(resource_type, tags):
+    return [{"ResourceType": resource_type, "Tags": [{"Key": k, "Value": v} for k, v in tags.items()]}] if tags else []
+
+
+@pytest.fixture
+def subnet(session):
+    ec2 = session.client("ec2")
+    vpc_id = ec2.create_vpc(CidrBlock="10.0.0.0/16")["Vpc"]["VpcId"]
+    return ec2.create_subnet(VpcId=vpc_id, CidrBlock="10.0.1.0/24", AvailabilityZone=f"{REGION}a")["Subnet"]["SubnetId"]
+
+
+def create_eni(session, subnet, tags, description=""):
+    return session.client("ec2").create_network_interface(
+        SubnetId=subnet, Description=description, TagSpecifications=tag_spec("network-interface", tags)
+    )["NetworkInterface"]["NetworkInterfaceId"]
+
+
+def create_alb(session, subnet, name, tags):
+    tag_list = {"Tags": [{"Key": k, "Value": v} for k, v in tags.items()]} if tags else {}
+    return session.client("elbv2").create_load_balancer(Name=name, Subnets=[subnet], **tag_list)[
+        "LoadBalancers"][0]["LoadBalancerArn"]
+
+
+def test_leftover_eni_and_load_balancer_of_the_stack_are_found(session, subnet):
+    ours_eni = create_eni(session, subnet, {"gtp:stack": "dev", "gtp:project": "gtp", "gtp:lifecycle": "persistent"})
+    cni_eni = create_eni(session, subnet, {"cluster.k8s.amazonaws.com/name": "gtp-dev"})
+    control_plane_eni = create_eni(session, subnet, {}, description="Amazon EKS gtp-dev")
+    create_eni(session, subnet, {})  # untagged
+    create_eni(session, subnet, {"gtp:stack": "prod", "gtp:project": "gtp"})  # other stack
+    create_eni(session, subnet, {"gtp:stack": "dev", "gtp:project": "someone-else"})  # other project, same stack name
+    create_eni(session, subnet, {"cluster.k8s.amazonaws.com/name": "gtp-prod"})  # other cluster
+    ours_alb = create_alb(session, subnet, "k8s-default-web", {"elbv2.k8s.aws/cluster": "gtp-dev"})
+    tagged_alb = create_alb(session, subnet, "gtp-dev-api", {"gtp:stack": "dev"})
+    create_alb(session, subnet, "other-stack", {"gtp:stack": "prod"})
+    create_alb(session, subnet, "untagged", {})
+    session.client("elb").create_load_balancer(
+        LoadBalancerName="a0123456789", AvailabilityZones=[f"{REGION}a"],
+        Listeners=[{"Protocol": "tcp", "LoadBalancerPort": 80, "InstancePort": 30080}],
+        Tags=[{"Key": "kubernetes.io/cluster/gtp-dev", "Value": "owned"}],
+    )
+    session.client("elb").create_load_balancer(
+        LoadBalancerName="b0123456789", AvailabilityZones=[f"{REGION}a"],
+        Listeners=[{"Protocol": "tcp", "LoadBalancerPort": 80, "InstancePort": 30080}],
+        Tags=[{"Key": "kubernetes.io/cluster/gtp-prod", "Value": "owned"}],
+    )
+
+    found = {(orphan.kind, orphan.id): orphan.reason for orphan in audit(session, "dev")}
+
+    assert found == {
+        ("ec2:network-interface", ours_eni): "tag gtp:stack=dev",
+        ("ec2:network-interface", cni_eni): "tag cluster.k8s.amazonaws.com/name=gtp-dev",
+        ("ec2:network-interface", control_plane_eni): "description 'Amazon EKS gtp-dev'",
+        ("elbv2:load-balancer", ours_alb): "tag elbv2.k8s.aws/cluster=gtp-dev",
+        ("elbv2:load-balancer", tagged_alb): "tag gtp:stack=dev",
+        ("elb:load-balancer", "a0123456789"): "tag kubernetes.io/cluster/gtp-dev=owned",
+    }
+
+
+def test_volumes_security_groups_log_groups_and_buckets(session, subnet):
+    ec2 = session.client("ec2")
+    vpc_id = ec2.describe_subnets(SubnetIds=[subnet])["Subnets"][0]["VpcId"]
+    volume = ec2.create_volume(AvailabilityZone=f"{REGION}a", Size=10, TagSpecifications=tag_spec(
+        "volume", {"kubernetes.io/cluster/gtp-bench-a": "owned", "kubernetes.io/created-for/pvc/name": "data"}))["VolumeId"]
+    ec2.create_volume(AvailabilityZone=f"{REGION}a", Size=10)
+    group = ec2.create_security_group(GroupName="nodes", Description="nodes", VpcId=vpc_id,
+                                      TagSpecifications=tag_spec("security-group", {"gtp:stack": "bench-a"}))["GroupId"]
+    session.client("logs").create_log_group(logGroupName="/aws/eks/gtp-bench-a/cluster")
+    session.client("logs").create_log_group(logGroupName="/aws/eks/gtp-bench-ab/cluster")
+    s3 = session.client("s3")
+    s3.create_bucket(Bucket="gtp-bench-a-results")
+    s3.put_bucket_tagging(Bucket="gtp-bench-a-results", Tagging={"TagSet": [{"Key": "gtp:stack", "Value": "bench-a"}]})
+    s3.create_bucket(Bucket="unrelated")
+
+    orphans = audit(session, "bench-a")
+
+    assert {(o.kind, o.id) for o in orphans} == {
+        ("ec2:volume", volume),
+        ("ec2:security-group", group),
+        ("logs:log-group", "/aws/eks/gtp-bench-a/cluster"),
+        ("s3:bucket", "arn:aws:s3:::gtp-bench-a-results"),
+    }
+    assert all(o.region == REGION for o in orphans)
+
+
+def test_clean_account_has_no_orphans(session, subnet):
+    create_eni(session, subnet, {"gtp:stack": "prod"})
+    assert audit(session, "dev") == []
+    assert format_orphans([]) == "no orphaned resources found"
+
+
+def test_custom_cluster_name(session, subnet):
+    eni = create_eni(session, subnet, {"kubernetes.io/cluster/shared-edge": "shared"})
+    assert [o.id for o in audit(session, "edge", cluster_name="shared-edge")] == [eni]
+    assert audit(session, "edge") == []
+
+
+def test_audit_without_region_fails_clearly():
+    class NoRegionSession:
+        region_name = None
+
+    with pytest.raises(ValueError, match="no AWS region: set AWS_REGION or pass --region"):
+        audit(NoRegionSession(), "dev")
+
+
+@pytest.mark.parametrize(
+    ("tags", "expected"),
+    [
+        ({"gtp:stack": "dev"}, "tag gtp:stack=dev"),
+        ({"gtp:stack": "dev", "gtp:project": "gtp"}, "tag gtp:stack=dev"),
+        ({"gtp:stack": "dev", "gtp:project": "other"}, None),
+        ({"gtp:stack": "dev2"}, None),
+        ({"kubernetes.io/cluster/gtp-dev": "owned"}, "tag kubernetes.io/cluster/gtp-dev=owned"),
+        ({"kubernetes.io/cluster/gtp-dev2": "owned"}, None),
+        ({"KubernetesCluster": "gtp-dev"}, "tag KubernetesCluster=gtp-dev"),
+        ({"eks:cluster-name": "gtp-dev"}, "tag eks:cluster-name=gtp-dev"),
+        ({"kubernetes.io/created-for/pvc/name": "data"}, None),  # says nothing about which cluster
+        ({}, None),
+    ],
+)
+def test_ownership_reason(tags, expected):
+    assert ownership_reason(tags, stack="dev", cluster_name="gtp-dev") == expected
+
+
+def test_format_orphans_table():
+    text = format_orphans([
+        Orphan("elbv2:load-balancer", "arn:aws:elasticloadbalancing:us-east-1:1:loadbalancer/net/k8s/1", "us-east-1",
+               "tag elbv2.k8s.aws/cluster=gtp-dev"),
+        Orphan("ec2:network-interface", "eni-1", "us-east-1", "tag gtp:stack=dev"),
+    ])
+    assert text.splitlines() == [
+        "KIND                   ID                                                               REGION     REASON",
+        "ec2:network-interface  eni-1                                                            us-east-1  tag gtp:stack=dev",
+        "elbv2:load-balancer    arn:aws:elasticloadbalancing:us-east-1:1:loadbalancer/net/k8s/1  us-east-1  tag elbv2.k8s.aws/cluster=gtp-dev",
+        "2 orphaned resource(s)",
+    ]
