@@ -112,3 +112,11 @@ pulumi.export("gpuNodeGroups", {
            "maxNodes": group.max_size, "maxGpus": config.node_facts(name).num_gpus * group.max_size}
     for name, group in config.gpu_node_groups.items()
 })
+
+# --- training image (issue 5): `image_ref` is the pushed image *by digest* -----------------------------------
+image_ref: pulumi.Output[str] = pulumi.Output.from_input(config.image.reference or "pending-image-component")
+
+# --- GPU enablement (issue 4): `gpu_ready` lists what every workload must wait for ---------------------------
+gpu_ready: list[pulumi.Resource] = []
+
+# --- training workloads (issue 7) -----------------------------------------------------------------------------
