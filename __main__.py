@@ -4,6 +4,8 @@ Load the stack's typed config once, build the components in dependency order, ex
 Everything a stack does differently is data in `stacks/Pulumi.<stack>.yaml`.
 """
 
+from pathlib import Path
+
 import pulumi
 
 from components.aws_provider import AwsProvider, AwsProviderArgs
@@ -12,6 +14,7 @@ from components.cluster_autoscaler import ClusterAutoscaler, ClusterAutoscalerAr
 from components.eks_cluster import EksCluster, EksClusterArgs
 from components.gpu_node_group import GpuNodeGroup, GpuNodeGroupArgs
 from components.network import Network, NetworkArgs
+from components.training_image import TrainingImage, TrainingImageArgs
 from components.training_identity import TrainingIdentity, TrainingIdentityArgs
 from gtp import config as stack_config
 from gtp.config import ami_type, placement_group_enabled
@@ -23,11 +26,12 @@ lifecycle = config.lifecycle
 namespace = training_namespace(config)
 
 # --- cluster ------------------------------------------------------------------------------------------------
-aws_provider = None
 training_identity = None
-if config.cluster.mode == "eks":
+aws_opts = pulumi.ResourceOptions()
+if config.uses_aws:
     aws_provider = AwsProvider("cloud", AwsProviderArgs(region=config.region, tags=config.resource_tags())).provider
     aws_opts = pulumi.ResourceOptions(providers={"aws": aws_provider})
+if config.cluster.mode == "eks":
     network = Network("network", NetworkArgs(
         cluster_name=config.cluster_name,
         vpc_cidr=config.network.vpc_cidr,
@@ -114,9 +118,46 @@ pulumi.export("gpuNodeGroups", {
 })
 
 # --- training image (issue 5): `image_ref` is the pushed image *by digest* -----------------------------------
-image_ref: pulumi.Output[str] = pulumi.Output.from_input(config.image.reference or "pending-image-component")
+image = TrainingImage("trainer", TrainingImageArgs(
+    context_dir=Path("images/trainer"),  # relative: Pulumi runs the program from the project directory
+    platform=config.image.platform,
+    build=config.image.build,
+    reference=config.image.reference,
+    registry=config.image.registry,
+    repository_name=config.repository_name,
+    existing_registry=config.image.existing_registry,
+    existing_registry_username=config.image.existing_registry_username,
+    existing_registry_password=(pulumi.Output.secret(config.registry_password.get_secret_value())
+                                if config.registry_password else None),
+    keep_tagged_images=config.image.keep_tagged_images,
+    expire_untagged_days=config.image.expire_untagged_days,
+    force_delete=lifecycle.ephemeral,
+    protect=lifecycle.protect,
+    kms_deletion_window_days=lifecycle.kms_deletion_window,
+), opts=aws_opts)
+image_ref: pulumi.Output[str] = image.image_ref
+pulumi.export("imageRef", image_ref)
 
 # --- GPU enablement (issue 4): `gpu_ready` lists what every workload must wait for ---------------------------
-gpu_ready: list[pulumi.Resource] = []
+from components.efa_device_plugin import EfaDevicePlugin, efa_node_groups, efa_plugin_args  # noqa: E402
+from components.gpu_metrics import GpuMetrics, gpu_metrics_args  # noqa: E402
+from components.gpu_readiness import (  # noqa: E402
+    GpuReadiness, GpuReadinessArgs, readiness_expectations,
+)
+from components.nvidia_device_plugin import NvidiaDevicePlugin, device_plugin_args  # noqa: E402
+
+device_plugin = NvidiaDevicePlugin("nvidia", device_plugin_args(config, cluster_access.provider))
+device_plugin_namespace = device_plugin.namespace.metadata["name"]
+gpu_plugins: list[pulumi.Resource] = [device_plugin.release] if device_plugin.release else []
+if efa_node_groups(config):
+    gpu_plugins.append(EfaDevicePlugin("efa", efa_plugin_args(config, cluster_access.provider,
+                                                              device_plugin_namespace)).release)
+gpu_metrics = GpuMetrics("gpu-metrics", gpu_metrics_args(config, cluster_access.provider, device_plugin_namespace))
+gpu_ready: list[pulumi.Resource] = list(gpu_metrics.releases)  # KEDA's triggers query Prometheus
+if config.gpu_node_groups:
+    gpu_ready.append(GpuReadiness("gpu-readiness", GpuReadinessArgs(
+        provider=cluster_access.provider, image=image_ref, expectations=readiness_expectations(config),
+        depends_on=gpu_plugins,
+    )).job)
 
 # --- training workloads (issue 7) -----------------------------------------------------------------------------

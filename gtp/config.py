@@ -27,6 +27,7 @@ from pydantic.alias_generators import to_camel
 
 from gtp import versions
 from gtp.gpu_catalog import AMI_TYPE_ARCHITECTURE, DEFAULT_AMI_TYPE, GPU_INSTANCE_TYPES, Architecture, bottlerocket
+from gtp.sharing import config_name
 
 NAMESPACE = "gtp"
 DNS_LABEL = re.compile(r"^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$")
@@ -309,6 +310,9 @@ class WorkloadConfig(_Section):
     """Which pods to delete when the job finishes. Default `None` (keep logs)."""
     termination_grace_period_seconds: int = Field(300, ge=30, le=3600)
     """Time between SIGTERM and SIGKILL: enough to write a checkpoint. Default 300."""
+    ephemeral_storage: str = "20Gi"
+    """Node-local scratch per pod (request = limit, Guaranteed QoS); bounds the `/tmp` emptyDir and the
+    container's writable layer. Default `20Gi`."""
 
 
 class AutoscalingConfig(_Section):
@@ -406,6 +410,19 @@ class StackConfig(BaseModel):
     @property
     def cluster_name(self) -> str:
         return f"{self.name_prefix}-{self.stack}"
+
+    @property
+    def uses_aws(self) -> bool:
+        """Whether the stack creates anything in AWS (an EKS cluster, or an ECR repository)."""
+        return self.cluster.mode == "eks" or (self.image.registry == "ecr" and self.image.build)
+
+    @property
+    def repository_name(self) -> str:
+        if self.image.repository_name:
+            return self.image.repository_name
+        if self.image.shared_repository:
+            return f"{self.name_prefix}-trainer"
+        return f"{self.name_prefix}-{self.stack}-trainer"
 
     def sharing_for(self, group: str) -> SharingConfig:
         return self.gpu_node_groups[group].sharing or self.gpu.sharing
@@ -794,6 +811,18 @@ def _check_sharing(config: StackConfig) -> Iterator[Problem]:
                 yield Problem(f"{path}.amiType", f"{ami_type(group)!r} runs its own device plugin, so sharing "
                               f"{sharing.mode!r} can't be configured here; use an AL2023 NVIDIA AMI or configure "
                               "sharing through Bottlerocket settings and set sharing none")
+    # Groups with the same sharing use one named device-plugin config (gtp.sharing.config_name), and the
+    # MIG strategy is part of that config, so they must agree on it.
+    first_by_config: dict[str, str] = {}
+    for name, group in config.gpu_node_groups.items():
+        sharing = config.sharing_for(name)
+        key = config_name(sharing.mode, sharing.replicas)
+        first = first_by_config.setdefault(key, name)
+        if config.gpu_node_groups[first].mig_strategy != group.mig_strategy:
+            yield Problem(f"gpuNodeGroups.{name}.migStrategy",
+                          f"{group.mig_strategy!r} differs from node group '{first}' "
+                          f"({config.gpu_node_groups[first].mig_strategy!r}), which shares device-plugin config "
+                          f"{key!r}; use the same migStrategy or a different sharing")
 
 
 def _check_sharing_config(path: str, sharing: SharingConfig) -> Iterator[Problem]:
@@ -916,6 +945,12 @@ def _check_autoscaling(config: StackConfig) -> Iterator[Problem]:
         if autoscaling.min_replicas < 1:
             yield Problem("autoscaling.minReplicas", f"{autoscaling.min_replicas} would scale the PyTorchJob to 0 "
                           "workers, which the training-operator's webhook rejects; use >= 1 or mode scaledjob")
+        elastic = workload.elastic
+        if elastic is not None and not (elastic.min_nodes <= autoscaling.min_replicas
+                                        and autoscaling.max_replicas <= elastic.max_nodes):
+            yield Problem("autoscaling.maxReplicas", f"KEDA's range {autoscaling.min_replicas}..{autoscaling.max_replicas} "
+                          f"must lie within workload.elastic {elastic.min_nodes}..{elastic.max_nodes}: the "
+                          "training-operator's elasticPolicy rejects Worker counts outside it")
         if not config.gpu.metrics.prometheus or not config.gpu.metrics.dcgm_exporter:
             yield Problem("autoscaling.mode", "'scaledobject' triggers on DCGM metrics in Prometheus: enable "
                                               "gpu.metrics.dcgmExporter and gpu.metrics.prometheus")

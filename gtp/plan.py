@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import runpy
 import sys
 from collections import Counter
@@ -110,8 +111,11 @@ class Plan:
             raise LookupError(f"expected one {type_} named {name!r}, found {[r.name for r in found]}")
         return found[0]
 
+    def _by_urn(self) -> dict[str, Resource]:
+        return {r.urn: r for r in self.resources}
+
     def get(self, urn: str) -> Resource:
-        return next(r for r in self.resources if r.urn == urn)
+        return self._by_urn()[urn]
 
     def depends_transitively(self, resource: Resource, target: Resource) -> bool:
         """Whether `resource` can only be created after `target` (dependsOn, parent's deps or provider)."""
@@ -121,8 +125,8 @@ class Plan:
             urn = stack.pop()
             if urn == target.urn and urn != resource.urn:
                 return True
-            if urn in seen:
-                continue
+            if urn in seen or urn not in self._by_urn():
+                continue  # the root stack is not a recorded resource
             seen.add(urn)
             current = self.get(urn)
             stack.extend(current.depends_on)
@@ -274,15 +278,16 @@ def _engine_value(value: Any) -> str:
     return json.dumps(value, default=str)
 
 
-def run(stack: str, *, root: Path = ROOT, stack_file: Path | None = None) -> Plan:
-    """Run `__main__.py` for `stack` under mocks and return what it registered."""
+def run(stack: str, *, root: Path = ROOT, stack_file: Path | None = None, into: Plan | None = None) -> Plan:
+    """Run `__main__.py` for `stack` under mocks and return what it registered (recorded into `into` when
+    given, so a caller can see what a failed run had registered)."""
     import pulumi
     from pulumi.runtime import config as runtime_config
     from pulumi.runtime import settings
     from pulumi.runtime.stack import run_pulumi_func
 
     project, config, secret_keys = stack_config(root, stack, stack_file)
-    plan = Plan(project=project, stack=stack)
+    plan = into if into is not None else Plan(project=project, stack=stack)
     region = config.get(f"{project}:region", "us-west-2")
     settings.reset_options(project=project, stack=stack, preview=True)
     runtime_config.set_all_config(config, secret_keys)
@@ -292,6 +297,8 @@ def run(stack: str, *, root: Path = ROOT, stack_file: Path | None = None) -> Pla
     try:
         pulumi.runtime.set_mocks(monitor.mocks, project=project, stack=stack, preview=True, monitor=monitor)
         sys.path.insert(0, str(root))
+        cwd = os.getcwd()
+        os.chdir(root)  # as the Pulumi CLI does: the program runs in the project directory
         try:
             loop.run_until_complete(run_pulumi_func(lambda: runpy.run_path(str(root / "__main__.py"),
                                                                             run_name="__main__")))
@@ -300,6 +307,7 @@ def run(stack: str, *, root: Path = ROOT, stack_file: Path | None = None) -> Pla
 
             plan.config = load()
         finally:
+            os.chdir(cwd)
             sys.path.remove(str(root))
     finally:
         loop.close()

@@ -15,6 +15,7 @@ with a note saying so; nothing else is.
 from __future__ import annotations
 
 import copy
+import json
 import os
 import urllib.request
 from collections.abc import Iterator, Mapping
@@ -115,9 +116,8 @@ def validate_custom(obj: Mapping[str, Any], schema: Mapping[str, Any]) -> Iterat
 def validate_builtin(obj: Mapping[str, Any], kubernetes_version: str) -> Iterator[str]:
     try:
         kubernetes_validate.validate(dict(obj), kubernetes_version, strict=True)
-    except kubernetes_validate.ValidationError as error:
-        cause = error.caused_by
-        yield f"{_describe(obj)}: {_path(cause)}: {cause.message}"
+    except kubernetes_validate.ValidationError as error:  # a jsonschema.ValidationError with the version added
+        yield f"{_describe(obj)}: {_path(error)}: {error.message}"
 
 
 def validate_objects(objects: list[dict[str, Any]], kubernetes_version: str, report: Report) -> None:
@@ -140,8 +140,37 @@ def validate_objects(objects: list[dict[str, Any]], kubernetes_version: str, rep
                                  f"Kubernetes {kubernetes_version}")
 
 
+def policy_facts(plan: Plan) -> dict[str, Any]:
+    """What the policy pack needs to know about the stack and can't read from its resources."""
+    config = plan.config
+    required = ["gtp:lifecycle", "gtp:project", "gtp:stack"]
+    if config.lifecycle.ephemeral:
+        required += ["gtp:expires-at", "gtp:ttl-hours"]
+    registry = config.image.existing_registry if config.image.registry == "existing" else None
+    if not config.image.build and config.image.reference:
+        registry = config.image.reference.split("@", 1)[0]
+    return {"stack": plan.stack, "ephemeral": config.lifecycle.ephemeral, "production": config.lifecycle.protect,
+            "registry": registry, "requiredTags": sorted(required)}
+
+
+def run_policy_pack(plan: Plan, report: Report) -> None:
+    """The policy pack (policy/) over the recorded resources, exactly as `pulumi preview --policy-pack` would."""
+    from policy.gtp_policy import run_policies
+
+    resources = [resource.as_json() for resource in plan.resources]
+    for violation in run_policies(resources, policy_facts(plan)):
+        line = f"policy {violation.policy_name}: {violation.message}"
+        if violation.enforcement == "mandatory":
+            report.errors.append(line)
+        else:
+            report.notes.append(line)
+
+
 def validate_plan(plan: Plan, out: Path | None = None) -> Report:
-    """Validate every object of the plan; `out` is where policy facts are written for the policy pack."""
+    """Validate every object of the plan and run the policy pack; writes the policy facts to `out`."""
     report = Report()
     validate_objects(plan.kubernetes_objects(), plan.config.kubernetes_version, report)
+    run_policy_pack(plan, report)
+    if out is not None:
+        (out / "policy-facts.json").write_text(json.dumps(policy_facts(plan), indent=2, sort_keys=True) + "\n")
     return report

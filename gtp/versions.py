@@ -41,7 +41,7 @@ NVIDIA_DEVICE_PLUGIN = HelmChart("https://nvidia.github.io/k8s-device-plugin", "
 # https://github.com/NVIDIA/dcgm-exporter
 DCGM_EXPORTER = HelmChart("https://nvidia.github.io/dcgm-exporter/helm-charts", "dcgm-exporter", "4.6.0")
 # https://github.com/aws/eks-charts/tree/master/stable/aws-efa-k8s-device-plugin
-EFA_DEVICE_PLUGIN = HelmChart("https://aws.github.io/eks-charts", "aws-efa-k8s-device-plugin", "v0.5.8")
+EFA_DEVICE_PLUGIN = HelmChart("https://aws.github.io/eks-charts", "aws-efa-k8s-device-plugin", "v0.5.20")
 # https://github.com/prometheus-community/helm-charts/tree/main/charts/prometheus
 PROMETHEUS = HelmChart("https://prometheus-community.github.io/helm-charts", "prometheus", "27.39.0")
 # https://github.com/grafana/helm-charts
@@ -55,16 +55,22 @@ CLUSTER_AUTOSCALER = HelmChart("https://kubernetes.github.io/autoscaler", "clust
 # Kubeflow training-operator v1 (PyTorchJob) lives on kubeflow/trainer branch release-1.9; master is
 # Trainer v2 and must never be installed in its place (see shared DESIGN.md).
 TRAINING_OPERATOR_VERSION = "v1.9.4"
+# kustomize.v2.Directory hands the URL to kustomize's own remote loader, which takes the git form
+# `<repo>//<path>?ref=<tag>` (kubernetes-sigs/kustomize examples/remoteBuild.md); the GitHub `/tree/<tag>/`
+# form only worked with kustomize.Directory v1 and fails in v2 (pulumi/pulumi-kubernetes#3358).
 TRAINING_OPERATOR_KUSTOMIZE = (
-    "https://github.com/kubeflow/trainer/tree/" + TRAINING_OPERATOR_VERSION + "/manifests/overlays/standalone"
+    "https://github.com/kubeflow/trainer//manifests/overlays/standalone?ref=" + TRAINING_OPERATOR_VERSION
 )
-# DLRover's ElasticJob controller (elastic.iml.github.io/v1alpha1); the image carries dlrover[torch] of the
+# DLRover's ElasticJob controller (elastic.iml.github.io/v1alpha1); the image carries dlrover (torch comes from the base image) of the
 # same minor version so `dlrover-run` speaks the controller's protocol.
 DLROVER_VERSION = "v0.6.1"
+# The path DLRover's deployment guide applies (`kubectl -n dlrover apply -k go/elasticjob/config/manifests/bases`;
+# docs/deployment/controller.md); it creates the `dlrover` namespace. Note: at v0.6.1 its Deployment runs the
+# controller image `easydl/elasticjob-controller:master` and passes `--master-image=...dlrover:master`, i.e.
+# the upstream kustomization itself does not pin the controller's images.
 DLROVER_KUSTOMIZE = (
-    "https://github.com/intelligent-machine-learning/dlrover/tree/"
+    "https://github.com/intelligent-machine-learning/dlrover//go/elasticjob/config/manifests/bases?ref="
     + DLROVER_VERSION
-    + "/go/elasticjob/config/manifests/bases"
 )
 DLROVER_PYTHON = "0.6.1"
 # https://github.com/kedacore/charts
@@ -96,4 +102,7 @@ CRD_SOURCES: dict[str, str] = {
 TORCH_VERSION = "2.13.0"
 TRAINER_VERSION = "0.1.0"
 # Official PyTorch CUDA *runtime* image for TORCH_VERSION (Docker Hub: pytorch/pytorch). Never `latest`.
-PYTORCH_BASE_IMAGE = "pytorch/pytorch:2.13.0-cuda13.0-cudnn9-runtime"
+PYTORCH_BASE_IMAGE = (
+    "pytorch/pytorch:2.13.0-cuda13.0-cudnn9-runtime"
+    "@sha256:db80a41f8428644cebcb3d75b0b62df334ab6c0e75785951eb25f48bfbd42407"
+)

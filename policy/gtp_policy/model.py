@@ -39,6 +39,17 @@ def is_computed(value: Any) -> bool:
 _MISSING = object()
 
 
+def _decode_provider_json(value: Any) -> Any:
+    """Provider resources carry nested inputs as JSON strings (e.g. an AWS provider's `defaultTags`), both in
+    the engine and in the offline plan; read them as the objects they are."""
+    if isinstance(value, str) and value[:1] in ("{", "["):
+        try:
+            return json.loads(value)
+        except ValueError:
+            return value
+    return value
+
+
 def get_path(data: Any, path: str, default: Any = None) -> Any:
     """Reads `a.b.c` from nested mappings; returns `default` when any step is absent or not a mapping.
 
@@ -48,6 +59,7 @@ def get_path(data: Any, path: str, default: Any = None) -> Any:
     for part in path.split("."):
         if is_computed(current):
             return COMPUTED
+        current = _decode_provider_json(current)
         if not isinstance(current, Mapping):
             return default
         current = current.get(part, _MISSING)

@@ -1,0 +1,67 @@
+# GPU training platform — developer entry points. Everything runs offline except `make setup`'s package
+# installs (and the real `pulumi up` path described in README.md).
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.setup-stamp
+CHECKOV_VENV := .venv-checkov
+STACK ?= dev
+BASE ?= origin/main
+PYTEST_WORKERS ?= 2
+
+.PHONY: setup plan plan-all plan-diff check test test-fast golden bench-stack bench-report destroy reap clean help
+
+help:
+	@echo "make plan STACK=dev        offline plan of a stack (sets itself up)"
+	@echo "make test                  the whole suite: pytest + make check"
+	@echo "make plan-diff STACK=dev BASE=origin/main   what a change does to a stack"
+	@echo "make check                 scanners: Checkov, kubernetes-validate, policy pack, yamllint, hadolint, zizmor, actionlint"
+	@echo "make golden                refresh tests/golden after an intended infra change"
+	@echo "make bench-stack NAME=n TTL=hours   create an ephemeral benchmark stack file"
+	@echo "make destroy STACK=...     pulumi destroy with retries, then an orphan audit"
+
+# Idempotent: re-runs only when a requirements file changed.
+setup: $(STAMP)
+$(STAMP): requirements.txt requirements-checkov.txt images/trainer/pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -r requirements.txt
+	$(PY) -m pip install --quiet --no-deps -e images/trainer
+	test -x $(CHECKOV_VENV)/bin/python || $(PYTHON) -m venv $(CHECKOV_VENV)
+	$(CHECKOV_VENV)/bin/python -m pip install --quiet -r requirements-checkov.txt
+	touch $(STAMP)
+
+plan: setup
+	$(PY) -m gtp.plan --stack $(STACK)
+
+plan-all: setup
+	for stack in dev edge prod; do $(PY) -m gtp.plan --stack $$stack --quiet || exit 1; done
+
+plan-diff: setup
+	$(PY) -m gtp.plan_diff --stack $(STACK) --base $(BASE)
+
+check: setup
+	$(PY) -m gtp.check --checkov $(CHECKOV_VENV)/bin/checkov
+
+test: setup
+	$(PY) -m pytest -n $(PYTEST_WORKERS) tests
+	$(MAKE) --no-print-directory check
+
+golden: setup
+	UPDATE_GOLDEN=1 $(PY) -m pytest -q tests/test_golden_plans.py tests/gpu -k golden
+
+bench-stack: setup
+	$(PY) -m gtp.bench_stack --name $(NAME) --ttl-hours $(TTL)
+
+bench-report: setup
+	$(PY) -m gtp.bench_report $(SOURCE)
+
+destroy: setup
+	$(PY) -m gtp.destroy $(STACK)
+
+reap: setup
+	$(PY) -m gtp.reap
+
+clean:
+	rm -rf build .pytest_cache

@@ -1,0 +1,120 @@
+"""TrainingImage: the registry, the build and push of `images/trainer`, and the image reference *by digest*."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import pulumi
+import pulumi_aws as aws
+import pulumi_docker as docker
+
+from gtp import image_spec
+
+
+def lifecycle_policy(keep_tagged_images: int, expire_untagged_days: int) -> str:
+    """ECR lifecycle: untagged images (superseded manifests, failed pushes) expire after a few days; of the
+    tagged ones only the newest N are kept. Workloads reference digests of recent builds only."""
+    return json.dumps({"rules": [
+        {"rulePriority": 1, "description": f"Expire untagged images after {expire_untagged_days} days",
+         "selection": {"tagStatus": "untagged", "countType": "sinceImagePushed", "countUnit": "days",
+                       "countNumber": expire_untagged_days},
+         "action": {"type": "expire"}},
+        {"rulePriority": 2, "description": f"Keep the newest {keep_tagged_images} tagged images",
+         "selection": {"tagStatus": "any", "countType": "imageCountMoreThan", "countNumber": keep_tagged_images},
+         "action": {"type": "expire"}},
+    ]}, sort_keys=True)
+
+
+def registry_server(address: str) -> str:
+    """`host[:port]` of an image address like `registry.example.internal:5000/team/trainer`."""
+    return address.split("/", 1)[0]
+
+
+@dataclass
+class TrainingImageArgs:
+    context_dir: Path
+    """Build context (images/trainer); its content decides the tag."""
+    platform: str
+    """`linux/amd64` or `linux/arm64`: one architecture per build."""
+    build: bool = True
+    """False reuses `reference` and builds nothing."""
+    reference: str | None = None
+    """An existing image by digest, used when `build` is false."""
+    registry: str = "ecr"
+    """`ecr` (created here) or `existing`."""
+    repository_name: str = "gtp-trainer"
+    existing_registry: str | None = None
+    existing_registry_username: str | None = None
+    existing_registry_password: pulumi.Input[str] | None = None
+    keep_tagged_images: int = 30
+    expire_untagged_days: int = 7
+    force_delete: bool = False
+    """Delete the repository with its images on destroy (ephemeral stacks only)."""
+    protect: bool = False
+    kms_deletion_window_days: int = 30
+    vcs_revision: str = "unknown"
+    source_url: str = "unknown"
+
+
+class TrainingImage(pulumi.ComponentResource):
+    image_ref: pulumi.Output[str]
+    """`repository@sha256:<digest>` of the pushed image: never a mutable tag."""
+
+    def __init__(self, name: str, args: TrainingImageArgs, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("gtp:image:TrainingImage", name, None, opts)
+        child = pulumi.ResourceOptions(parent=self)
+        self.repository_url: pulumi.Output[str] | None = None
+        if not args.build:
+            self.image_ref = pulumi.Output.from_input(str(args.reference))
+            self.register_outputs({"imageRef": self.image_ref})
+            return
+
+        if args.registry == "ecr":
+            key = aws.kms.Key(f"{name}-ecr", description=f"Encryption of ECR repository {args.repository_name}",
+                              enable_key_rotation=True, deletion_window_in_days=args.kms_deletion_window_days,
+                              opts=pulumi.ResourceOptions(parent=self, protect=args.protect))
+            repository = aws.ecr.Repository(
+                f"{name}-repository", name=args.repository_name,
+                image_tag_mutability="IMMUTABLE",
+                image_scanning_configuration={"scan_on_push": True},
+                encryption_configurations=[{"encryption_type": "KMS", "kms_key": key.arn}],
+                force_delete=args.force_delete,
+                opts=pulumi.ResourceOptions(parent=self, protect=args.protect))
+            aws.ecr.LifecyclePolicy(f"{name}-lifecycle", repository=repository.name,
+                                    policy=lifecycle_policy(args.keep_tagged_images, args.expire_untagged_days),
+                                    opts=child)
+            token = aws.ecr.get_authorization_token_output(registry_id=repository.registry_id,
+                                                            opts=pulumi.InvokeOutputOptions(parent=self))
+            address: pulumi.Output[str] = repository.repository_url
+            credentials = {"server": repository.repository_url, "username": token.user_name,
+                           "password": token.password}
+        else:
+            address = pulumi.Output.from_input(str(args.existing_registry))
+            credentials = {"server": registry_server(str(args.existing_registry)),
+                           "username": args.existing_registry_username,
+                           "password": args.existing_registry_password}
+        self.repository_url = address
+
+        # The tag is the content digest of the build context: an unchanged context is the same image name,
+        # so Pulumi sees no diff and neither rebuilds nor pushes; an immutable ECR tag can never be reused
+        # for different content.
+        tag = image_spec.image_tag(args.context_dir, image_spec.content_build_args())
+        image = docker.Image(
+            f"{name}-image",
+            image_name=address.apply(lambda url: f"{url}:{tag}"),
+            build={
+                "context": str(args.context_dir),
+                "dockerfile": str(args.context_dir / "Dockerfile"),
+                "platform": args.platform,
+                "args": image_spec.build_args(vcs_revision=args.vcs_revision, source_url=args.source_url),
+                # The Dockerfile uses BuildKit bind mounts (no wheels left in layers).
+                "builder_version": "BuilderBuildKit",
+            },
+            registry=credentials,
+            opts=child,
+        )
+        # repo_digest is `repository@sha256:...` of what was pushed; workloads use nothing else.
+        self.image_ref = image.repo_digest
+        self.register_outputs({"imageRef": self.image_ref})

@@ -1,0 +1,204 @@
+"""What the training image is built from: its build context, content-addressed tag and build args.
+
+Pure functions, no Pulumi: the image component passes their results to `docker.Image`, and
+tests/image/ checks them offline.
+
+The tag is derived from the bytes Docker would actually send (the build context filtered by its
+`.dockerignore`), so an unchanged trainer keeps its tag and stacks reuse the pushed image, while any
+change to a file that reaches the build gives a new tag (ECR tags are immutable in prod).
+
+`.dockerignore` matching follows Docker's rules (moby/patternmatcher), implemented here rather than
+with `pathspec`, whose gitignore semantics differ where it matters: gitignore matches a slash-less
+pattern such as `*.pyc` at every depth, Docker only at the context root; Docker anchors every pattern
+at the root and a pattern that matches a directory excludes everything below it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+
+from gtp import versions
+
+DOCKERFILE_NAME = "Dockerfile"
+DOCKERIGNORE_NAME = ".dockerignore"
+TAG_PREFIX = "ctx-"
+TAG_DIGEST_CHARS = 16
+# Where the builder stage collects wheels (the Dockerfile's `--wheel-dir` / `--dest`).
+BUILDER_WHEEL_DIR = "/wheels"
+# Python of the pytorch/pytorch 2.13 base images (system Python, marked externally managed by PEP 668).
+# requirements.lock must offer binary wheels for it on every architecture the stacks build.
+BASE_IMAGE_PYTHON_VERSION = "3.12"
+# Linux architectures (pip platform suffixes) the stacks build for: amd64 (dev, prod), arm64 (edge).
+IMAGE_ARCHITECTURES = ("x86_64", "aarch64")
+
+
+def trainer_wheel_build_command(wheel_dir: str = BUILDER_WHEEL_DIR) -> list[str]:
+    """The command the Dockerfile's builder stage runs, from the context root, to build the trainer wheel.
+
+    tests/image/test_dockerfile.py asserts the Dockerfile runs exactly this (with the default
+    `wheel_dir`) and runs it itself on a copy of the filtered build context.
+    """
+    return ["python", "-m", "pip", "wheel", "--no-cache-dir", "--no-deps", "--wheel-dir", wheel_dir, "."]
+
+
+@dataclass(frozen=True)
+class _IgnoreRule:
+    regex: re.Pattern[str]
+    is_exception: bool
+
+
+def _pattern_to_regex(pattern: str) -> re.Pattern[str]:
+    """Translate one Docker ignore pattern (already cleaned, `/`-separated) into an anchored regex."""
+    out: list[str] = ["^"]
+    index = 0
+    while index < len(pattern):
+        char = pattern[index]
+        if char == "*":
+            if pattern.startswith("**", index):
+                index += 1
+                if index + 1 < len(pattern) and pattern[index + 1] == "/":
+                    index += 1  # Docker treats `**/` as `**`
+                if index + 1 == len(pattern):
+                    out.append(".*")  # trailing `**` matches everything below
+                else:
+                    out.append("(.*/)?")  # zero or more whole directories
+            else:
+                out.append("[^/]*")
+        elif char == "?":
+            out.append("[^/]")
+        elif char == "\\" and index + 1 < len(pattern):
+            index += 1
+            out.append(re.escape(pattern[index]))
+        elif char == "[":
+            closing = pattern.find("]", index + 1)
+            if closing == -1:
+                out.append(re.escape(char))
+            else:
+                # Go's filepath.Match syntax: `[^...]` negates, which a Python class reads the same way.
+                out.append("[" + pattern[index + 1 : closing].replace("\\", "\\\\") + "]")
+                index = closing
+        else:
+            out.append(re.escape(char))
+        index += 1
+    out.append("$")
+    return re.compile("".join(out))
+
+
+def _clean(pattern: str) -> str:
+    # Docker runs filepath.Clean on each pattern and drops a leading "/" (patterns are root-anchored).
+    cleaned = os.path.normpath(pattern).replace(os.sep, "/")
+    return cleaned.lstrip("/") or "."
+
+
+def parse_dockerignore(text: str) -> list[_IgnoreRule]:
+    """Parse `.dockerignore` text into ordered rules (comments and blank lines dropped)."""
+    rules: list[_IgnoreRule] = []
+    for raw_line in text.splitlines():
+        line = raw_line.strip()
+        if not line or line.startswith("#"):
+            continue
+        is_exception = line.startswith("!")
+        if is_exception:
+            line = line[1:].strip()
+            if not line:
+                continue
+        rules.append(_IgnoreRule(regex=_pattern_to_regex(_clean(line)), is_exception=is_exception))
+    return rules
+
+
+def is_ignored(relative_path: str, rules: list[_IgnoreRule]) -> bool:
+    """Whether Docker leaves `relative_path` (POSIX, relative to the context root) out of the context.
+
+    The last matching rule wins; a rule matches a path when it matches the path itself or any of its
+    parent directories (so `tests` drops `tests/unit/x.py`).
+    """
+    parts = PurePosixPath(relative_path).parts
+    candidates = ["/".join(parts[: depth + 1]) for depth in range(len(parts))]
+    ignored = False
+    for rule in rules:
+        if any(rule.regex.match(candidate) for candidate in candidates):
+            ignored = not rule.is_exception
+    return ignored
+
+
+def context_files(context_dir: Path) -> list[str]:
+    """Every file (POSIX path relative to `context_dir`, sorted) that Docker sends for this context.
+
+    The Dockerfile is always included: Docker sends it even when ignored, and a change to it must
+    change the tag.
+    """
+    ignore_file = context_dir / DOCKERIGNORE_NAME
+    rules = parse_dockerignore(ignore_file.read_text(encoding="utf-8")) if ignore_file.is_file() else []
+    included = [path for path in _walk(context_dir) if not is_ignored(path, rules)]
+    if (context_dir / DOCKERFILE_NAME).is_file() and DOCKERFILE_NAME not in included:
+        included.append(DOCKERFILE_NAME)
+    return sorted(included)
+
+
+def _walk(context_dir: Path) -> Iterator[str]:
+    for directory, subdirectories, filenames in os.walk(context_dir):
+        subdirectories.sort()
+        relative_dir = Path(directory).relative_to(context_dir)
+        for filename in filenames:
+            yield (relative_dir / filename).as_posix()
+        # Symlinked directories are sent as links, not followed.
+        for subdirectory in list(subdirectories):
+            if (Path(directory) / subdirectory).is_symlink():
+                subdirectories.remove(subdirectory)
+                yield (relative_dir / subdirectory).as_posix()
+
+
+def context_digest(context_dir: Path) -> str:
+    """SHA-256 (hex) over the path, executable bit and bytes of every file in the filtered build context."""
+    digest = hashlib.sha256()
+    for relative_path in context_files(context_dir):
+        path = context_dir / relative_path
+        if path.is_symlink():
+            kind, payload = "link", os.readlink(path).encode()
+        else:
+            # COPY keeps the mode, so flipping the executable bit changes the image.
+            kind = "exec" if path.stat().st_mode & 0o111 else "file"
+            payload = path.read_bytes()
+        digest.update(f"{relative_path}\0{kind}\0{hashlib.sha256(payload).hexdigest()}\n".encode())
+    return digest.hexdigest()
+
+
+def image_tag(context_dir: Path, build_args: Mapping[str, str] | None = None) -> str:
+    """Content-addressed image tag, `ctx-` plus the first 16 hex digits of the context digest.
+
+    `build_args` that change the image's content (the base image, the trainer version) are mixed in
+    when given. Leave out VCS_REVISION: it only changes a label, and including it would give every
+    commit a new tag and defeat reuse of pushed images.
+    """
+    digest = context_digest(context_dir)
+    if build_args:
+        mixed = hashlib.sha256(digest.encode())
+        for key in sorted(build_args):
+            mixed.update(f"{key}={build_args[key]}\n".encode())
+        digest = mixed.hexdigest()
+    return TAG_PREFIX + digest[:TAG_DIGEST_CHARS]
+
+
+def build_args(vcs_revision: str = "unknown", source_url: str = "unknown") -> dict[str, str]:
+    """The Dockerfile's ARGs, with versions taken from `gtp.versions`.
+
+    vcs_revision: commit the image is built from (label `org.opencontainers.image.revision`).
+    source_url: repository URL (label `org.opencontainers.image.source`).
+    """
+    return {
+        "BASE_IMAGE": versions.PYTORCH_BASE_IMAGE,
+        "TRAINER_VERSION": versions.TRAINER_VERSION,
+        "VCS_REVISION": vcs_revision,
+        "SOURCE_URL": source_url,
+    }
+
+
+def content_build_args() -> dict[str, str]:
+    """The subset of `build_args()` that changes the image's content; pass it to `image_tag`."""
+    args = build_args()
+    return {key: args[key] for key in ("BASE_IMAGE", "TRAINER_VERSION")}

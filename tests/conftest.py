@@ -1,0 +1,36 @@
+"""Shared fixtures: whole-program plans under Pulumi mocks, cached per test process."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from gtp import plan as gtp_plan
+
+ROOT = Path(__file__).resolve().parents[1]
+_CACHE: dict[str, gtp_plan.Plan] = {}
+
+
+def plan_stack(stack: str) -> gtp_plan.Plan:
+    """The offline plan of a checked-in stack (the real program under mocks); cached, plans are deterministic."""
+    if stack not in _CACHE:
+        _CACHE[stack] = gtp_plan.run(stack)
+    return _CACHE[stack]
+
+
+def plan_modified(tmp_path: Path, stack: str, edit: Callable[[dict[str, Any]], None]) -> gtp_plan.Plan:
+    """Plan a copy of a stack file after `edit(config_dict)` changed it (keys like 'gtp:cluster')."""
+    document = yaml.safe_load((ROOT / "stacks" / f"Pulumi.{stack}.yaml").read_text())
+    edit(document["config"])
+    path = tmp_path / f"Pulumi.{stack}.yaml"
+    path.write_text(yaml.safe_dump(document, sort_keys=False))
+    return gtp_plan.run(stack, stack_file=path)
+
+
+@pytest.fixture
+def plans() -> Callable[[str], gtp_plan.Plan]:
+    return plan_stack

@@ -1,0 +1,146 @@
+"""Unit tests of gtp.image_spec: Docker's .dockerignore rules, the context digest and the image tag."""
+
+from __future__ import annotations
+
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+if str(REPO_ROOT) not in sys.path:
+    sys.path.insert(0, str(REPO_ROOT))
+
+from gtp import image_spec, versions  # noqa: E402
+
+TRAINER_CONTEXT = REPO_ROOT / "images" / "trainer"
+
+
+@pytest.fixture
+def context(tmp_path: Path) -> Path:
+    """A copy of the real trainer build context (its .dockerignore included) plus typical clutter."""
+    root = tmp_path / "context"
+    shutil.copytree(TRAINER_CONTEXT, root, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    (root / "tests").mkdir(exist_ok=True)
+    (root / "tests" / "test_x.py").write_text("def test_x(): pass\n")
+    return root
+
+
+@pytest.mark.parametrize(
+    ("pattern", "path", "ignored"),
+    [
+        # Docker anchors at the root: a bare `*.pyc` is top-level only (gitignore would match anywhere).
+        ("*.pyc", "a.pyc", True),
+        ("*.pyc", "pkg/a.pyc", False),
+        ("**/*.pyc", "pkg/sub/a.pyc", True),
+        ("**/*.pyc", "a.pyc", True),
+        # A pattern matching a directory drops everything below it.
+        ("tests", "tests/unit/test_a.py", True),
+        ("tests", "pkg/tests/test_a.py", False),
+        ("**/__pycache__", "pkg/__pycache__/m.cpython-311.pyc", True),
+        ("/build", "build/lib/x.py", True),
+        ("build/", "build/lib/x.py", True),
+        ("pkg/*.py", "pkg/sub/x.py", False),
+        ("pkg/**", "pkg/sub/x.py", True),
+        ("a?c", "abc", True),
+        ("a?c", "a/c", False),
+        ("[ab].txt", "b.txt", True),
+        ("[^ab].txt", "b.txt", False),
+        ("*.py[cod]", "x.pyo", True),
+    ],
+)
+def test_dockerignore_pattern_follows_docker_semantics(pattern: str, path: str, ignored: bool) -> None:
+    assert image_spec.is_ignored(path, image_spec.parse_dockerignore(pattern)) is ignored
+
+
+def test_later_exception_re_includes_and_last_match_wins() -> None:
+    rules = image_spec.parse_dockerignore("# comment\n\n*.md\n!README.md\n")
+    assert image_spec.is_ignored("NOTES.md", rules)
+    assert not image_spec.is_ignored("README.md", rules)
+    rules = image_spec.parse_dockerignore("!README.md\n*.md\n")
+    assert image_spec.is_ignored("README.md", rules)
+
+
+def test_context_files_follow_the_trainer_dockerignore(context: Path) -> None:
+    (context / "trainer" / "__pycache__").mkdir(exist_ok=True)
+    (context / "trainer" / "__pycache__" / "x.cpython-311.pyc").write_bytes(b"\0")
+    files = image_spec.context_files(context)
+    assert "Dockerfile" in files
+    assert "pyproject.toml" in files
+    assert "requirements.lock" in files
+    assert "trainer/__init__.py" in files
+    assert not [f for f in files if f.startswith("tests/") or "__pycache__" in f or f.endswith(".pyc")]
+    assert "requirements.in" not in files
+
+
+def test_dockerfile_counts_even_when_ignored(tmp_path: Path) -> None:
+    (tmp_path / "Dockerfile").write_text("FROM scratch\n")
+    (tmp_path / ".dockerignore").write_text("Dockerfile\n")
+    before = image_spec.image_tag(tmp_path)
+    (tmp_path / "Dockerfile").write_text("FROM scratch\nLABEL a=b\n")
+    assert image_spec.context_files(tmp_path) == [".dockerignore", "Dockerfile"]
+    assert image_spec.image_tag(tmp_path) != before
+
+
+def test_unchanged_context_keeps_its_tag(context: Path) -> None:
+    tag = image_spec.image_tag(context)
+    assert tag == image_spec.image_tag(context)
+    assert tag.startswith("ctx-") and len(tag) == len("ctx-") + 16
+    int(tag.removeprefix("ctx-"), 16)
+
+
+def test_changing_an_included_file_changes_the_tag(context: Path) -> None:
+    before = image_spec.image_tag(context)
+    init = context / "trainer" / "__init__.py"
+    init.write_text(init.read_text() + "\n# change\n")
+    assert image_spec.image_tag(context) != before
+
+
+def test_adding_or_renaming_an_included_file_changes_the_tag(context: Path) -> None:
+    before = image_spec.image_tag(context)
+    (context / "trainer" / "extra.py").write_text("X = 1\n")
+    added = image_spec.image_tag(context)
+    assert added != before
+    (context / "trainer" / "extra.py").rename(context / "trainer" / "other.py")
+    assert image_spec.image_tag(context) not in (before, added)
+
+
+def test_executable_bit_changes_the_tag(context: Path) -> None:
+    before = image_spec.image_tag(context)
+    (context / "trainer" / "__init__.py").chmod(0o755)
+    assert image_spec.image_tag(context) != before
+
+
+@pytest.mark.parametrize(
+    "ignored_file",
+    ["tests/x.py", "trainer/__pycache__/x.cpython-311.pyc", "trainer/x.pyc", ".pytest_cache/v/x",
+     "requirements.in", "build/lib/x.py", ".git/HEAD"],
+)
+def test_ignored_files_do_not_change_the_tag(context: Path, ignored_file: str) -> None:
+    before = image_spec.image_tag(context)
+    target = context / ignored_file
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(target.read_text() + "changed\n" if target.exists() else "new\n")
+    assert image_spec.image_tag(context) == before
+
+
+def test_build_args_mix_into_the_tag(context: Path) -> None:
+    plain = image_spec.image_tag(context)
+    with_args = image_spec.image_tag(context, image_spec.content_build_args())
+    assert with_args != plain
+    assert with_args == image_spec.image_tag(context, image_spec.content_build_args())
+    other_base = dict(image_spec.content_build_args(), BASE_IMAGE="pytorch/pytorch:other")
+    assert image_spec.image_tag(context, other_base) != with_args
+
+
+def test_build_args_come_from_versions() -> None:
+    args = image_spec.build_args(vcs_revision="abc123", source_url="https://example.invalid/repo")
+    assert args == {
+        "BASE_IMAGE": versions.PYTORCH_BASE_IMAGE,
+        "TRAINER_VERSION": versions.TRAINER_VERSION,
+        "VCS_REVISION": "abc123",
+        "SOURCE_URL": "https://example.invalid/repo",
+    }
+    assert all(isinstance(value, str) for value in args.values())
+    assert "VCS_REVISION" not in image_spec.content_build_args()

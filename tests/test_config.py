@@ -1,0 +1,241 @@
+"""The stack config parser: every rule, asserting the error text (key path, bad value, what is allowed)."""
+
+from __future__ import annotations
+
+import copy
+import re
+from typing import Any
+
+import pytest
+import yaml
+
+from gtp.config import SCALAR_DEFAULTS, SECTIONS, ConfigError, parse_stack_config
+from tests.conftest import ROOT
+
+BASE: dict[str, Any] = {
+    "cluster": {"mode": "eks"},
+    "gpuNodeGroups": {"train": {"instanceTypes": ["g6.xlarge"], "minSize": 0, "maxSize": 2}},
+    "workload": {"kind": "pytorchjob", "nodeGroup": "train"},
+}
+EXISTING: dict[str, Any] = {
+    "cluster": {"mode": "existing"},
+    "kubeconfig": "apiVersion: v1",
+    "gpuNodeGroups": {"orin": {"gpusPerNode": 1, "gpuModel": "Orin", "architecture": "arm64", "maxSize": 2}},
+    "image": {"platform": "linux/arm64"},
+    "workload": {"kind": "pytorchjob", "nodeGroup": "orin"},
+}
+
+
+def parse(raw: dict[str, Any], secrets: tuple[str, ...] = ("kubeconfig", "registryPassword")):
+    return parse_stack_config(raw, project="gtp", stack="t", secret_keys=secrets)
+
+
+def with_(base: dict[str, Any], path: str, value: Any) -> dict[str, Any]:
+    """A copy of `base` with `path` (dotted, camelCase) set to `value`."""
+    raw = copy.deepcopy(base)
+    node = raw
+    *parents, last = path.split(".")
+    for part in parents:
+        node = node.setdefault(part, {})
+    node[last] = value
+    return raw
+
+
+def problems_of(raw: dict[str, Any], **kwargs: Any) -> list[str]:
+    with pytest.raises(ConfigError) as caught:
+        parse(raw, **kwargs)
+    return [str(p) for p in caught.value.problems]
+
+
+def test_checked_in_stacks_parse() -> None:
+    from gtp.plan import stack_config
+
+    for stack in ("dev", "edge", "prod"):
+        project, config, secrets = stack_config(ROOT, stack)
+        raw = {k.split(":", 1)[1]: v for k, v in config.items() if k.startswith("gtp:")}
+        parsed = parse_stack_config(raw, project=project, stack=stack, secret_keys=[s.split(":", 1)[1] for s in secrets])
+        assert parsed.cluster_name == f"gtp-{stack}"
+
+
+def test_defaults_of_a_minimal_stack() -> None:
+    config = parse(BASE)
+    assert config.region == "us-west-2" and config.kubernetes_version == "1.34"
+    assert config.gpu.sharing.mode == "none" and config.lifecycle.kms_deletion_window == 30
+    assert config.node_facts("train").num_gpus == 1
+    assert config.resource_tags() == {"gtp:lifecycle": "persistent", "gtp:project": "gtp", "gtp:stack": "t"}
+
+
+def test_structured_values_arrive_as_json_strings_from_the_engine() -> None:
+    import json
+
+    config = parse({key: json.dumps(value) for key, value in BASE.items()})
+    assert config.gpu_node_groups["train"].max_size == 2
+
+
+def test_several_mistakes_are_reported_together_with_their_paths() -> None:
+    raw = with_(BASE, "gpuNodeGroups.train.minSize", 3)
+    raw["gpuNodeGroups"]["train"]["maxSzie"] = 5
+    raw["gpu"] = {"sharing": {"mode": "mpss"}}
+    with pytest.raises(ConfigError) as caught:
+        parse(raw)
+    message = str(caught.value)
+    assert "stack 't' has 3 config problem(s)" in message
+    assert "gpuNodeGroups.train.maxSzie: unknown key (did you mean 'maxSize'?)" in message
+    assert "gpuNodeGroups.train.maxSize: 2 is less than minSize 3" in message
+    assert "gpu.sharing.mode: 'mpss' is not allowed: input should be 'none', 'mps' or 'time-slicing'" in message
+
+
+def test_a_section_that_fails_to_parse_does_not_cause_spurious_cross_section_problems() -> None:
+    raw = with_(BASE, "gpu.sharing.mode", "bogus")
+    raw["workload"]["gpuResource"] = "shared"  # would complain about sharing 'none' if the default leaked in
+    assert problems_of(raw) == [
+        "gpu.sharing.mode: 'bogus' is not allowed: input should be 'none', 'mps' or 'time-slicing'"]
+
+
+RULES = [
+    # (stack base, key path, value, expected problem, regex)
+    (BASE, "clustr", {}, r"^clustr: unknown key \(did you mean 'cluster'\?\)"),
+    (BASE, "cluster.endpointPublicAcess", True, r"^cluster\.endpointPublicAcess: unknown key \(did you mean 'endpointPublicAccess'"),
+    (BASE, "cluster.mode", "gke", r"^cluster\.mode: 'gke' is not allowed: input should be 'eks' or 'existing'"),
+    (BASE, "kubernetesVersion", "1.20", r"^kubernetesVersion: '1\.20' is not supported; allowed: 1\.32, 1\.33"),
+    (BASE, "region", "mars-1", r"^region: 'mars-1' is not an AWS region"),
+    (BASE, "namePrefix", "GTP_", r"^namePrefix: 'GTP_' makes cluster name 'GTP_-t'"),
+    (BASE, "cluster.endpointPublicAccess", True, r"^cluster\.publicAccessCidrs: is empty, but endpointPublicAccess is true"),
+    (with_(BASE, "cluster.endpointPublicAccess", True), "cluster.publicAccessCidrs", ["0.0.0.0/0"],
+     r"^cluster\.publicAccessCidrs\[0\]: '0\.0\.0\.0/0' opens the API server to the whole internet"),
+    (with_(BASE, "cluster.endpointPublicAccess", True), "cluster.publicAccessCidrs", ["10.0.0.300/8"],
+     r"^cluster\.publicAccessCidrs\[0\]: '10\.0\.0\.300/8' is not a CIDR"),
+    (BASE, "cluster.publicAccessCidrs", ["203.0.113.0/24"], r"^cluster\.publicAccessCidrs: is set, but endpointPublicAccess is false"),
+    (BASE, "cluster.logRetentionDays", 45, r"^cluster\.logRetentionDays: 45 is not a CloudWatch retention"),
+    (BASE, "cluster.adminRoleArns", ["admin"], r"^cluster\.adminRoleArns\[0\]: 'admin' is not an IAM role ARN"),
+    (BASE, "cluster.systemNodeGroup", {"minSize": 3, "maxSize": 2}, r"^cluster\.systemNodeGroup\.maxSize: 2 is less than minSize 3"),
+    (BASE, "network.vpcCidr", "10.0.0.0/8", r"^network\.vpcCidr: '10\.0\.0\.0/8' must be an IPv4 /16\.\./20"),
+    (BASE, "network.numAvailabilityZones", 1, r"^network\.numAvailabilityZones: 1 is not allowed: input should be greater than or equal to 2"),
+    (BASE, "network.existingVpcId", "vpc-1", r"^network\.existingPrivateSubnetIds: an adopted VPC needs at least two private subnets"),
+    (BASE, "gpuNodeGroups.train.instanceTypes", ["m7i.large"], r"^gpuNodeGroups\.train\.instanceTypes\[0\]: 'm7i\.large' is not a supported GPU instance type"),
+    (BASE, "gpuNodeGroups.train.instanceTypes", ["g6.xlarge", "g5g.xlarge"], r"^gpuNodeGroups\.train\.instanceTypes: \['g6\.xlarge', 'g5g\.xlarge'\] mixes architectures"),
+    (BASE, "gpuNodeGroups.train.amiType", "AL2023_ARM_64_NVIDIA", r"^gpuNodeGroups\.train\.amiType: 'AL2023_ARM_64_NVIDIA' is for arm64, but the instance types are amd64"),
+    (BASE, "gpuNodeGroups.train.efa", True, r"^gpuNodeGroups\.train\.efa: true, but g6\.xlarge has no EFA support"),
+    (BASE, "gpuNodeGroups.train.maxSize", 0, r"^gpuNodeGroups\.train\.maxSize: 0 is not allowed: input should be greater than or equal to 1"),
+    (with_(BASE, "gpuNodeGroups.train.minSize", 1), "gpuNodeGroups.train.desiredSize", 3, r"^gpuNodeGroups\.train\.desiredSize: 3 is outside minSize\.\.maxSize \(1\.\.2\)"),
+    (with_(BASE, "gpuNodeGroups.train.capacityType", "SPOT"), "gpuNodeGroups.train.capacityReservationId", "cr-0123456789abcdef0",
+     r"^gpuNodeGroups\.train\.capacityReservationId: a SPOT group can't target a capacity reservation"),
+    (BASE, "gpuNodeGroups.train.capacityType", "CAPACITY_BLOCK", r"^gpuNodeGroups\.train\.capacityReservationId: is required for capacityType CAPACITY_BLOCK"),
+    (BASE, "gpuNodeGroups.train.capacityReservationId", "reservation-1", r"^gpuNodeGroups\.train\.capacityReservationId: 'reservation-1' is not a reservation id"),
+    (with_(BASE, "gpuNodeGroups.train.capacityReservationId", "cr-0123456789abcdef0"), "gpuNodeGroups.train.placementGroup", True,
+     r"^gpuNodeGroups\.train\.placementGroup: true, but a capacity reservation is targeted"),
+    (BASE, "gpuNodeGroups.Train_1", {"instanceTypes": ["g6.xlarge"]}, r"^gpuNodeGroups\.Train_1: name 'Train_1' must be a lowercase DNS label"),
+    (BASE, "gpu.sharing", {"mode": "mps", "replicas": 49}, r"^gpu\.sharing\.replicas: 49 is outside 2\.\.48 \(MPS clients per GPU\)"),
+    (BASE, "gpu.sharing", {"mode": "mps", "replicas": 1}, r"^gpu\.sharing\.replicas: 1 is outside 2\.\.48"),
+    (BASE, "gpu.sharing", {"mode": "none", "replicas": 4}, r"^gpu\.sharing\.replicas: 4 needs a sharing mode"),
+    (BASE, "gpu.sharing", {"mode": "time-slicing", "replicas": 1}, r"^gpu\.sharing\.replicas: 1 must be at least 2 for time-slicing"),
+    (with_(BASE, "gpu.sharing", {"mode": "mps", "replicas": 4}), "gpuNodeGroups.train.migStrategy", "single",
+     r"^gpuNodeGroups\.train\.migStrategy: 'single' with MPS sharing: MPS is not supported on MIG devices"),
+    (with_(BASE, "gpu.sharing", {"mode": "mps", "replicas": 4}), "gpuNodeGroups.train.amiType", "BOTTLEROCKET_x86_64_NVIDIA",
+     r"^gpuNodeGroups\.train\.amiType: 'BOTTLEROCKET_x86_64_NVIDIA' runs its own device plugin"),
+    (BASE, "image.reference", "repo:latest", r"^image\.build: is true, but image\.reference is set"),
+    (with_(BASE, "image.build", False), "image.reference", "repo:latest", r"^image\.reference: 'repo:latest' must reference an image by digest"),
+    (BASE, "image.build", False, r"^image\.reference: is required when image\.build is false"),
+    (BASE, "image.registry", "existing", r"^image\.existingRegistry: is required when image\.registry is 'existing'"),
+    (BASE, "image.platform", "linux/arm64", r"^image\.platform: 'linux/arm64' doesn't match the GPU nodes' architecture amd64"),
+    (BASE, "workload.nodeGroup", "missing", r"^workload\.nodeGroup: 'missing' is not a GPU node group; allowed: train"),
+    (BASE, "workload.gpusPerNode", 4, r"^workload\.gpusPerNode: 4 is more than the 1 GPUs of a 'train' node"),
+    (BASE, "workload.gpuResource", "shared", r"^workload\.gpuResource: 'shared' needs GPU sharing on node group 'train'"),
+    (with_(with_(BASE, "gpu.sharing", {"mode": "mps", "replicas": 4}), "workload.numNodes", 2), "workload.gpuResource", "shared",
+     r"^workload\.gpuResource: 'shared' with 2 ranks: NCCL refuses two ranks on one physical GPU, even under MPS"),
+    (BASE, "workload.numNodes", 3, r"^workload\.numNodes: 3 pods don't fit on node group 'train' \(maxSize 2\)"),
+    (BASE, "workload.elastic", {"minNodes": 2, "maxNodes": 1}, r"^workload\.elastic\.maxNodes: 1 is less than minNodes 2"),
+    (BASE, "workload.kind", "elasticjob", r"^workload\.elastic: is required for kind 'elasticjob'"),
+    (BASE, "workload.name", "My Job", r"^workload\.name: 'My Job' must be a lowercase DNS label"),
+    (BASE, "autoscaling.mode", "scaledobject", r"^autoscaling\.mode: 'scaledobject' scales the Worker replicas of an elastic PyTorchJob"),
+    (with_(BASE, "workload.elastic", {"minNodes": 1, "maxNodes": 2}), "autoscaling", {"mode": "scaledobject", "minReplicas": 0},
+     r"^autoscaling\.minReplicas: 0 would scale the PyTorchJob to 0 workers, which the training-operator's webhook rejects"),
+    (BASE, "autoscaling", {"mode": "none", "minReplicas": 3, "maxReplicas": 2}, r"^autoscaling\.maxReplicas: 2 is less than minReplicas 3"),
+    (BASE, "storage.kind", "existing", r"^storage\.existingStorageClass: is required when storage\.kind is 'existing'"),
+    (BASE, "storage", {"kind": "fsx-lustre", "sizeGib": 2000}, r"^storage\.sizeGib: 2000 is not a valid FSx for Lustre size"),
+    (BASE, "storage.mountPath", "mnt", r"^storage\.mountPath: 'mnt' must be an absolute path"),
+    (BASE, "lifecycle.ephemeral", True, r"^lifecycle\.ttlHours: is required for an ephemeral stack"),
+    (BASE, "lifecycle", {"ephemeral": True, "protect": True, "ttlHours": 4, "createdAt": "2026-12-02T13:00:00Z"},
+     r"^lifecycle\.protect: an ephemeral stack protects nothing"),
+    (BASE, "lifecycle", {"ephemeral": True, "ttlHours": 4, "createdAt": "2026-12-02T13:00:00+02:00"},
+     r"^lifecycle\.createdAt: '2026-12-02T13:00:00\+02:00' must be UTC"),
+    (BASE, "lifecycle", {"ephemeral": True, "ttlHours": 4, "createdAt": "2026-12-02T13:00:00Z", "kmsDeletionWindowDays": 30},
+     r"^lifecycle\.kmsDeletionWindowDays: 30 on an ephemeral stack; use 7"),
+    (BASE, "lifecycle", {"ephemeral": True, "ttlHours": 10, "createdAt": "2026-12-02T13:00:00Z", "maxGpuNodeHours": 15},
+     r"^lifecycle\.maxGpuNodeHours: GPU groups may run 20 node-hours \(sum of maxSize x ttlHours\), over the cap of 15"),
+    (BASE, "lifecycle.ttlHours", 5, r"^lifecycle\.ttlHours: only applies to ephemeral stacks"),
+    (BASE, "tags", {"team": 3}, r"^tags: \{'team': 3\} is not a map of string to string"),
+    (EXISTING, "gpuNodeGroups.orin.gpusPerNode", None, r"^gpuNodeGroups\.orin\.gpusPerNode: is required for an existing cluster"),
+    (EXISTING, "gpuNodeGroups.orin.instanceTypes", ["g5g.xlarge"], r"^gpuNodeGroups\.orin\.instanceTypes: only applies to EKS node groups"),
+    (EXISTING, "cluster.endpointPublicAccess", True, r"^cluster\.endpointPublicAccess: only applies to mode 'eks'"),
+    (EXISTING, "storage.kind", "efs", r"^storage\.kind: 'efs' is created in AWS next to an EKS cluster"),
+    (EXISTING, "autoscaling.mode", "scaledjob", r"^autoscaling\.mode: 'scaledjob' reads an SQS queue with Pod Identity, which needs EKS"),
+]
+
+
+@pytest.mark.parametrize(("base", "path", "value", "expected"), RULES, ids=[f"{r[1]}={r[2]!r}"[:60] for r in RULES])
+def test_rule(base: dict[str, Any], path: str, value: Any, expected: str) -> None:
+    raw = with_(base, path, value)
+    if value is None:  # "remove the key"
+        *parents, last = path.split(".")
+        node = raw
+        for part in parents:
+            node = node[part]
+        del node[last]
+    problems = problems_of(raw)
+    assert any(re.search(expected, p) for p in problems), problems
+
+
+def test_the_valid_bases_are_valid() -> None:
+    parse(BASE)
+    parse(EXISTING)
+
+
+def test_existing_cluster_needs_a_kubeconfig_or_a_context() -> None:
+    raw = copy.deepcopy(EXISTING)
+    del raw["kubeconfig"]
+    assert any(p.startswith("kubeconfig: mode 'existing' needs the cluster's kubeconfig") for p in problems_of(raw))
+    raw["cluster"]["context"] = "edge-site"
+    assert parse(raw).cluster.context == "edge-site"
+
+
+def test_secrets_must_be_pulumi_secrets() -> None:
+    problems = problems_of(EXISTING, secrets=())
+    assert "kubeconfig: must be a Pulumi secret, not plain config: run `pulumi config set --secret kubeconfig ...`" in problems
+
+
+def test_secret_values_never_show_in_repr() -> None:
+    config = parse(EXISTING)
+    assert "apiVersion" not in repr(config) and config.kubeconfig.get_secret_value() == "apiVersion: v1"
+
+
+def test_invalid_json_structured_value() -> None:
+    assert problems_of({**BASE, "network": "{not json"})[0].startswith("network: is not valid JSON")
+
+
+def test_ephemeral_stack_tags_and_kms_window() -> None:
+    raw = with_(BASE, "lifecycle", {"ephemeral": True, "ttlHours": 6, "createdAt": "2026-12-02T13:00:00Z"})
+    config = parse(raw)
+    assert config.lifecycle.kms_deletion_window == 7
+    tags = config.resource_tags()
+    assert tags["gtp:ttl-hours"] == "6" and tags["gtp:expires-at"] == "2026-12-02T19:00:00Z"
+    assert tags["gtp:lifecycle"] == "ephemeral"
+
+
+def test_pulumi_yaml_schema_declares_the_scalar_keys_with_the_same_defaults() -> None:
+    project = yaml.safe_load((ROOT / "Pulumi.yaml").read_text())
+    schema = project["config"]
+    assert {key: str(value["default"]) for key, value in schema.items()} == SCALAR_DEFAULTS
+    assert all(value.get("description") for value in schema.values())
+    assert project["stackConfigDir"] == "stacks" and project["runtime"]["options"]["virtualenv"] == ".venv"
+
+
+def test_every_config_field_has_a_docstring() -> None:
+    from gtp import config as config_module
+
+    models = {*SECTIONS.values(), config_module.GpuNodeGroupConfig, config_module.TaintConfig,
+              config_module.SharingConfig, config_module.SystemNodeGroupConfig, config_module.MetricsConfig,
+              config_module.ElasticConfig}
+    missing = [f"{model.__name__}.{name}" for model in models for name, field in model.model_fields.items()
+               if not field.description]
+    assert missing == []

@@ -1,0 +1,164 @@
+"""The offline plan: the real program under mocks, deterministic, validated, and readable as a diff."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from gtp import plan as gtp_plan
+from gtp.plan_diff import diff_plans
+from gtp.validate import Report, close_schema, validate_objects
+from tests.conftest import ROOT, plan_modified, plan_stack
+
+
+@pytest.mark.parametrize("stack", ["dev", "edge", "prod"])
+def test_plan_renders_and_is_deterministic(stack: str) -> None:
+    first = gtp_plan.render(plan_stack(stack))
+    second = gtp_plan.render(gtp_plan.run(stack))
+    assert first == second
+    document = json.loads(first[0])
+    assert document["stack"] == stack and document["resources"]
+    for resource in document["resources"]:
+        assert set(resource) == {"urn", "type", "name", "custom", "parent", "provider", "dependsOn", "options", "inputs"}
+        assert set(resource["options"]) == {"protect", "retainOnDelete", "deleteBeforeReplace", "ignoreChanges"}
+
+
+def test_secrets_are_masked_and_computed_values_marked() -> None:
+    dev = plan_stack("dev")
+    text = gtp_plan.render(dev)[0]
+    assert "fake-secret" not in text and "fake-ecr-password" not in text
+    assert dev.one("pulumi:providers:kubernetes").inputs["kubeconfig"] == gtp_plan.SECRET
+    assert dev.one("aws:eks/cluster:Cluster").inputs["roleArn"] == gtp_plan.COMPUTED
+    assert dev.outputs["kubeconfig"] == gtp_plan.SECRET and dev.outputs["endpoint"] == gtp_plan.COMPUTED
+    edge = plan_stack("edge")
+    assert edge.one("pulumi:providers:kubernetes").inputs["kubeconfig"] == gtp_plan.SECRET
+
+
+def test_invalid_config_fails_before_any_resource_is_registered(tmp_path: Path) -> None:
+    def break_it(config: dict) -> None:
+        config["gtp:gpuNodeGroups"]["g6"]["minSize"] = 3  # > maxSize 2
+        config["gtp:gpuNodeGroups"]["g6"]["instanceTyps"] = ["g6.xlarge"]
+        config["gtp:gpu"]["sharing"]["mode"] = "mpx"
+
+    from gtp.config import ConfigError
+
+    with pytest.raises(ConfigError) as caught:
+        plan_modified(tmp_path, "dev", break_it)
+    message = str(caught.value)
+    for expected in ("gpuNodeGroups.g6.maxSize: 2 is less than minSize 3",
+                     "gpuNodeGroups.g6.instanceTyps: unknown key (did you mean 'instanceTypes'?)",
+                     "gpu.sharing.mode: 'mpx' is not allowed"):
+        assert expected in message
+    # The CLI says the same, exits 2, and writes no plan.
+    stack_file = next(tmp_path.glob("Pulumi.dev.yaml"))
+    out = tmp_path / "out"
+    result = subprocess.run([sys.executable, "-m", "gtp.plan", "--stack", "dev", "--stack-file", str(stack_file),
+                             "--out", str(out)], cwd=ROOT, capture_output=True, text=True, check=False)
+    assert result.returncode == 2, result.stderr
+    assert "gpuNodeGroups.g6.maxSize: 2 is less than minSize 3" in result.stderr and "Traceback" not in result.stderr
+    assert not out.exists()
+
+
+def test_no_resource_is_registered_when_config_is_invalid(tmp_path: Path) -> None:
+    document = yaml.safe_load((ROOT / "stacks" / "Pulumi.dev.yaml").read_text())
+    document["config"]["gtp:cluster"]["mode"] = "gke"
+    stack_file = tmp_path / "Pulumi.dev.yaml"
+    stack_file.write_text(yaml.safe_dump(document))
+    partial = gtp_plan.Plan(project="gtp", stack="dev")
+    with pytest.raises(Exception, match="cluster.mode: 'gke' is not allowed"):
+        gtp_plan.run("dev", stack_file=stack_file, into=partial)
+    assert partial.resources == []
+
+
+def test_builtin_objects_are_validated_strictly() -> None:
+    report = Report()
+    bad = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "x"}, "spec": {"finalizerz": []}}
+    validate_objects([bad], "1.34", report)
+    assert report.errors and "Namespace x" in report.errors[0] and "finalizerz" in report.errors[0]
+
+
+def test_custom_resources_are_validated_against_the_pinned_crds() -> None:
+    report = Report()
+    job = {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "metadata": {"name": "j", "namespace": "n"},
+           "spec": {"pytorchReplicaSpecs": {"Worker": {"replicas": "two", "template": {}}}, "runPolicyy": {}}}
+    validate_objects([job], "1.34", report)
+    text = "\n".join(report.errors)
+    assert "PyTorchJob n/j: spec.pytorchReplicaSpecs.Worker.replicas: 'two' is not of type 'integer'" in text
+    assert "runPolicyy" in text
+
+
+def test_computed_values_do_not_fail_schema_validation() -> None:
+    report = Report()
+    job = {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "metadata": {"name": "j"},
+           "spec": {"pytorchReplicaSpecs": {"Worker": {"replicas": gtp_plan.COMPUTED, "template": {}}}}}
+    validate_objects([job], "1.34", report)
+    assert report.errors == []
+
+
+def test_unknown_custom_kinds_are_errors_not_silently_passed() -> None:
+    report = Report()
+    validate_objects([{"apiVersion": "example.com/v1", "kind": "Thing", "metadata": {"name": "t"}}], "1.34", report)
+    assert report.errors == ["Thing t: no pinned CRD schema for example.com/v1 Thing"]
+
+
+def test_missing_crd_copy_is_said_clearly(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    import gtp.validate as validate
+
+    monkeypatch.delenv("GTP_CRD_DIR", raising=False)
+    monkeypatch.setattr(validate, "ROOT", tmp_path / "repo")
+    monkeypatch.setattr(validate, "CACHE_DIR", tmp_path / "cache")
+    monkeypatch.setattr(validate.urllib.request, "urlopen", lambda *a, **k: (_ for _ in ()).throw(OSError("offline")))
+    report = Report()
+    validate_objects([{"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "metadata": {"name": "j"}}], "1.34", report)
+    assert report.errors == []
+    assert report.notes == ["custom resources NOT validated against upstream CRDs: no $GTP_CRD_DIR, no "
+                            "../shared/crds, and downloading failed (offline)"]
+
+
+def test_close_schema_rejects_undeclared_fields_but_keeps_preserved_ones() -> None:
+    schema = close_schema({"type": "object", "properties": {"spec": {"type": "object", "properties": {"a": {}}},
+                                                           "free": {"x-kubernetes-preserve-unknown-fields": True,
+                                                                    "properties": {"b": {}}}}})
+    assert schema["properties"]["spec"]["additionalProperties"] is False
+    assert "additionalProperties" not in schema["properties"]["free"]
+
+
+def test_plan_diff_shows_a_changed_field(tmp_path: Path) -> None:
+    base = json.loads(gtp_plan.render(gtp_plan.run("dev"))[0])
+    changed = plan_modified(tmp_path, "dev", lambda config: config["gtp:gpuNodeGroups"]["g6"].update(maxSize=5))
+    text = diff_plans(base, json.loads(gtp_plan.render(changed)[0]))
+    assert "~ aws:eks/nodeGroup:NodeGroup  g6-nodes" in text
+    assert "    inputs.scalingConfig.maxSize: 2 -> 5" in text
+    assert "0 to add" in text and "0 to delete" in text
+
+
+def test_plan_diff_cli_against_a_git_ref(tmp_path: Path) -> None:
+    """`make plan-diff` end to end: a clone, an edited stack value, the diff against HEAD."""
+    clone = tmp_path / "clone"
+    subprocess.run(["git", "clone", "--quiet", str(ROOT), str(clone)], check=True)
+    for path in ("gtp", "components", "__main__.py", "Pulumi.yaml", "stacks", "images", "policy"):
+        source = ROOT / path  # the working tree, so the test sees uncommitted code too
+        target = clone / path
+        if source.is_dir():
+            shutil.rmtree(target, ignore_errors=True)
+            shutil.copytree(source, target, ignore=shutil.ignore_patterns("__pycache__"))
+        else:
+            shutil.copy2(source, target)
+    subprocess.run(["git", "add", "-A"], cwd=clone, check=True)
+    subprocess.run(["git", "-c", "user.email=t@t", "-c", "user.name=t", "commit", "--quiet", "--allow-empty", "-m",
+                    "base"], cwd=clone, check=True)
+    stack_file = clone / "stacks" / "Pulumi.edge.yaml"
+    document = yaml.safe_load(stack_file.read_text())
+    document["config"]["gtp:gpuNodeGroups"]["orin"]["maxSize"] = 7
+    stack_file.write_text(yaml.safe_dump(document, sort_keys=False))
+    result = subprocess.run([sys.executable, "-m", "gtp.plan_diff", "--stack", "edge", "--base", "HEAD"], cwd=clone,
+                            capture_output=True, text=True, check=False, timeout=300)
+    assert result.returncode == 0, result.stderr
+    assert "stack edge:" in result.stdout
+    assert "gpuNodeGroups.orin.maxNodes: 3 -> 7" in result.stdout, result.stdout
