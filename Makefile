@@ -52,7 +52,7 @@ golden: setup
 	UPDATE_GOLDEN=1 $(PY) -m pytest -q tests/test_golden_plans.py tests/gpu -k golden
 
 bench-stack: setup
-	$(PY) -m gtp.bench_stack --name $(NAME) --ttl-hours $(TTL)
+	$(PY) -m gtp.bench_stack --name $(NAME) --ttl-hours $(TTL) --image-ref $(IMAGE)
 
 bench-report: setup
 	$(PY) -m gtp.bench_report $(SOURCE)

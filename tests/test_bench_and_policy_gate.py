@@ -1,0 +1,88 @@
+"""Benchmark stacks (issue 9) and the policy gate of the plan (issue 8): weakened stacks fail offline."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pytest
+import yaml
+
+from gtp import bench_stack
+from gtp import plan as gtp_plan
+from gtp.config import ConfigError
+from gtp.validate import Report, policy_facts, run_policy_pack
+from tests.conftest import ROOT
+
+IMAGE = "123456789012.dkr.ecr.us-west-2.amazonaws.com/gtp-dev-trainer@sha256:" + "ab" * 32
+NOW = datetime(2026, 12, 2, 13, 0, tzinfo=timezone.utc)
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    """A scratch copy of the project files a plan reads."""
+    for path in ("Pulumi.yaml", "__main__.py"):
+        shutil.copy2(ROOT / path, tmp_path / path)
+    shutil.copytree(ROOT / "stacks", tmp_path / "stacks")
+    for link in ("gtp", "components", "images", "policy"):
+        (tmp_path / link).symlink_to(ROOT / link)
+    return tmp_path
+
+
+def test_generated_bench_stack_plans_with_ttl_tags_everywhere_and_passes_ephemeral_policies(project: Path) -> None:
+    path = bench_stack.create("sweep", 6, IMAGE, root=project, now=NOW)
+    document = yaml.safe_load(path.read_text())
+    assert document["config"]["gtp:lifecycle"]["ttlHours"] == 6
+    assert document["config"]["gtp:lifecycle"]["createdAt"] == "2026-12-02T13:00:00Z"
+    plan = gtp_plan.run("bench-sweep", root=project)
+    provider = plan.one("pulumi:providers:aws")
+    tags = json.loads(provider.inputs["defaultTags"])["tags"]
+    assert tags["gtp:ttl-hours"] == "6" and tags["gtp:expires-at"] == "2026-12-02T19:00:00Z"
+    aws_resources = [r for r in plan.resources if r.custom and r.type.startswith("aws:")]
+    assert aws_resources and all(r.provider == provider.urn for r in aws_resources)
+    for template in plan.by_type("aws:ec2/launchTemplate:LaunchTemplate"):
+        for spec in template.inputs["tagSpecifications"]:
+            assert spec["tags"]["gtp:ttl-hours"] == "6"
+    assert not any(r.options["protect"] for r in plan.resources)
+    assert not plan.by_type("docker:index/image:Image")  # reuses the digest, no rebuild
+    assert plan.one("aws:s3/bucket:Bucket").inputs["forceDestroy"] is True
+    assert all(k.inputs["deletionWindowInDays"] == 7 for k in plan.by_type("aws:kms/key:Key"))
+    report = Report()
+    run_policy_pack(plan, report)
+    assert report.errors == []
+    assert policy_facts(plan)["ephemeral"] is True
+
+
+def test_bench_stack_cost_cap_and_name_are_validated(project: Path) -> None:
+    with pytest.raises(ConfigError, match=r"lifecycle\.maxGpuNodeHours: GPU groups may run 60 node-hours"):
+        bench_stack.create("long", 30, IMAGE, root=project, now=NOW)
+    assert not (project / "stacks" / "Pulumi.bench-long.yaml").exists()
+    with pytest.raises(ValueError, match="must be a short lowercase DNS label"):
+        bench_stack.create("Big_One", 2, IMAGE, root=project, now=NOW)
+    with pytest.raises(ConfigError, match=r"image\.reference: 'repo:tag' must reference an image by digest"):
+        bench_stack.create("tagged", 2, "repo:tag", root=project, now=NOW)
+
+
+def test_a_weakened_prod_stack_fails_the_plan_with_policy_names(project: Path) -> None:
+    path = project / "stacks" / "Pulumi.prod.yaml"
+    document = yaml.safe_load(path.read_text())
+    document["config"]["gtp:cluster"]["endpointPublicAccess"] = True
+    document["config"]["gtp:cluster"]["publicAccessCidrs"] = ["198.51.100.0/24"]
+    path.write_text(yaml.safe_dump(document, sort_keys=False))
+    result = subprocess.run([sys.executable, "-m", "gtp.plan", "--stack", "prod", "--stack-file", str(path),
+                             "--out", str(project / "out"), "--quiet"], cwd=ROOT, capture_output=True, text=True,
+                            check=False)
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "policy eks-private-endpoint-in-production" in result.stderr
+
+
+def test_an_unprotected_production_stack_fails_the_policy_pack(project: Path) -> None:
+    plan = gtp_plan.run("prod", root=project)
+    plan.one("aws:eks/cluster:Cluster").options["protect"] = False
+    report = Report()
+    run_policy_pack(plan, report)
+    assert any(line.startswith("policy production-protect-stateful") for line in report.errors), report.errors
