@@ -30,6 +30,10 @@ def checkov_manifests(stack_dir: Path) -> list[dict]:
     documents = [d for d in yaml.safe_load_all((stack_dir / "manifests.yaml").read_text()) if d]
     from components.training_job import pod_templates_for_checkov
 
+    for document in documents:
+        # Pulumi auto-names some objects (e.g. the readiness Job, so a change can replace it
+        # create-before-delete); Checkov 3.3 crashes on an object without a name.
+        document.setdefault("metadata", {}).setdefault("name", f"{document['kind'].lower()}-autonamed")
     return documents + pod_templates_for_checkov(documents)
 
 

@@ -948,9 +948,10 @@ def _check_autoscaling(config: StackConfig) -> Iterator[Problem]:
         elastic = workload.elastic
         if elastic is not None and not (elastic.min_nodes <= autoscaling.min_replicas
                                         and autoscaling.max_replicas <= elastic.max_nodes):
-            yield Problem("autoscaling.maxReplicas", f"KEDA's range {autoscaling.min_replicas}..{autoscaling.max_replicas} "
-                          f"must lie within workload.elastic {elastic.min_nodes}..{elastic.max_nodes}: the "
-                          "training-operator's elasticPolicy rejects Worker counts outside it")
+            yield Problem("autoscaling.maxReplicas", f"KEDA's range {autoscaling.min_replicas}.."
+                          f"{autoscaling.max_replicas} must lie within workload.elastic {elastic.min_nodes}.."
+                          f"{elastic.max_nodes}: the training-operator's elasticPolicy rejects Worker counts "
+                          "outside it")
         if not config.gpu.metrics.prometheus or not config.gpu.metrics.dcgm_exporter:
             yield Problem("autoscaling.mode", "'scaledobject' triggers on DCGM metrics in Prometheus: enable "
                                               "gpu.metrics.dcgmExporter and gpu.metrics.prometheus")

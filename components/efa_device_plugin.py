@@ -1,0 +1,82 @@
+"""EfaDevicePlugin: advertises EFA interfaces (`vpc.amazonaws.com/efa`) on EFA node groups (p4d/p5).
+
+Upstream chart: `gtp.versions.EFA_DEVICE_PLUGIN` (aws/eks-charts `aws-efa-k8s-device-plugin`). The plugin
+needs hostNetwork and hostPath (`/var/lib/kubelet/device-plugins`, `/dev/infiniband`), so it is installed
+into the privileged device-plugin namespace created by `NvidiaDevicePlugin`.
+Docs: https://docs.aws.amazon.com/eks/latest/userguide/node-efa.html
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+from components.nvidia_device_plugin import merge_tolerations
+from gtp import versions
+from gtp.config import StackConfig
+from gtp.node_groups import tolerations
+from gtp.sharing import NODE_GROUP_LABEL
+
+RELEASE_NAME = "aws-efa-k8s-device-plugin"
+
+
+def efa_node_groups(config: StackConfig) -> list[str]:
+    """GPU node groups whose nodes carry EFA interfaces."""
+    return [name for name in config.gpu_node_groups if config.node_facts(name).num_efa_interfaces > 0]
+
+
+def efa_plugin_values(groups: list[str], node_tolerations: list[Mapping[str, str]]) -> dict[str, Any]:
+    """Helm values of the aws-efa-k8s-device-plugin chart.
+
+    The chart builds its required node affinity from `supportedInstanceLabels` (by default: a list of EFA
+    instance types). Selecting our node-group label instead pins the plugin to exactly the EFA groups, and new
+    instance types need no chart update.
+    """
+    return {
+        "supportedInstanceLabels": {"keys": [NODE_GROUP_LABEL], "values": sorted(groups)},
+        "tolerations": [dict(t) for t in node_tolerations],
+        # requests == limits (Guaranteed QoS) for a system-node-critical DaemonSet.
+        "resources": {"requests": {"cpu": "10m", "memory": "20Mi"}, "limits": {"cpu": "10m", "memory": "20Mi"}},
+    }
+
+
+@dataclass
+class EfaDevicePluginArgs:
+    provider: k8s.Provider
+    """The cluster's Kubernetes provider."""
+    namespace: pulumi.Input[str]
+    """The privileged device-plugin namespace (its name output, so the release waits for it)."""
+    node_groups: list[str]
+    """EFA node groups, selected by the `gtp.dev/node-group` label."""
+    tolerations: list[dict[str, str]] = field(default_factory=list)
+    """Tolerations for those groups' taints (the GPU taint)."""
+
+
+class EfaDevicePlugin(pulumi.ComponentResource):
+    release: k8s.helm.v3.Release
+
+    def __init__(self, name: str, args: EfaDevicePluginArgs, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("gtp:gpu:EfaDevicePlugin", name, None, opts)
+        chart = versions.EFA_DEVICE_PLUGIN
+        self.release = k8s.helm.v3.Release(
+            f"{name}-release",
+            name=RELEASE_NAME,
+            chart=chart.chart,
+            version=chart.version,
+            repository_opts={"repo": chart.repository},
+            namespace=args.namespace,
+            values=efa_plugin_values(args.node_groups, args.tolerations),
+            atomic=True,
+            opts=pulumi.ResourceOptions(parent=self, provider=args.provider),
+        )
+        self.register_outputs({})
+
+
+def efa_plugin_args(config: StackConfig, provider: k8s.Provider, namespace: pulumi.Input[str]) -> EfaDevicePluginArgs:
+    groups = efa_node_groups(config)
+    return EfaDevicePluginArgs(provider=provider, namespace=namespace, node_groups=groups,
+                               tolerations=merge_tolerations(*(tolerations(config, group) for group in groups)))

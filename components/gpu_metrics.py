@@ -1,0 +1,189 @@
+"""GpuMetrics: dcgm-exporter on GPU nodes, Prometheus scraping it, and optionally Grafana with the GPU dashboard.
+
+- dcgm-exporter (`gtp.versions.DCGM_EXPORTER`) runs as root with SYS_ADMIN and mounts the kubelet's
+  pod-resources socket (a hostPath) to map GPUs to pods, which only the privileged PSA level allows, so it
+  is installed into the device-plugin namespace, not into `gpu-metrics`.
+- Prometheus: the plain `prometheus` community chart (`gtp.versions.PROMETHEUS`), not kube-prometheus-stack:
+  one server Deployment, no operator and no CRDs to outlive their controller on destroy, and its default
+  annotation-based scrape jobs find dcgm-exporter's Service and the trainer pods. Release `prometheus` in
+  `gpu-metrics`, so the server is `gtp.endpoints.PROMETHEUS_URL` (KEDA's trigger reads it).
+- Grafana (`gtp.versions.GRAFANA`) with Prometheus as the default data source and `dashboards/gpu.json`
+  provisioned from chart values (a file provider; no sidecar, no API calls).
+
+`gpu-metrics` enforces the *baseline* Pod Security level (warns and audits *restricted*): the charts' pods run
+as non-root without host access, and node-exporter (hostPID, hostNetwork, hostPath) is not installed.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+from components.nvidia_device_plugin import gpu_node_affinity, merge_tolerations
+from gtp import versions
+from gtp.config import StackConfig
+from gtp.endpoints import METRICS_NAMESPACE, PROMETHEUS_RELEASE, PROMETHEUS_URL
+from gtp.node_groups import node_selector, tolerations
+
+DASHBOARD_FILE = Path(__file__).resolve().parent.parent / "dashboards" / "gpu.json"
+DCGM_EXPORTER_RELEASE = "dcgm-exporter"
+DCGM_EXPORTER_PORT = 9400
+GRAFANA_RELEASE = "grafana"
+PROMETHEUS_DATASOURCE_UID = "prometheus"
+"""The data source uid `dashboards/gpu.json` refers to."""
+
+RESTRICTED_CONTAINER = {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,
+                        "capabilities": {"drop": ["ALL"]}, "seccompProfile": {"type": "RuntimeDefault"}}
+
+
+def metrics_namespace_labels() -> dict[str, str]:
+    return {"pod-security.kubernetes.io/enforce": "baseline", "pod-security.kubernetes.io/audit": "restricted",
+            "pod-security.kubernetes.io/warn": "restricted", "app.kubernetes.io/part-of": "gtp",
+            "gtp.dev/purpose": "gpu-metrics"}
+
+
+def dcgm_exporter_values(affinity: Mapping[str, Any], node_tolerations: list[Mapping[str, str]]) -> dict[str, Any]:
+    """Helm values of the dcgm-exporter chart: on GPU nodes only, scraped through Service annotations."""
+    return {
+        "affinity": dict(affinity),
+        "tolerations": [dict(t) for t in node_tolerations],
+        # The chart creates a ServiceMonitor by default, a prometheus-operator CRD that the plain prometheus
+        # chart does not install: the release would fail. Prometheus finds the Service by annotation instead.
+        "serviceMonitor": {"enabled": False},
+        "service": {"annotations": {"prometheus.io/scrape": "true", "prometheus.io/port": str(DCGM_EXPORTER_PORT)}},
+        "resources": {"requests": {"cpu": "200m", "memory": "512Mi"}, "limits": {"cpu": "200m", "memory": "512Mi"}},
+    }
+
+
+def prometheus_values(retention: str) -> dict[str, Any]:
+    """Helm values of the prometheus chart: the server only, with its default kubernetes scrape jobs
+    (`kubernetes-service-endpoints` scrapes dcgm-exporter's annotated Service, `kubernetes-pods` scrapes
+    trainer pods annotated `prometheus.io/scrape: "true"`)."""
+    return {
+        "server": {
+            "retention": retention,
+            # No default StorageClass can be assumed (EKS >= 1.30 marks none default; k3s has local-path), so
+            # the TSDB lives in a bounded emptyDir: metrics survive container restarts, not pod rescheduling.
+            "persistentVolume": {"enabled": False},
+            "emptyDir": {"sizeLimit": "10Gi"},
+            "securityContext": {"runAsNonRoot": True, "runAsUser": 65534, "runAsGroup": 65534, "fsGroup": 65534,
+                                "seccompProfile": {"type": "RuntimeDefault"}},
+            "containerSecurityContext": RESTRICTED_CONTAINER,
+            "resources": {"requests": {"cpu": "500m", "memory": "2Gi"}, "limits": {"cpu": "500m", "memory": "2Gi"}},
+            "service": {"type": "ClusterIP", "servicePort": 80},
+        },
+        "configmapReload": {"prometheus": {"containerSecurityContext": RESTRICTED_CONTAINER}},
+        "alertmanager": {"enabled": False},
+        "prometheus-pushgateway": {"enabled": False},
+        "kube-state-metrics": {"enabled": False},
+        # node-exporter needs hostPID/hostNetwork/hostPath, which the baseline namespace forbids.
+        "prometheus-node-exporter": {"enabled": False},
+    }
+
+
+def grafana_values(dashboard_json: str, prometheus_url: str = PROMETHEUS_URL) -> dict[str, Any]:
+    """Helm values of the grafana chart: Prometheus as default data source, the GPU dashboard provisioned."""
+    return {
+        "datasources": {"datasources.yaml": {"apiVersion": 1, "datasources": [{
+            "name": "Prometheus", "type": "prometheus", "uid": PROMETHEUS_DATASOURCE_UID, "url": prometheus_url,
+            "access": "proxy", "isDefault": True,
+        }]}},
+        "dashboardProviders": {"dashboardproviders.yaml": {"apiVersion": 1, "providers": [{
+            "name": "gtp", "orgId": 1, "folder": "GPU training", "type": "file", "disableDeletion": True,
+            "editable": False, "options": {"path": "/var/lib/grafana/dashboards/gtp"},
+        }]}},
+        "dashboards": {"gtp": {"gpu": {"json": dashboard_json}}},
+        "persistence": {"enabled": False},
+        # ClusterIP only: reach it with `kubectl port-forward`; a LoadBalancer would leak ELBs on destroy.
+        "service": {"type": "ClusterIP"},
+        "testFramework": {"enabled": False},
+        "securityContext": {"runAsNonRoot": True, "runAsUser": 472, "runAsGroup": 472, "fsGroup": 472,
+                            "seccompProfile": {"type": "RuntimeDefault"}},
+        "containerSecurityContext": RESTRICTED_CONTAINER,
+    }
+
+
+def load_dashboard(path: Path = DASHBOARD_FILE) -> str:
+    """The dashboard as compact JSON text (validated: it must parse and use our data source uid)."""
+    dashboard = json.loads(path.read_text())
+    if PROMETHEUS_DATASOURCE_UID not in json.dumps(dashboard):
+        raise ValueError(f"{path}: panels must use the data source uid {PROMETHEUS_DATASOURCE_UID!r}")
+    return json.dumps(dashboard, sort_keys=True, separators=(",", ":"))
+
+
+@dataclass
+class GpuMetricsArgs:
+    provider: k8s.Provider
+    """The cluster's Kubernetes provider."""
+    device_plugin_namespace: pulumi.Input[str]
+    """The privileged namespace dcgm-exporter runs in (its name output, so the release waits for it)."""
+    gpu_affinity: dict[str, Any]
+    """Node affinity selecting every GPU node group (see `nvidia_device_plugin.gpu_node_affinity`)."""
+    gpu_tolerations: list[dict[str, str]] = field(default_factory=list)
+    """Tolerations for the GPU nodes' taints."""
+    dcgm_exporter: bool = True
+    """Install dcgm-exporter. Default true."""
+    prometheus: bool = True
+    """Install Prometheus. Default true."""
+    grafana: bool = False
+    """Install Grafana with the GPU dashboard. Default false."""
+    retention: str = "15d"
+    """Prometheus retention. Default `15d`."""
+
+
+class GpuMetrics(pulumi.ComponentResource):
+    namespace: k8s.core.v1.Namespace | None
+    releases: list[k8s.helm.v3.Release]
+
+    def __init__(self, name: str, args: GpuMetricsArgs, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("gtp:gpu:GpuMetrics", name, None, opts)
+        k8s_opts = pulumi.ResourceOptions(parent=self, provider=args.provider)
+        self.releases = []
+        self.namespace = None
+        if args.dcgm_exporter:
+            self.releases.append(self._release(
+                f"{name}-dcgm-exporter", DCGM_EXPORTER_RELEASE, versions.DCGM_EXPORTER, args.device_plugin_namespace,
+                dcgm_exporter_values(args.gpu_affinity, args.gpu_tolerations), k8s_opts))
+        if args.prometheus or args.grafana:
+            self.namespace = k8s.core.v1.Namespace(
+                f"{name}-namespace", metadata={"name": METRICS_NAMESPACE, "labels": metrics_namespace_labels()},
+                opts=k8s_opts)
+        if args.prometheus:
+            self.releases.append(self._release(
+                f"{name}-prometheus", PROMETHEUS_RELEASE, versions.PROMETHEUS, self.namespace.metadata["name"],
+                prometheus_values(args.retention), k8s_opts))
+        if args.grafana:
+            self.releases.append(self._release(
+                f"{name}-grafana", GRAFANA_RELEASE, versions.GRAFANA, self.namespace.metadata["name"],
+                grafana_values(load_dashboard()), k8s_opts))
+        self.register_outputs({})
+
+    @staticmethod
+    def _release(resource_name: str, release_name: str, chart: versions.HelmChart, namespace: pulumi.Input[str],
+                 values: dict[str, Any], opts: pulumi.ResourceOptions) -> k8s.helm.v3.Release:
+        return k8s.helm.v3.Release(
+            resource_name, name=release_name, chart=chart.chart, version=chart.version,
+            repository_opts={"repo": chart.repository}, namespace=namespace, values=values, atomic=True, opts=opts)
+
+
+def gpu_metrics_args(config: StackConfig, provider: k8s.Provider,
+                     device_plugin_namespace: pulumi.Input[str]) -> GpuMetricsArgs:
+    """dcgm-exporter runs on every GPU node group (Bottlerocket ones too: its plugin doesn't export metrics)."""
+    metrics = config.gpu.metrics
+    groups = list(config.gpu_node_groups)
+    return GpuMetricsArgs(
+        provider=provider,
+        device_plugin_namespace=device_plugin_namespace,
+        gpu_affinity=gpu_node_affinity({group: node_selector(config, group) for group in groups}),
+        gpu_tolerations=merge_tolerations(*(tolerations(config, group) for group in groups)),
+        dcgm_exporter=metrics.dcgm_exporter and bool(groups),
+        prometheus=metrics.prometheus,
+        grafana=metrics.grafana,
+        retention=metrics.retention,
+    )

@@ -1,0 +1,249 @@
+"""NvidiaDevicePlugin: makes GPUs schedulable (and shareable) with NVIDIA's k8s-device-plugin Helm chart.
+
+The chart (`gtp.versions.NVIDIA_DEVICE_PLUGIN`) installs the device plugin, GPU feature discovery (GFD) and,
+as GFD's dependency, node feature discovery (NFD). Sharing is rendered as the plugin's own config file: one
+named config per distinct sharing (`none`, `mps-4`, `time-slicing-2`, names from `gtp.sharing.config_name`),
+chosen per node by the `nvidia.com/device-plugin.config` label. EKS node groups carry that label already
+(`gtp.node_groups.node_labels`); on an existing cluster, label every node whose sharing differs from
+`gpu.sharing` yourself (`kubectl label node <n> nvidia.com/device-plugin.config=<name>`); unlabelled nodes
+use the default config, the one of `gpu.sharing`.
+Docs: https://github.com/NVIDIA/k8s-device-plugin#shared-access-to-gpus
+
+The namespace created here is the only privileged one in the platform (see `privileged_namespace_labels`);
+the EFA device plugin and dcgm-exporter, which need host access too, are installed into it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import pulumi
+import pulumi_kubernetes as k8s
+import yaml
+
+from gtp import versions
+from gtp.config import StackConfig, ami_type
+from gtp.endpoints import DEVICE_PLUGIN_NAMESPACE
+from gtp.gpu_catalog import bottlerocket
+from gtp.node_groups import node_selector, tolerations
+from gtp.sharing import NODE_GROUP_LABEL, WHOLE_GPU_RESOURCE, config_name
+
+RELEASE_NAME = "nvidia-device-plugin"
+PSA_KEYS = ("enforce", "audit", "warn")
+
+
+@dataclass(frozen=True)
+class SharingSpec:
+    """One named device-plugin config: how a node's GPUs are shared."""
+
+    mode: str
+    """`none`, `mps` or `time-slicing`."""
+    replicas: int
+    """Slices per GPU (1 for `none`)."""
+    mig_strategy: str = "none"
+    """The plugin's MIG strategy on nodes using this config (`none`, `single`, `mixed`)."""
+
+    @property
+    def name(self) -> str:
+        return config_name(self.mode, self.replicas)
+
+
+def sharing_config(spec: SharingSpec) -> dict[str, Any]:
+    """The device plugin's config file (version v1) for one sharing.
+
+    Shared slices are renamed (`renameByDefault: true` → `nvidia.com/gpu.shared`) so a pod asking for a whole
+    `nvidia.com/gpu` never lands on a slice, and a pod may request one slice only
+    (`failRequestsGreaterThanOne`): two slices of one GPU are not twice the GPU.
+    """
+    document: dict[str, Any] = {"version": "v1", "flags": {"migStrategy": spec.mig_strategy}}
+    if spec.mode != "none":
+        key = "mps" if spec.mode == "mps" else "timeSlicing"
+        document["sharing"] = {key: {
+            "renameByDefault": True,
+            "failRequestsGreaterThanOne": True,
+            "resources": [{"name": WHOLE_GPU_RESOURCE, "replicas": spec.replicas}],
+        }}
+    return document
+
+
+def sharing_config_map(specs: Iterable[SharingSpec]) -> dict[str, str]:
+    """`config.map` of the chart: config name → YAML text, sorted by name (stable plans and goldens)."""
+    rendered: dict[str, str] = {}
+    for spec in specs:
+        text = yaml.safe_dump(sharing_config(spec), sort_keys=False, default_flow_style=False)
+        if rendered.setdefault(spec.name, text) != text:
+            raise ValueError(f"two node groups use device-plugin config {spec.name!r} with different settings; "
+                             "config validation should have rejected this")
+    return dict(sorted(rendered.items()))
+
+
+def gpu_node_affinity(selectors: Mapping[str, Mapping[str, str]]) -> dict[str, Any]:
+    """Required node affinity matching the nodes of any of the given groups (group → selector labels).
+
+    Groups selected only by our node-group label collapse into one `In` expression; other selectors (an
+    existing cluster's labels) become one term each (terms are ORed, expressions within a term ANDed).
+    """
+    by_group_label = sorted(sel[NODE_GROUP_LABEL] for sel in selectors.values() if set(sel) == {NODE_GROUP_LABEL})
+    terms: list[dict[str, Any]] = []
+    if by_group_label:
+        terms.append({"matchExpressions": [{"key": NODE_GROUP_LABEL, "operator": "In", "values": by_group_label}]})
+    seen: list[dict[str, Any]] = []
+    for _, selector in sorted(selectors.items()):
+        if set(selector) == {NODE_GROUP_LABEL}:
+            continue
+        term = {"matchExpressions": [{"key": key, "operator": "In", "values": [value]}
+                                     for key, value in sorted(selector.items())]}
+        if term not in seen:
+            seen.append(term)
+    terms.extend(seen)
+    return {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": terms}}}
+
+
+def merge_tolerations(*lists: Iterable[Mapping[str, str]]) -> list[dict[str, str]]:
+    """Union of tolerations, first occurrence order, duplicates dropped."""
+    merged: list[dict[str, str]] = []
+    for entries in lists:
+        for entry in entries:
+            if dict(entry) not in merged:
+                merged.append(dict(entry))
+    return merged
+
+
+# Kept from the chart's defaults: system-node-critical pods may be scheduled through this taint.
+CRITICAL_ADDONS_TOLERATION = {"key": "CriticalAddonsOnly", "operator": "Exists"}
+
+
+def device_plugin_values(config_map: Mapping[str, str], default_config: str, affinity: Mapping[str, Any],
+                         node_tolerations: list[Mapping[str, str]], install_nfd: bool) -> dict[str, Any]:
+    """Helm values of the nvidia-device-plugin chart 0.20."""
+    return {
+        "config": {"map": dict(config_map), "default": default_config},
+        # Our affinity replaces the chart's NFD-label affinity: it names exactly the GPU node groups, so the
+        # plugin runs on them from their first boot (before NFD has labelled anything) and nowhere else.
+        "affinity": dict(affinity),
+        "tolerations": merge_tolerations([CRITICAL_ADDONS_TOLERATION], node_tolerations),
+        # GFD labels nodes with GPU facts; MPS needs it: the MPS control daemon only runs on nodes GFD labelled
+        # `nvidia.com/mps.capable=true`.
+        "gfd": {"enabled": True},
+        "nfd": {
+            # The chart's condition is `nfd.enabled,gfd.enabled`: an explicit false skips NFD even with GFD on,
+            # for clusters that already run NFD (two NFD masters fight over the same labels).
+            "enabled": install_nfd,
+            # NFD's worker tolerates `nvidia.com/gpu=present` by default; our taint value is `true`.
+            "worker": {"tolerations": merge_tolerations(
+                [{"key": "node-role.kubernetes.io/control-plane", "operator": "Exists", "effect": "NoSchedule"}],
+                node_tolerations)},
+        },
+    }
+
+
+def privileged_namespace_labels() -> dict[str, str]:
+    """Pod Security Admission labels of the device-plugin namespace.
+
+    The one place privilege is allowed: the device plugin registers through the kubelet's device-plugin
+    socket directory (`/var/lib/kubelet/device-plugins`, a hostPath), GFD reads host devices privileged,
+    and the MPS control daemon runs privileged with host PID/IPC to serve CUDA clients of other pods; the EFA
+    plugin (hostNetwork, /dev/infiniband) and dcgm-exporter (SYS_ADMIN, kubelet pod-resources socket) live here
+    for the same reason. The policy pack allows privileged PSA on this namespace name only.
+    """
+    return {f"pod-security.kubernetes.io/{key}": "privileged" for key in PSA_KEYS} | {
+        "app.kubernetes.io/part-of": "gtp", "gtp.dev/purpose": "gpu-device-plugins"}
+
+
+# --- derived from the stack config --------------------------------------------------------------------------
+
+
+def plugin_node_groups(config: StackConfig) -> tuple[list[str], dict[str, str]]:
+    """(groups our plugin serves, groups skipped → why). Bottlerocket NVIDIA AMIs ship their own plugin."""
+    served, skipped = [], {}
+    for name, group in config.gpu_node_groups.items():
+        if config.cluster.mode == "eks" and bottlerocket(ami_type(group)):
+            skipped[name] = (f"{ami_type(group)} runs its own NVIDIA device plugin; a second one would "
+                             "conflict over nvidia.com/gpu")
+        else:
+            served.append(name)
+    return served, skipped
+
+
+def sharing_specs(config: StackConfig, groups: Iterable[str]) -> list[SharingSpec]:
+    """One spec per served group, plus the default (`gpu.sharing`) that unlabelled nodes fall back to.
+
+    Groups with the same sharing share one named config, so they must agree on `migStrategy` (config
+    validation checks it; `sharing_config_map` refuses a conflict).
+    """
+    specs = []
+    for group in groups:
+        sharing = config.sharing_for(group)
+        specs.append(SharingSpec(sharing.mode, sharing.replicas, config.gpu_node_groups[group].mig_strategy))
+    default = SharingSpec(config.gpu.sharing.mode, config.gpu.sharing.replicas)
+    if default.name not in {spec.name for spec in specs}:
+        specs.append(default)
+    return specs
+
+
+def device_plugin_args(config: StackConfig, provider: k8s.Provider) -> NvidiaDevicePluginArgs:
+    served, skipped = plugin_node_groups(config)
+    return NvidiaDevicePluginArgs(
+        provider=provider,
+        sharing=sharing_specs(config, served),
+        default_config=config_name(config.gpu.sharing.mode, config.gpu.sharing.replicas),
+        node_selectors={group: node_selector(config, group) for group in served},
+        tolerations=merge_tolerations(*(tolerations(config, group) for group in served)),
+        install_nfd=config.gpu.node_feature_discovery == "install",
+        skipped_groups=skipped,
+    )
+
+
+@dataclass
+class NvidiaDevicePluginArgs:
+    provider: k8s.Provider
+    """The cluster's Kubernetes provider (depends on the cluster, its node groups and the deployer's access)."""
+    sharing: list[SharingSpec]
+    """Every device-plugin config to render (one per distinct sharing, including the default)."""
+    default_config: str
+    """Name of the config used by nodes without the `nvidia.com/device-plugin.config` label."""
+    node_selectors: dict[str, dict[str, str]]
+    """GPU node group → labels selecting its nodes. Empty: no plugin is installed (see `skipped_groups`)."""
+    tolerations: list[dict[str, str]] = field(default_factory=list)
+    """Tolerations for the GPU nodes' taints."""
+    install_nfd: bool = True
+    """Install node feature discovery with the chart (false when the cluster already runs NFD). Default true."""
+    skipped_groups: dict[str, str] = field(default_factory=dict)
+    """GPU node groups the plugin does not serve → why (logged)."""
+
+
+class NvidiaDevicePlugin(pulumi.ComponentResource):
+    namespace: k8s.core.v1.Namespace
+    release: k8s.helm.v3.Release | None
+
+    def __init__(self, name: str, args: NvidiaDevicePluginArgs, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("gtp:gpu:NvidiaDevicePlugin", name, None, opts)
+        k8s_opts = pulumi.ResourceOptions(parent=self, provider=args.provider)
+        self.namespace = k8s.core.v1.Namespace(
+            f"{name}-namespace",
+            metadata={"name": DEVICE_PLUGIN_NAMESPACE, "labels": privileged_namespace_labels()},
+            opts=k8s_opts,
+        )
+        for group, reason in sorted(args.skipped_groups.items()):
+            pulumi.log.info(f"NVIDIA device plugin: not installed for node group '{group}': {reason}", self)
+        self.release = None
+        if args.node_selectors:
+            chart = versions.NVIDIA_DEVICE_PLUGIN
+            self.release = k8s.helm.v3.Release(
+                f"{name}-release",
+                name=RELEASE_NAME,
+                chart=chart.chart,
+                version=chart.version,
+                repository_opts={"repo": chart.repository},
+                namespace=self.namespace.metadata["name"],
+                values=device_plugin_values(sharing_config_map(args.sharing), args.default_config,
+                                            gpu_node_affinity(args.node_selectors), args.tolerations,
+                                            args.install_nfd),
+                atomic=True,
+                opts=k8s_opts,
+            )
+        else:
+            pulumi.log.info("NVIDIA device plugin: no node group needs it, so it is not installed", self)
+        self.register_outputs({})
