@@ -161,3 +161,130 @@ if config.gpu_node_groups:
     )).job)
 
 # --- training workloads (issue 7) -----------------------------------------------------------------------------
+from components.keda_scaling import KedaScaling, KedaScalingArgs  # noqa: E402
+from components.shared_storage import SharedStorage, SharedStorageArgs  # noqa: E402
+from components.training_job import (  # noqa: E402
+    ElasticRange, PodShape, RunPolicy, TrainingJob, TrainingJobArgs, checkpoint_dir, job_pod_label, trainer_args,
+)
+from components.training_namespace import QuotaSize, TrainingNamespace, TrainingNamespaceArgs  # noqa: E402
+from components.training_operators import TrainingOperators, TrainingOperatorsArgs  # noqa: E402
+from gtp.config import gpus_per_pod  # noqa: E402
+from gtp.endpoints import METRICS_NAMESPACE, PROMETHEUS_URL  # noqa: E402
+from gtp.node_groups import node_selector, tolerations  # noqa: E402
+from gtp.sharing import SHARED_GPU_RESOURCE, WHOLE_GPU_RESOURCE  # noqa: E402
+
+workload, autoscaling = config.workload, config.autoscaling
+if workload.kind != "none":
+    eks_stack = config.cluster.mode == "eks"
+    job_kind = workload.kind
+    operators = TrainingOperators("operators", TrainingOperatorsArgs(
+        provider=cluster_access.provider,
+        training_operator=job_kind == "pytorchjob" and autoscaling.mode != "scaledjob",
+        dlrover=job_kind == "elasticjob",
+        keda=autoscaling.mode != "none",
+        system_node_selector={"gtp.dev/role": "system"} if eks_stack else None,
+        keda_identity_cluster=eks.cluster.name if eks_stack and autoscaling.mode == "scaledjob" else None,
+        aws_opts=aws_opts if eks_stack else None,
+    ))
+    group = workload.node_group
+    facts = config.node_facts(group)
+    num_gpus = gpus_per_pod(config)
+    elastic = workload.elastic
+    max_pods = max(elastic.max_nodes if elastic else workload.num_nodes,
+                   autoscaling.max_replicas if autoscaling.mode != "none" else 0)
+    training_ns = TrainingNamespace("training", TrainingNamespaceArgs(
+        namespace=namespace, service_account=TRAINING_SERVICE_ACCOUNT, priority_class=f"gtp-training-{config.stack}",
+        quota=QuotaSize(num_pods=max_pods, gpu_resource=SHARED_GPU_RESOURCE if workload.gpu_resource == "shared"
+                        else WHOLE_GPU_RESOURCE, gpus_per_pod=num_gpus, efa_per_pod=facts.num_efa_interfaces,
+                        cpu=workload.cpu, memory=workload.memory, ephemeral_storage=workload.ephemeral_storage,
+                        dlrover_master=job_kind == "elasticjob"),
+        job_label=job_pod_label(job_kind), job_name=workload.name, metrics_namespace=METRICS_NAMESPACE,
+        # DLRover's controller builds its job-master pod without a securityContext: `restricted` would reject it.
+        pod_security="baseline" if job_kind == "elasticjob" else "restricted",
+        dlrover_master_role="default-role" if job_kind == "elasticjob" else None,
+        provider=cluster_access.provider,
+        depends_on=[operators.dlrover] if operators.dlrover else [],
+    ))
+    storage = SharedStorage("storage", SharedStorageArgs(
+        kind=config.storage.kind, namespace=namespace, name_prefix=config.cluster_name,
+        size_gib=config.storage.size_gib, existing_storage_class=config.storage.existing_storage_class,
+        empty_dir_size=workload.ephemeral_storage,
+        cluster_name=eks.cluster.name if eks_stack else None,
+        vpc_id=network.vpc_id if eks_stack else None,
+        private_subnet_ids=network.private_subnet_ids if eks_stack else None,
+        num_private_subnets=(len(config.network.existing_private_subnet_ids) or config.network.num_availability_zones)
+        if eks_stack else 0,
+        cluster_security_group_id=eks.security_group_id if eks_stack else None,
+        fsx_deployment_type=config.storage.fsx_deployment_type,
+        fsx_throughput_per_unit=config.storage.fsx_throughput_per_unit,
+        protect=lifecycle.protect, aws_opts=aws_opts if eks_stack else None,
+        provider=cluster_access.provider, depends_on=[training_ns.namespace],
+        addon_depends_on=[eks.system_node_group] if eks_stack else [],
+    ))
+    checkpoints = checkpoint_dir(config.storage.mount_path, workload.name)
+    shape = PodShape(
+        image=image_ref, namespace=namespace, service_account=TRAINING_SERVICE_ACCOUNT,
+        priority_class=f"gtp-training-{config.stack}",
+        gpu_resource=SHARED_GPU_RESOURCE if workload.gpu_resource == "shared" else WHOLE_GPU_RESOURCE,
+        num_gpus=num_gpus, num_efa=facts.num_efa_interfaces, cpu=workload.cpu, memory=workload.memory,
+        ephemeral_storage=workload.ephemeral_storage, shm_size=workload.shm_size,
+        node_selector=node_selector(config, group), tolerations=tolerations(config, group),
+        termination_grace_period_seconds=workload.termination_grace_period_seconds,
+        storage_volume=storage.volume, mount_path=config.storage.mount_path, checkpoint_dir=checkpoints,
+        trainer_args=trainer_args(model=workload.model, max_steps=workload.max_steps, batch_size=workload.batch_size,
+                                  checkpoint_dir=checkpoints, checkpoint_every=workload.checkpoint_every,
+                                  extra=workload.extra_args),
+    )
+    run_policy = RunPolicy(workload.backoff_limit, workload.ttl_seconds_after_finished, workload.clean_pod_policy)
+    workload_ready = [*training_ns.ready, *storage.ready, *gpu_ready]
+    elastic_range = ElasticRange(elastic.min_nodes, elastic.max_nodes, elastic.max_restarts) if elastic else None
+    watch = {"namespace": namespace}
+    if autoscaling.mode == "scaledjob":
+        # Scale to zero: no standing PyTorchJob; KEDA starts one Job per queued training request.
+        scaling = KedaScaling("scaling", KedaScalingArgs(
+            mode="scaledjob", job_name=workload.name, namespace=namespace, max_replicas=autoscaling.max_replicas,
+            polling_interval_seconds=autoscaling.polling_interval_seconds, shape=shape,
+            backoff_limit=workload.backoff_limit, ttl_seconds_after_finished=workload.ttl_seconds_after_finished,
+            region=config.region, training_role=training_identity.role,
+            keda_operator_role=operators.keda_operator_role, aws_opts=aws_opts, provider=cluster_access.provider,
+            depends_on=[operators.keda, *workload_ready],
+        ))
+        pulumi.export("trainingQueueUrl", scaling.queue.url)
+        watch.update({
+            "submit": "aws sqs send-message --queue-url \"$(pulumi stack output trainingQueueUrl)\" "
+                      "--message-body '{}'",
+            "jobs": f"kubectl -n {namespace} get scaledjobs,jobs,pods -l app.kubernetes.io/name={workload.name}",
+            "logs": f"kubectl -n {namespace} logs -f -l app.kubernetes.io/name={workload.name} -c pytorch",
+        })
+    else:
+        job = TrainingJob("job", TrainingJobArgs(
+            kind=job_kind, job_name=workload.name, shape=shape, num_nodes=workload.num_nodes, elastic=elastic_range,
+            run_policy=run_policy, provider=cluster_access.provider,
+            depends_on=[operators.dlrover if job_kind == "elasticjob" else operators.training_operator,
+                        *workload_ready],
+        ))
+        if autoscaling.mode == "scaledobject":
+            KedaScaling("scaling", KedaScalingArgs(
+                mode="scaledobject", job_name=workload.name, namespace=namespace,
+                min_replicas=autoscaling.min_replicas, max_replicas=autoscaling.max_replicas,
+                gpu_utilization_threshold=autoscaling.gpu_utilization_threshold,
+                polling_interval_seconds=autoscaling.polling_interval_seconds,
+                cooldown_period_seconds=autoscaling.cooldown_period_seconds, prometheus_url=PROMETHEUS_URL,
+                provider=cluster_access.provider, depends_on=[operators.keda, job.job],
+            ))
+        if job_kind == "elasticjob":
+            selector = f"elasticjob.dlrover/name={workload.name}"
+            watch.update({
+                "jobs": f"kubectl -n {namespace} get elasticjobs {workload.name}",
+                "pods": f"kubectl -n {namespace} get pods -l {selector} -o wide",
+                "logs": f"kubectl -n {namespace} logs -f {workload.name}-edljob-worker-0 -c pytorch",
+                "master": f"kubectl -n {namespace} logs -f elasticjob-{workload.name}-dlrover-master",
+            })
+        else:
+            rank0 = f"{workload.name}-worker-0" if elastic else f"{workload.name}-master-0"
+            watch.update({
+                "jobs": f"kubectl -n {namespace} get pytorchjobs {workload.name}",
+                "pods": f"kubectl -n {namespace} get pods -l training.kubeflow.org/job-name={workload.name} -o wide",
+                "logs": f"kubectl -n {namespace} logs -f {rank0} -c pytorch",
+            })
+    pulumi.export("watch", watch)

@@ -1,0 +1,194 @@
+"""KedaScaling: KEDA scales the training workload.
+
+- `scaledobject`: a ScaledObject on the elastic PyTorchJob's `/scale` subresource (Worker replicas), triggered by
+  average GPU utilization (`DCGM_FI_DEV_GPU_UTIL` from dcgm-exporter, in Prometheus). Never below one worker.
+- `scaledjob`: scale to zero. An SQS queue (SSE, with a dead-letter queue) holds training requests; a ScaledJob
+  starts one single-pod training Job per message. KEDA's operator reads the queue length with its own EKS Pod
+  Identity (a role allowed `sqs:GetQueueAttributes` on that queue only); the training pod receives and deletes
+  its message with the training role (allowed exactly that on that queue).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import pulumi
+import pulumi_aws as aws
+import pulumi_kubernetes as k8s
+
+from components.training_job import PYTORCH_JOB_API, PodShape, pod_template, torchrun_args
+from gtp import iam
+
+KEDA_API = "keda.sh/v1alpha1"
+GPU_UTILIZATION_METRIC = "DCGM_FI_DEV_GPU_UTIL"
+
+
+def gpu_utilization_query(namespace: str, job_name: str) -> str:
+    """Average GPU utilization of the job's worker pods. dcgm-exporter is the scraped target, so the training
+    pod's labels arrive as `exported_namespace` / `exported_pod`; with GPU sharing the value is per physical GPU."""
+    return (f'avg({GPU_UTILIZATION_METRIC}{{exported_namespace="{namespace}",'
+            f'exported_pod=~"{job_name}-worker-[0-9]+"}})')
+
+
+def scaled_object_body(*, job_name: str, namespace: str, prometheus_url: str, min_replicas: int,
+                       max_replicas: int, threshold: int, polling_interval: int,
+                       cooldown_period: int) -> dict[str, Any]:
+    """ScaledObject on the PyTorchJob's Worker replicas (the CRD's scale subresource:
+    `.spec.pytorchReplicaSpecs.Worker.replicas`)."""
+    if min_replicas < 1:
+        # The training-operator's validating webhook rejects a PyTorchJob with 0 Worker replicas, so scaling to
+        # zero would wedge the job (every later scale-up too); scale-to-zero is the ScaledJob's job.
+        raise ValueError(f"minReplicaCount {min_replicas} would scale the PyTorchJob to 0 workers, which the "
+                         "training-operator's webhook rejects; use >= 1 or autoscaling.mode scaledjob")
+    return {
+        "apiVersion": KEDA_API, "kind": "ScaledObject",
+        "metadata": {"name": f"{job_name}-gpu-utilization", "namespace": namespace},
+        "spec": {
+            "scaleTargetRef": {"apiVersion": PYTORCH_JOB_API, "kind": "PyTorchJob", "name": job_name},
+            "minReplicaCount": min_replicas, "maxReplicaCount": max_replicas,
+            "pollingInterval": polling_interval, "cooldownPeriod": cooldown_period,
+            "triggers": [{
+                "type": "prometheus",
+                # `Value`: the query already averages over the workers, so the HPA scales by value/threshold
+                # instead of dividing the average again by the replica count.
+                "metricType": "Value",
+                "metadata": {"serverAddress": prometheus_url, "query": gpu_utilization_query(namespace, job_name),
+                             "threshold": str(threshold)},
+            }],
+        },
+    }
+
+
+def scaled_job_body(*, job_name: str, shape: PodShape, queue_url: pulumi.Input[str], region: str,
+                    max_replicas: int, polling_interval: int, backoff_limit: int,
+                    ttl_seconds_after_finished: int) -> dict[str, Any]:
+    """ScaledJob: one single-pod training Job per SQS message (the PyTorchJob Master's pod shape, run with
+    `torchrun --standalone`), none while the queue is empty."""
+    template = pod_template(shape, command=["torchrun"], args=torchrun_args(shape.num_gpus, shape.trainer_args,
+                                                                            standalone=True),
+                            labels={"app.kubernetes.io/name": job_name, "app.kubernetes.io/part-of": "gtp"})
+    return {
+        "apiVersion": KEDA_API, "kind": "ScaledJob",
+        "metadata": {"name": job_name, "namespace": shape.namespace},
+        "spec": {
+            "jobTargetRef": {"parallelism": 1, "completions": 1, "backoffLimit": backoff_limit,
+                             "ttlSecondsAfterFinished": ttl_seconds_after_finished, "template": template},
+            "pollingInterval": polling_interval,
+            "minReplicaCount": 0, "maxReplicaCount": max_replicas,
+            "successfulJobsHistoryLimit": 5, "failedJobsHistoryLimit": 5,
+            "scalingStrategy": {"strategy": "default"},
+            "triggers": [{
+                "type": "aws-sqs-queue",
+                "metadata": {
+                    "queueURL": queue_url, "awsRegion": region, "queueLength": "1",
+                    # The operator's own identity (EKS Pod Identity on keda/keda-operator). A TriggerAuthentication
+                    # with `podIdentity.provider: aws` resolves to the same default credential chain in KEDA 2.20,
+                    # and its CRD isn't among the pinned schemas the plan validates against.
+                    "identityOwner": "operator",
+                },
+            }],
+        },
+    }
+
+
+def queue_length_policy(queue_arn: str) -> str:
+    """KEDA operator: read the queue's length, nothing else."""
+    return iam.document([{"Sid": "ReadQueueLength", "Effect": "Allow", "Resource": queue_arn,
+                          "Action": ["sqs:GetQueueAttributes"]}])
+
+
+def queue_consumer_policy(queue_arn: str) -> str:
+    """Training pod: take its message, keep it invisible while training, delete it when done."""
+    return iam.document([{"Sid": "ConsumeTrainingRequests", "Effect": "Allow", "Resource": queue_arn,
+                          "Action": ["sqs:ReceiveMessage", "sqs:ChangeMessageVisibility", "sqs:DeleteMessage",
+                                     "sqs:GetQueueAttributes"]}])
+
+
+def redrive_policy(dead_letter_arn: str, max_receive_count: int = 3) -> str:
+    return json.dumps({"deadLetterTargetArn": dead_letter_arn, "maxReceiveCount": max_receive_count}, sort_keys=True)
+
+
+@dataclass
+class KedaScalingArgs:
+    mode: Literal["scaledobject", "scaledjob"]
+    job_name: str
+    namespace: str
+    min_replicas: int = 1
+    max_replicas: int = 4
+    gpu_utilization_threshold: int = 80
+    polling_interval_seconds: int = 30
+    cooldown_period_seconds: int = 300
+    prometheus_url: str = ""
+    """scaledobject: Prometheus that scrapes dcgm-exporter."""
+    shape: PodShape | None = None
+    """scaledjob: the training pod shape."""
+    backoff_limit: int = 3
+    ttl_seconds_after_finished: int = 86400
+    region: str = ""
+    training_role: aws.iam.Role | None = None
+    """scaledjob: the training pods' Pod Identity role; gets the queue-consumer policy."""
+    keda_operator_role: aws.iam.Role | None = None
+    """scaledjob: KEDA operator's Pod Identity role (TrainingOperators); gets read access to the queue length."""
+    visibility_timeout_seconds: int = 43200
+    """scaledjob: how long a taken message stays invisible (SQS maximum, 12 h): a training run's upper bound."""
+    aws_opts: pulumi.ResourceOptions | None = None
+    provider: k8s.Provider | None = None
+    depends_on: list[pulumi.Resource] = field(default_factory=list)
+    """KEDA's Helm release, the scaled PyTorchJob, the GPU readiness gate."""
+
+
+class KedaScaling(pulumi.ComponentResource):
+    scaler: k8s.apiextensions.CustomResource
+    queue: aws.sqs.Queue | None = None
+    body: dict[str, Any]
+
+    def __init__(self, name: str, args: KedaScalingArgs, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("gtp:workload:KedaScaling", name, None, opts)
+        depends_on = list(args.depends_on)
+        if args.mode == "scaledobject":
+            self.body = scaled_object_body(
+                job_name=args.job_name, namespace=args.namespace, prometheus_url=args.prometheus_url,
+                min_replicas=args.min_replicas, max_replicas=args.max_replicas,
+                threshold=args.gpu_utilization_threshold, polling_interval=args.polling_interval_seconds,
+                cooldown_period=args.cooldown_period_seconds)
+        else:
+            if args.shape is None or args.training_role is None or args.keda_operator_role is None:
+                raise ValueError("a ScaledJob needs the pod shape, the training role and KEDA's operator role")
+            self.queue, operator_access = self._queue(name, args)
+            shape = dataclasses.replace(args.shape, extra_env={
+                **args.shape.extra_env, "GTP_QUEUE_URL": self.queue.url, "AWS_REGION": args.region})
+            self.body = scaled_job_body(
+                job_name=args.job_name, shape=shape, queue_url=self.queue.url, region=args.region,
+                max_replicas=args.max_replicas, polling_interval=args.polling_interval_seconds,
+                backoff_limit=args.backoff_limit, ttl_seconds_after_finished=args.ttl_seconds_after_finished)
+            depends_on.append(operator_access)
+        self.scaler = k8s.apiextensions.CustomResource(
+            f"{name}-{args.mode}", api_version=self.body["apiVersion"], kind=self.body["kind"],
+            metadata=self.body["metadata"], spec=self.body["spec"],
+            opts=pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=depends_on))
+        self.register_outputs({"queueUrl": self.queue.url if self.queue else None})
+
+    def _queue(self, name: str, args: KedaScalingArgs) -> tuple[aws.sqs.Queue, aws.iam.RolePolicy]:
+        child = pulumi.ResourceOptions.merge(args.aws_opts or pulumi.ResourceOptions(),
+                                             pulumi.ResourceOptions(parent=self))
+        dead_letters = aws.sqs.Queue(f"{name}-dead-letters", sqs_managed_sse_enabled=True,
+                                     message_retention_seconds=14 * 24 * 3600, opts=child)
+        queue = aws.sqs.Queue(
+            f"{name}-requests", sqs_managed_sse_enabled=True,
+            visibility_timeout_seconds=args.visibility_timeout_seconds,
+            message_retention_seconds=4 * 24 * 3600, receive_wait_time_seconds=20,
+            redrive_policy=dead_letters.arn.apply(redrive_policy), opts=child)
+        aws.sqs.RedriveAllowPolicy(
+            f"{name}-dead-letters", queue_url=dead_letters.url,
+            redrive_allow_policy=queue.arn.apply(lambda arn: json.dumps(
+                {"redrivePermission": "byQueue", "sourceQueueArns": [arn]})), opts=child)
+        assert args.keda_operator_role is not None
+        operator_access = aws.iam.RolePolicy(f"{name}-keda-operator", role=args.keda_operator_role.id,
+                                             policy=queue.arn.apply(queue_length_policy), opts=child)
+        assert args.training_role is not None
+        aws.iam.RolePolicy(f"{name}-training-queue", role=args.training_role.id,
+                           policy=queue.arn.apply(queue_consumer_policy), opts=child)
+        return queue, operator_access
