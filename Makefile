@@ -45,7 +45,7 @@ check: setup
 	$(PY) -m gtp.check --checkov $(CHECKOV_VENV)/bin/checkov
 
 test: setup
-	$(PY) -m pytest -n $(PYTEST_WORKERS) tests
+	GTP_CHECKOV=$(CURDIR)/$(CHECKOV_VENV)/bin/checkov $(PY) -m pytest -n $(PYTEST_WORKERS) tests
 	$(MAKE) --no-print-directory check
 
 golden: setup
