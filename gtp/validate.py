@@ -28,7 +28,7 @@ import kubernetes_validate
 import yaml
 
 from gtp import versions
-from gtp.plan import COMPUTED, ROOT, Plan
+from gtp.plan import COMPUTED, ROOT, SECRET, Plan
 
 CACHE_DIR = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "gtp" / "crds"
 
@@ -105,6 +105,16 @@ def _path(error: jsonschema.ValidationError) -> str:
     return parts.lstrip(".") or "(root)"
 
 
+def _unmask(node: Any) -> Any:
+    """Secret values are masked as "[secret]" in the plan; validate the object's shape, not their content."""
+    if isinstance(node, dict):
+        return {key: ({} if value == SECRET and key in ("data", "stringData") else _unmask(value))
+                for key, value in node.items()}
+    if isinstance(node, list):
+        return [_unmask(item) for item in node]
+    return node
+
+
 def validate_custom(obj: Mapping[str, Any], schema: Mapping[str, Any]) -> Iterator[str]:
     validator = jsonschema.Draft7Validator(schema)
     for error in sorted(validator.iter_errors(obj), key=lambda e: list(map(str, e.absolute_path))):
@@ -115,7 +125,7 @@ def validate_custom(obj: Mapping[str, Any], schema: Mapping[str, Any]) -> Iterat
 
 def validate_builtin(obj: Mapping[str, Any], kubernetes_version: str) -> Iterator[str]:
     try:
-        kubernetes_validate.validate(dict(obj), kubernetes_version, strict=True)
+        kubernetes_validate.validate(_unmask(dict(obj)), kubernetes_version, strict=True)
     except kubernetes_validate.ValidationError as error:  # a jsonschema.ValidationError with the version added
         yield f"{_describe(obj)}: {_path(error)}: {error.message}"
 

@@ -83,6 +83,16 @@ def test_builtin_objects_are_validated_strictly() -> None:
     assert report.errors and "Namespace x" in report.errors[0] and "finalizerz" in report.errors[0]
 
 
+def test_a_secret_with_masked_data_validates_by_shape() -> None:
+    report = Report()
+    secret = {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "pull", "namespace": "n"},
+              "type": "kubernetes.io/dockerconfigjson", "stringData": gtp_plan.SECRET}
+    validate_objects([secret], "1.34", report)
+    assert report.errors == []
+    validate_objects([{**secret, "typo": 1}], "1.34", report)
+    assert len(report.errors) == 1 and "typo" in report.errors[0]
+
+
 def test_custom_resources_are_validated_against_the_pinned_crds() -> None:
     report = Report()
     job = {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "metadata": {"name": "j", "namespace": "n"},

@@ -297,3 +297,16 @@ def test_parse_quantity():
 def test_invalid_facts_are_reported_together(data, message):
     with pytest.raises(ValueError, match=message):
         Facts.from_mapping(data)
+
+
+def test_provider_inputs_arrive_as_json_strings_and_are_read_as_objects():
+    # The engine (and the offline plan) carry a provider's nested inputs as JSON strings.
+    records = compliant_stack("dev")
+    provider = find(records, "-aws")
+    provider["inputs"]["defaultTags"] = json.dumps(provider["inputs"]["defaultTags"])
+    assert [v for v in run_policies(records, facts("dev")) if v.policy_name == "aws-required-tags"] == []
+    tags = json.loads(provider["inputs"]["defaultTags"])
+    del tags["tags"]["gtp:stack"]
+    provider["inputs"]["defaultTags"] = json.dumps(tags)
+    violations = [v for v in run_policies(records, facts("dev")) if v.policy_name == "aws-required-tags"]
+    assert violations and "gtp:stack" in violations[0].message

@@ -57,7 +57,7 @@ def test_edge_runs_a_dlrover_elasticjob_on_the_existing_storage_class(plan_of):
     job = plan.one(ELASTIC_JOB)
     assert plan.depends_transitively(job, plan.one(KUSTOMIZE, "operators-dlrover"))
     claim = plan.one("kubernetes:core/v1:PersistentVolumeClaim")
-    assert claim.inputs["spec"]["storageClassName"] == "local-path"
+    assert claim.inputs["spec"]["storageClassName"] == "nfs-client"
     container = job.inputs["spec"]["replicaSpecs"]["worker"]["template"]["spec"]["containers"][0]
     assert container["command"] == ["dlrover-run"] and container["args"][0] == "--nnodes=1:3"
     assert not plan.by_type("aws:sqs/queue:Queue")
