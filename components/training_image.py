@@ -89,7 +89,7 @@ class TrainingImage(pulumi.ComponentResource):
                                                             opts=pulumi.InvokeOutputOptions(parent=self))
             address: pulumi.Output[str] = repository.repository_url
             credentials = {"server": repository.repository_url, "username": token.user_name,
-                           "password": token.password}
+                           "password": pulumi.Output.secret(token.password)}
         else:
             address = pulumi.Output.from_input(str(args.existing_registry))
             credentials = {"server": registry_server(str(args.existing_registry)),
