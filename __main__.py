@@ -11,14 +11,38 @@ import pulumi
 from components.aws_provider import AwsProvider, AwsProviderArgs
 from components.cluster_access import ClusterAccess, ClusterAccessArgs
 from components.cluster_autoscaler import ClusterAutoscaler, ClusterAutoscalerArgs
+from components.efa_device_plugin import EfaDevicePlugin, efa_node_groups, efa_plugin_args
 from components.eks_cluster import EksCluster, EksClusterArgs
+from components.gpu_metrics import GpuMetrics, gpu_metrics_args
 from components.gpu_node_group import GpuNodeGroup, GpuNodeGroupArgs
+from components.gpu_readiness import (
+    GpuReadiness,
+    GpuReadinessArgs,
+    readiness_expectations,
+)
+from components.keda_scaling import KedaScaling, KedaScalingArgs
 from components.network import Network, NetworkArgs
-from components.training_image import TrainingImage, TrainingImageArgs
+from components.nvidia_device_plugin import NvidiaDevicePlugin, device_plugin_args
+from components.shared_storage import SharedStorage, SharedStorageArgs
 from components.training_identity import TrainingIdentity, TrainingIdentityArgs
+from components.training_image import TrainingImage, TrainingImageArgs
+from components.training_job import (
+    ElasticRange,
+    PodShape,
+    RunPolicy,
+    TrainingJob,
+    TrainingJobArgs,
+    checkpoint_dir,
+    job_pod_label,
+    trainer_args,
+)
+from components.training_namespace import QuotaSize, TrainingNamespace, TrainingNamespaceArgs
+from components.training_operators import TrainingOperators, TrainingOperatorsArgs
 from gtp import config as stack_config
-from gtp.config import ami_type, placement_group_enabled
-from gtp.node_groups import node_labels, node_taints
+from gtp.config import ami_type, gpus_per_pod, placement_group_enabled
+from gtp.endpoints import METRICS_NAMESPACE, PROMETHEUS_URL
+from gtp.node_groups import node_labels, node_selector, node_taints, tolerations
+from gtp.sharing import SHARED_GPU_RESOURCE, WHOLE_GPU_RESOURCE
 from gtp.workload_names import TRAINING_SERVICE_ACCOUNT, training_namespace
 
 config = stack_config.load()
@@ -139,12 +163,6 @@ image_ref: pulumi.Output[str] = image.image_ref
 pulumi.export("imageRef", image_ref)
 
 # --- GPU enablement (issue 4): `gpu_ready` lists what every workload must wait for ---------------------------
-from components.efa_device_plugin import EfaDevicePlugin, efa_node_groups, efa_plugin_args  # noqa: E402
-from components.gpu_metrics import GpuMetrics, gpu_metrics_args  # noqa: E402
-from components.gpu_readiness import (  # noqa: E402
-    GpuReadiness, GpuReadinessArgs, readiness_expectations,
-)
-from components.nvidia_device_plugin import NvidiaDevicePlugin, device_plugin_args  # noqa: E402
 
 device_plugin = NvidiaDevicePlugin("nvidia", device_plugin_args(config, cluster_access.provider))
 device_plugin_namespace = device_plugin.namespace.metadata["name"]
@@ -161,17 +179,6 @@ if config.gpu_node_groups:
     )).job)
 
 # --- training workloads (issue 7) -----------------------------------------------------------------------------
-from components.keda_scaling import KedaScaling, KedaScalingArgs  # noqa: E402
-from components.shared_storage import SharedStorage, SharedStorageArgs  # noqa: E402
-from components.training_job import (  # noqa: E402
-    ElasticRange, PodShape, RunPolicy, TrainingJob, TrainingJobArgs, checkpoint_dir, job_pod_label, trainer_args,
-)
-from components.training_namespace import QuotaSize, TrainingNamespace, TrainingNamespaceArgs  # noqa: E402
-from components.training_operators import TrainingOperators, TrainingOperatorsArgs  # noqa: E402
-from gtp.config import gpus_per_pod  # noqa: E402
-from gtp.endpoints import METRICS_NAMESPACE, PROMETHEUS_URL  # noqa: E402
-from gtp.node_groups import node_selector, tolerations  # noqa: E402
-from gtp.sharing import SHARED_GPU_RESOURCE, WHOLE_GPU_RESOURCE  # noqa: E402
 
 workload, autoscaling = config.workload, config.autoscaling
 if workload.kind != "none":
