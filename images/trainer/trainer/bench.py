@@ -1,0 +1,155 @@
+"""Cluster benchmark: all-reduce bus bandwidth over a size sweep and training throughput.
+
+    torchrun --standalone --nproc-per-node 2 -m trainer.bench --sizes 1K,1M --steps 10 --output result.json
+
+busbw follows nccl-tests (doc/PERFORMANCE.md): algbw = bytes / time, busbw = algbw * 2(n-1)/n for all-reduce,
+so the number is comparable to the link speed whatever the rank count. MFU (GPU only) = achieved model FLOP/s over
+the device's dense bf16 peak.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+
+import torch
+import torch.distributed as dist
+
+from trainer.config import TrainConfig
+from trainer.data import build_dataset
+from trainer.distributed import exit_process, init_distributed
+from trainer.loop import Trainer, StopSignals, seed_rank
+from trainer.models import count_parameters, flops_per_token
+
+PEAK_BF16_DENSE_TFLOPS = {"H200": 989.0, "H100": 989.0, "A100": 312.0, "L40S": 362.0, "L4": 121.0, "A10G": 70.0}
+"""Vendor datasheet dense (no sparsity) bf16 tensor-core peaks; matched as substrings of the device name."""
+
+
+def parse_size(text: str) -> int:
+    units = {"K": 2**10, "M": 2**20, "G": 2**30}
+    text = text.strip().upper().removesuffix("B")
+    if text and text[-1] in units:
+        return int(float(text[:-1]) * units[text[-1]])
+    return int(text)
+
+
+def bus_bandwidth(size_bytes: int, seconds: float, world_size: int) -> tuple[float, float]:
+    """(algbw, busbw) in GB/s for one all-reduce of ``size_bytes`` that took ``seconds``."""
+    algbw = size_bytes / seconds / 1e9
+    return algbw, algbw * 2 * (world_size - 1) / world_size
+
+
+def peak_tflops(device_name: str) -> float | None:
+    # Longest key first so "H100" never shadows a longer, more specific name.
+    for key in sorted(PEAK_BF16_DENSE_TFLOPS, key=len, reverse=True):
+        if key in device_name:
+            return PEAK_BF16_DENSE_TFLOPS[key]
+    return None
+
+
+def _synchronize(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def allreduce_sweep(sizes: list[int], iterations: int, device: torch.device) -> list[dict]:
+    world_size = dist.get_world_size()
+    results = []
+    for size in sizes:
+        tensor = torch.ones(max(1, size // 4), dtype=torch.float32, device=device)
+        for _ in range(max(1, iterations // 5)):  # warm-up: connection setup and algorithm selection
+            dist.all_reduce(tensor)
+        _synchronize(device)
+        dist.barrier()
+        started = time.perf_counter()
+        for _ in range(iterations):
+            dist.all_reduce(tensor)
+        _synchronize(device)
+        elapsed = (time.perf_counter() - started) / iterations
+        # The slowest rank defines the collective's time.
+        slowest = torch.tensor([elapsed], dtype=torch.float64, device=device)
+        dist.all_reduce(slowest, op=dist.ReduceOp.MAX)
+        algbw, busbw = bus_bandwidth(tensor.numel() * 4, slowest.item(), world_size)
+        results.append({"size_bytes": tensor.numel() * 4, "time_us": round(slowest.item() * 1e6, 2),
+                        "algbw_gbps": round(algbw, 4), "busbw_gbps": round(busbw, 4)})
+    return results
+
+
+def throughput(config: TrainConfig, ctx, steps: int) -> dict:
+    seed_rank(config.seed, ctx.rank)
+    from trainer.models import build_model
+
+    model = build_model(config)
+    parameters = count_parameters(model)
+    trainer = Trainer(config, ctx, model, build_dataset(config), StopSignals())
+    warmup = max(1, steps // 5)
+    for _ in range(warmup):
+        trainer.train_step()
+    _synchronize(ctx.device)
+    dist.barrier()
+    started = time.perf_counter()
+    for _ in range(steps):
+        trainer.train_step()
+    _synchronize(ctx.device)
+    elapsed = torch.tensor([time.perf_counter() - started], dtype=torch.float64)
+    dist.all_reduce(elapsed, op=dist.ReduceOp.MAX)
+    seconds = elapsed.item()
+    samples = trainer.global_batch * steps
+    tokens_per_sample = config.seq_len if config.model == "gpt" else 1
+    result = {"model": config.model, "parameters": parameters, "steps": steps, "global_batch": trainer.global_batch,
+              "samples_per_s": round(samples / seconds, 2),
+              "tokens_per_s": round(samples * tokens_per_sample / seconds, 2)}
+    if ctx.device.type == "cuda":
+        name = torch.cuda.get_device_name(ctx.device)
+        peak = peak_tflops(name)
+        result["device_name"] = name
+        if peak is not None:
+            achieved = flops_per_token(model, config.seq_len) * samples * tokens_per_sample / seconds
+            result["mfu"] = round(achieved / (peak * 1e12 * ctx.world_size), 4)
+            result["peak_bf16_tflops_per_device"] = peak
+    return result
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m trainer.bench", description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", default="1M,16M,128M,1G",
+                        help="Comma-separated all-reduce sizes in bytes (K/M/G suffixes). Default: 1M,16M,128M,1G.")
+    parser.add_argument("--iterations", type=int, default=20, help="All-reduces timed per size. Default: 20.")
+    parser.add_argument("--model", choices=["cnn", "gpt"], default="gpt", help="Model for throughput. Default: gpt.")
+    parser.add_argument("--steps", type=int, default=20, help="Timed training steps. Default: 20.")
+    parser.add_argument("--batch-size", type=int, default=8, help="Samples per rank per step. Default: 8.")
+    parser.add_argument("--backend", choices=["auto", "nccl", "gloo"], default="auto")
+    parser.add_argument("--output", default=None, help="Also write the JSON result to this file.")
+    args = parser.parse_args(argv)
+    try:
+        sizes = [parse_size(size) for size in args.sizes.split(",")]
+    except ValueError:
+        print(f"trainer.bench: error: --sizes {args.sizes!r} is not a comma-separated list like 1K,1M", file=sys.stderr)
+        return 2
+    ctx = init_distributed(args.backend)
+    config = TrainConfig(model=args.model, batch_size=args.batch_size, max_steps=args.steps + 1, backend=args.backend)
+    result = {"world_size": ctx.world_size, "backend": ctx.backend, "torch": torch.__version__,
+              "allreduce": allreduce_sweep(sizes, args.iterations, ctx.device),
+              "throughput": throughput(config, ctx, args.steps)}
+    if ctx.is_main:
+        line = json.dumps(result)
+        print(line, flush=True)
+        if args.output:
+            with open(args.output, "w", encoding="utf-8") as handle:
+                handle.write(line + "\n")
+    dist.barrier()
+    return 0
+
+
+def run() -> None:
+    try:
+        code = main()
+    except SystemExit as exit_request:
+        code = exit_request.code if isinstance(exit_request.code, int) else 2
+    exit_process(code)
+
+
+if __name__ == "__main__":
+    run()
