@@ -54,8 +54,9 @@ golden: setup
 bench-stack: setup
 	$(PY) -m gtp.bench_stack --name $(NAME) --ttl-hours $(TTL) --image-ref $(IMAGE)
 
+# Results of a bench stack's runs: s3://<artifacts bucket>/<stack>/bench/ (or SOURCE=dir|s3://... directly).
 bench-report: setup
-	$(PY) -m gtp.bench_report $(SOURCE)
+	$(PY) -m gtp.bench_report $(or $(SOURCE),s3://$$(pulumi stack output artifactsBucket --stack $(STACK))/$(STACK)/bench/) $(if $(PLOT),--plot $(PLOT))
 
 destroy: setup
 	$(PY) -m gtp.destroy $(STACK)

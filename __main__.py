@@ -32,6 +32,7 @@ from components.training_job import (
     RunPolicy,
     TrainingJob,
     TrainingJobArgs,
+    bench_args,
     checkpoint_dir,
     job_pod_label,
     trainer_args,
@@ -238,9 +239,15 @@ if workload.kind != "none":
         node_selector=node_selector(config, group), tolerations=tolerations(config, group),
         termination_grace_period_seconds=workload.termination_grace_period_seconds,
         storage_volume=storage.volume, mount_path=config.storage.mount_path, checkpoint_dir=checkpoints,
+        module=f"trainer.{workload.entrypoint}",
         trainer_args=trainer_args(model=workload.model, max_steps=workload.max_steps, batch_size=workload.batch_size,
                                   checkpoint_dir=checkpoints, checkpoint_every=workload.checkpoint_every,
-                                  extra=workload.extra_args),
+                                  extra=workload.extra_args) if workload.entrypoint == "train" else bench_args(
+            model=workload.model, steps=workload.max_steps, batch_size=workload.batch_size,
+            sizes=workload.bench_sizes,
+            # One object per run under the stack's prefix, which the training role may write (Pod Identity).
+            output=training_identity.bucket.bucket.apply(lambda bucket: f"s3://{bucket}/{config.stack}/bench/")
+            if training_identity else f"{checkpoints}/bench.json"),
     )
     run_policy = RunPolicy(workload.backoff_limit, workload.ttl_seconds_after_finished, workload.clean_pod_policy)
     workload_ready = [*training_ns.ready, *storage.ready, *gpu_ready]

@@ -64,8 +64,10 @@ class PodShape:
     """Volume source of the shared storage: `{"persistentVolumeClaim": {...}}` or `{"emptyDir": {...}}`."""
     mount_path: str
     """Where the shared storage is mounted (checkpoints under `<mount_path>/checkpoints/<job>`)."""
-    trainer_args: Sequence[str]
-    """`trainer.train` flags (see `trainer_args`)."""
+    trainer_args: Sequence[pulumi.Input[str]]
+    """Flags of `module` (see `trainer_args`, `bench_args`)."""
+    module: str = "trainer.train"
+    """What each process runs: `trainer.train`, or `trainer.bench` for a benchmark job."""
     num_efa: int = 0
     """EFA devices per pod (`vpc.amazonaws.com/efa`); 0 = EFA off, no EFA env."""
     extra_env: Mapping[str, pulumi.Input[str]] = field(default_factory=dict)
@@ -82,23 +84,32 @@ def trainer_args(*, model: str, max_steps: int, batch_size: int, checkpoint_dir:
     return args + list(extra)
 
 
+def bench_args(*, model: str, steps: int, batch_size: int, sizes: str,
+               output: pulumi.Input[str]) -> list[pulumi.Input[str]]:
+    """Flags of `python -m trainer.bench`: the all-reduce size sweep, timed training steps, and where the one
+    JSON result of the run goes (an `s3://bucket/prefix/` of the artifacts bucket, or a file)."""
+    return [f"--model={model}", f"--steps={steps}", f"--batch-size={batch_size}", f"--sizes={sizes}",
+            pulumi.Output.concat("--output=", output)]
+
+
 def checkpoint_dir(mount_path: str, job_name: str) -> str:
     return f"{mount_path.rstrip('/')}/checkpoints/{job_name}"
 
 
-def torchrun_args(num_procs: int, trainer: Sequence[str], *, standalone: bool = False) -> list[str]:
+def torchrun_args(num_procs: int, trainer: Sequence[str], *, standalone: bool = False,
+                  module: str = "trainer.train") -> list[str]:
     """`torchrun` arguments. Rendezvous, node count and rank come from the PET_* env the training-operator sets
     (torchrun reads PET_<FLAG> for every flag); `--standalone` for a single pod outside any operator."""
     head = ["--standalone", "--nnodes=1"] if standalone else []
-    return [*head, f"--nproc-per-node={num_procs}", "-m", "trainer.train", *trainer]
+    return [*head, f"--nproc-per-node={num_procs}", "-m", module, *trainer]
 
 
 def dlrover_run_args(min_nodes: int, max_nodes: int, num_procs: int, max_restarts: int,
-                     trainer: Sequence[str]) -> list[str]:
+                     trainer: Sequence[str], module: str = "trainer.train") -> list[str]:
     """`dlrover-run` arguments (0.6.1: torchrun's parser plus DLRover flags; the rendezvous is DLRover's master,
     found through DLROVER_MASTER_ADDR that the ElasticJob controller sets)."""
     return [f"--nnodes={min_nodes}:{max_nodes}", f"--nproc-per-node={num_procs}", f"--max-restarts={max_restarts}",
-            "-m", "trainer.train", *trainer]
+            "-m", module, *trainer]
 
 
 def quantity_gib(quantity: str) -> float:
@@ -237,7 +248,7 @@ def pytorch_job_body(name: str, shape: PodShape, *, num_nodes: int, elastic: Ela
                      run_policy: RunPolicy) -> dict[str, Any]:
     """A PyTorchJob: Master + (num_nodes - 1) Workers, or — elastic — Workers only with `elasticPolicy` (the
     operator then hands torchrun a c10d rendezvous on the first worker through PET_* env)."""
-    args = torchrun_args(shape.num_gpus, shape.trainer_args)
+    args = torchrun_args(shape.num_gpus, shape.trainer_args, module=shape.module)
     labels = {"app.kubernetes.io/name": name, "app.kubernetes.io/part-of": "gtp"}
     template = pod_template(shape, command=["torchrun"], args=args, labels=labels)
     spec: dict[str, Any] = {
@@ -265,7 +276,7 @@ def elastic_job_body(name: str, shape: PodShape, *, elastic: ElasticRange) -> di
     """A DLRover ElasticJob: `maxNodes` workers started with `dlrover-run --nnodes=MIN:MAX`; the job keeps
     training with at least MIN of them. DLRover's master (created by the controller) relaunches failed ones."""
     args = dlrover_run_args(elastic.min_nodes, elastic.max_nodes, shape.num_gpus, elastic.max_restarts,
-                            shape.trainer_args)
+                            shape.trainer_args, module=shape.module)
     labels = {"app.kubernetes.io/name": name, "app.kubernetes.io/part-of": "gtp"}
     # DLRover's master relaunches pods itself and forces restartPolicy Never on the pods it creates; "Never"
     # here says so.

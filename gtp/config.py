@@ -286,6 +286,12 @@ class WorkloadConfig(_Section):
     gpu_resource: Literal["whole", "shared"] = "whole"
     """`whole`: request `nvidia.com/gpu`. `shared`: request a slice, `nvidia.com/gpu.shared` (single-rank
     jobs only: NCCL refuses two ranks on one physical GPU, even under MPS). Default `whole`."""
+    entrypoint: Literal["train", "bench"] = "train"
+    """`train`: `python -m trainer.train`. `bench`: `python -m trainer.bench` on every GPU of the job — all-reduce
+    bus bandwidth over `benchSizes` and training throughput/MFU — writing one JSON result per run to the
+    artifacts bucket under `<stack>/bench/` (EKS) or to the checkpoint directory. Default `train`."""
+    bench_sizes: str = "1M,16M,128M,1G"
+    """Bench only: all-reduce message sizes, comma-separated (`K`/`M`/`G` suffixes). Default `1M,16M,128M,1G`."""
     model: Literal["cnn", "gpt"] = "gpt"
     """Trainer model. Default `gpt`."""
     max_steps: int = Field(1000, ge=1)
@@ -925,6 +931,12 @@ def _check_workload(config: StackConfig) -> Iterator[Problem]:
             yield Problem("workload.gpuResource", f"'shared' with {ranks} ranks: NCCL refuses two ranks on one "
                           "physical GPU, even under MPS, so a distributed job must request whole GPUs "
                           "(gpuResource: whole) or run a single rank")
+    if workload.entrypoint == "bench" and (workload.kind != "pytorchjob" or config.autoscaling.mode != "none"):
+        yield Problem("workload.entrypoint", "'bench' runs as one PyTorchJob on a fixed set of nodes: use kind "
+                                             "pytorchjob with autoscaling.mode none")
+    if not re.match(r"^\d+[KMG]?(,\d+[KMG]?)*$", workload.bench_sizes):
+        yield Problem("workload.benchSizes", f"{workload.bench_sizes!r} is not a comma-separated size list like "
+                                             "'1M,16M,128M'")
     max_pods = workload.elastic.max_nodes if workload.elastic else workload.num_nodes
     group = config.gpu_node_groups[workload.node_group]
     if workload.gpu_resource == "whole" and max_pods > group.max_size * max(1, facts.num_gpus // gpus_per_pod(config)):

@@ -49,6 +49,11 @@ def test_generated_bench_stack_plans_with_ttl_tags_everywhere_and_passes_ephemer
             assert spec["tags"]["gtp:ttl-hours"] == "6"
     assert not any(r.options["protect"] for r in plan.resources)
     assert not plan.by_type("docker:index/image:Image")  # reuses the digest, no rebuild
+    job = plan.one("kubernetes:kubeflow.org/v1:PyTorchJob")
+    container = job.inputs["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]["containers"][0]
+    assert container["image"] == IMAGE
+    assert container["args"][container["args"].index("-m") + 1] == "trainer.bench"
+    assert "--sizes=1M,16M,128M,1G,4G" in container["args"] and container["args"][-1] == "<computed>"  # s3 prefix
     assert plan.one("aws:s3/bucket:Bucket").inputs["forceDestroy"] is True
     assert all(k.inputs["deletionWindowInDays"] == 7 for k in plan.by_type("aws:kms/key:Key"))
     report = Report()

@@ -207,5 +207,11 @@ def test_bench_under_torchrun_reports_busbw_and_throughput(tmp_path):
     for entry in report["allreduce"]:
         assert entry["busbw_gbps"] == entry["algbw_gbps"]  # 2(n-1)/n == 1 for n == 2 (within rounding)
         assert entry["time_us"] > 0
-    assert report["throughput"]["samples_per_s"] > 0
-    assert "mfu" not in report["throughput"]  # CPU: no peak to compare against
+    assert report["training"]["samples_per_s"] > 0 and report["training"]["step_time_ms"] > 0
+    assert "mfu" not in report["training"]  # CPU: no peak to compare against
+    # The platform's report reads exactly this file.
+    from gtp.bench_report import load
+
+    runs = load(str(tmp_path)).runs
+    assert len(runs) == 1 and runs[0].world_size == 2 and runs[0].busbw_gbps_by_size == {
+        4096: report["allreduce"][0]["busbw_gbps"], 262144: report["allreduce"][1]["busbw_gbps"]}

@@ -11,8 +11,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import socket
 import sys
 import time
+from datetime import datetime, timezone
 
 import torch
 import torch.distributed as dist
@@ -100,7 +103,8 @@ def throughput(config: TrainConfig, ctx, steps: int) -> dict:
     tokens_per_sample = config.seq_len if config.model == "gpt" else 1
     result = {"model": config.model, "parameters": parameters, "steps": steps, "global_batch": trainer.global_batch,
               "samples_per_s": round(samples / seconds, 2),
-              "tokens_per_s": round(samples * tokens_per_sample / seconds, 2)}
+              "tokens_per_s": round(samples * tokens_per_sample / seconds, 2),
+              "step_time_ms": round(seconds / steps * 1000, 3)}
     if ctx.device.type == "cuda":
         name = torch.cuda.get_device_name(ctx.device)
         peak = peak_tflops(name)
@@ -112,6 +116,22 @@ def throughput(config: TrainConfig, ctx, steps: int) -> dict:
     return result
 
 
+def write_output(target: str, text: str, started_at: str) -> None:
+    """Write the result to a file, or to S3 when `target` is `s3://bucket/prefix/` (one object per run, named
+    by its start time and host, so runs never overwrite each other)."""
+    if not target.startswith("s3://"):
+        with open(target, "w", encoding="utf-8") as handle:
+            handle.write(text)
+        return
+    try:
+        import boto3
+    except ImportError as error:  # the image carries boto3; a bare dev venv may not
+        raise SystemExit(f"trainer.bench: error: --output {target} needs boto3 ({error})") from error
+    bucket, _, prefix = target[len("s3://"):].partition("/")
+    key = f"{prefix.rstrip('/')}/{started_at}-{socket.gethostname()}.json".lstrip("/")
+    boto3.client("s3").put_object(Bucket=bucket, Key=key, Body=text.encode(), ContentType="application/json")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m trainer.bench", description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="1M,16M,128M,1G",
@@ -121,7 +141,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--steps", type=int, default=20, help="Timed training steps. Default: 20.")
     parser.add_argument("--batch-size", type=int, default=8, help="Samples per rank per step. Default: 8.")
     parser.add_argument("--backend", choices=["auto", "nccl", "gloo"], default="auto")
-    parser.add_argument("--output", default=None, help="Also write the JSON result to this file.")
+    parser.add_argument("--output", default=None,
+                        help="Also write the JSON result to this file, or to a new object under s3://bucket/prefix/.")
     args = parser.parse_args(argv)
     try:
         sizes = [parse_size(size) for size in args.sizes.split(",")]
@@ -130,15 +151,18 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     ctx = init_distributed(args.backend)
     config = TrainConfig(model=args.model, batch_size=args.batch_size, max_steps=args.steps + 1, backend=args.backend)
-    result = {"world_size": ctx.world_size, "backend": ctx.backend, "torch": torch.__version__,
-              "allreduce": allreduce_sweep(sizes, args.iterations, ctx.device),
-              "throughput": throughput(config, ctx, args.steps)}
+    started_at = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    training = throughput(config, ctx, args.steps)
+    # The shape `python -m gtp.bench_report` reads (one JSON object per run, "kind": "bench").
+    result = {"kind": "bench", "started_at": started_at, "world_size": ctx.world_size, "backend": ctx.backend,
+              "torch": torch.__version__, "device": training.get("device_name", ctx.device.type),
+              "git_sha": os.environ.get("GTP_GIT_SHA"),
+              "allreduce": allreduce_sweep(sizes, args.iterations, ctx.device), "training": training}
     if ctx.is_main:
         line = json.dumps(result)
         print(line, flush=True)
         if args.output:
-            with open(args.output, "w", encoding="utf-8") as handle:
-                handle.write(line + "\n")
+            write_output(args.output, line + "\n", started_at)
     dist.barrier()
     return 0
 
