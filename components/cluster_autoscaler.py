@@ -9,6 +9,7 @@ import pulumi
 import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 
+from components.helm import pinned_release
 from gtp import iam, versions
 
 NAMESPACE = "kube-system"
@@ -71,15 +72,9 @@ class ClusterAutoscaler(pulumi.ComponentResource):
             f"{name}-identity", cluster_name=args.cluster_name, namespace=NAMESPACE, service_account=SERVICE_ACCOUNT,
             role_arn=role.arn, opts=child)
         chart = versions.CLUSTER_AUTOSCALER
-        self.release = k8s.helm.v3.Release(
-            f"{name}-release",
-            name="cluster-autoscaler",
-            chart=chart.chart,
-            version=chart.version,
-            repository_opts={"repo": chart.repository},
-            namespace=NAMESPACE,
+        self.release = pinned_release(
+            f"{name}-release", chart, release_name="cluster-autoscaler", namespace=NAMESPACE,
             values=autoscaler_values(args.cluster_name_plain, args.region),
-            atomic=True,
             opts=pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=[association]),
         )
         self.register_outputs({})

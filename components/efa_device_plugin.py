@@ -15,6 +15,7 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
+from components.helm import pinned_release
 from components.nvidia_device_plugin import merge_tolerations
 from gtp import versions
 from gtp.config import StackConfig
@@ -62,15 +63,9 @@ class EfaDevicePlugin(pulumi.ComponentResource):
     def __init__(self, name: str, args: EfaDevicePluginArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("gtp:gpu:EfaDevicePlugin", name, None, opts)
         chart = versions.EFA_DEVICE_PLUGIN
-        self.release = k8s.helm.v3.Release(
-            f"{name}-release",
-            name=RELEASE_NAME,
-            chart=chart.chart,
-            version=chart.version,
-            repository_opts={"repo": chart.repository},
-            namespace=args.namespace,
+        self.release = pinned_release(
+            f"{name}-release", chart, release_name=RELEASE_NAME, namespace=args.namespace,
             values=efa_plugin_values(args.node_groups, args.tolerations),
-            atomic=True,
             opts=pulumi.ResourceOptions(parent=self, provider=args.provider),
         )
         self.register_outputs({})

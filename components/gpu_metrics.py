@@ -25,6 +25,7 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
+from components.helm import pinned_release
 from components.nvidia_device_plugin import gpu_node_affinity, merge_tolerations
 from gtp import versions
 from gtp.config import StackConfig
@@ -147,7 +148,7 @@ class GpuMetrics(pulumi.ComponentResource):
         self.releases = []
         self.namespace = None
         if args.dcgm_exporter:
-            self.releases.append(self._release(
+            self.releases.append(_release(
                 f"{name}-dcgm-exporter", DCGM_EXPORTER_RELEASE, versions.DCGM_EXPORTER, args.device_plugin_namespace,
                 dcgm_exporter_values(args.gpu_affinity, args.gpu_tolerations), k8s_opts))
         if args.prometheus or args.grafana:
@@ -155,21 +156,15 @@ class GpuMetrics(pulumi.ComponentResource):
                 f"{name}-namespace", metadata={"name": METRICS_NAMESPACE, "labels": metrics_namespace_labels()},
                 opts=k8s_opts)
         if args.prometheus:
-            self.releases.append(self._release(
+            self.releases.append(_release(
                 f"{name}-prometheus", PROMETHEUS_RELEASE, versions.PROMETHEUS, self.namespace.metadata["name"],
                 prometheus_values(args.retention), k8s_opts))
         if args.grafana:
-            self.releases.append(self._release(
+            self.releases.append(_release(
                 f"{name}-grafana", GRAFANA_RELEASE, versions.GRAFANA, self.namespace.metadata["name"],
                 grafana_values(load_dashboard()), k8s_opts))
         self.register_outputs({})
 
-    @staticmethod
-    def _release(resource_name: str, release_name: str, chart: versions.HelmChart, namespace: pulumi.Input[str],
-                 values: dict[str, Any], opts: pulumi.ResourceOptions) -> k8s.helm.v3.Release:
-        return k8s.helm.v3.Release(
-            resource_name, name=release_name, chart=chart.chart, version=chart.version,
-            repository_opts={"repo": chart.repository}, namespace=namespace, values=values, atomic=True, opts=opts)
 
 
 def gpu_metrics_args(config: StackConfig, provider: k8s.Provider,
@@ -187,3 +182,9 @@ def gpu_metrics_args(config: StackConfig, provider: k8s.Provider,
         grafana=metrics.grafana,
         retention=metrics.retention,
     )
+
+
+def _release(resource_name: str, release_name: str, chart: versions.HelmChart, namespace: pulumi.Input[str],
+             values: dict[str, Any], opts: pulumi.ResourceOptions) -> k8s.helm.v3.Release:
+    return pinned_release(resource_name, chart, release_name=release_name, namespace=namespace, values=values,
+                          opts=opts)

@@ -5,7 +5,8 @@
 - `scaledjob`: scale to zero. An SQS queue (SSE, with a dead-letter queue) holds training requests; a ScaledJob
   starts one single-pod training Job per message. KEDA's operator reads the queue length with its own EKS Pod
   Identity (a role allowed `sqs:GetQueueAttributes` on that queue only); the training pod receives and deletes
-  its message with the training role (allowed exactly that on that queue).
+  its message with the training role (allowed exactly that on that queue): `python -m trainer.queue -- torchrun
+  ...` deletes it when training exits 0, otherwise it is retried and, after `maxReceiveCount`, dead-lettered.
 """
 
 from __future__ import annotations
@@ -62,13 +63,21 @@ def scaled_object_body(*, job_name: str, namespace: str, prometheus_url: str, mi
     }
 
 
+def queue_consumer_args(shape: PodShape) -> list[str]:
+    """`python` arguments of the ScaledJob's container: `trainer.queue` takes one message, runs torchrun with the
+    message's overrides appended, heartbeats the message's visibility and deletes it only when torchrun exits 0.
+    Without a consumer the message stays in the queue and KEDA keeps starting Jobs for it. `trainer.queue` is
+    PID 1 and forwards SIGTERM to torchrun (exec form all the way down)."""
+    return ["-m", "trainer.queue", "--", "torchrun",
+            *torchrun_args(shape.num_gpus, shape.trainer_args, standalone=True)]
+
+
 def scaled_job_body(*, job_name: str, shape: PodShape, queue_url: pulumi.Input[str], region: str,
                     max_replicas: int, polling_interval: int, backoff_limit: int,
                     ttl_seconds_after_finished: int) -> dict[str, Any]:
     """ScaledJob: one single-pod training Job per SQS message (the PyTorchJob Master's pod shape, run with
     `torchrun --standalone`), none while the queue is empty."""
-    template = pod_template(shape, command=["torchrun"], args=torchrun_args(shape.num_gpus, shape.trainer_args,
-                                                                            standalone=True),
+    template = pod_template(shape, command=["python"], args=queue_consumer_args(shape),
                             labels={"app.kubernetes.io/name": job_name, "app.kubernetes.io/part-of": "gtp"})
     return {
         "apiVersion": KEDA_API, "kind": "ScaledJob",

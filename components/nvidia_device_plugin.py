@@ -23,6 +23,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 import yaml
 
+from components.helm import pinned_release
 from gtp import versions
 from gtp.config import StackConfig, ami_type
 from gtp.endpoints import DEVICE_PLUGIN_NAMESPACE
@@ -231,17 +232,12 @@ class NvidiaDevicePlugin(pulumi.ComponentResource):
         self.release = None
         if args.node_selectors:
             chart = versions.NVIDIA_DEVICE_PLUGIN
-            self.release = k8s.helm.v3.Release(
-                f"{name}-release",
-                name=RELEASE_NAME,
-                chart=chart.chart,
-                version=chart.version,
-                repository_opts={"repo": chart.repository},
+            self.release = pinned_release(
+                f"{name}-release", chart, release_name=RELEASE_NAME,
                 namespace=self.namespace.metadata["name"],
                 values=device_plugin_values(sharing_config_map(args.sharing), args.default_config,
                                             gpu_node_affinity(args.node_selectors), args.tolerations,
                                             args.install_nfd),
-                atomic=True,
                 opts=k8s_opts,
             )
         else:

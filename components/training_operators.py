@@ -18,6 +18,7 @@ import pulumi
 import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 
+from components.helm import pinned_release
 from gtp import iam, versions
 
 KEDA_NAMESPACE = "keda"
@@ -93,11 +94,9 @@ class TrainingOperators(pulumi.ComponentResource):
                     service_account=KEDA_OPERATOR_SERVICE_ACCOUNT, role_arn=self.keda_operator_role.arn,
                     opts=aws_child))
             chart = versions.KEDA
-            self.keda = k8s.helm.v3.Release(
-                f"{name}-keda", name="keda", chart=chart.chart, version=chart.version,
-                repository_opts={"repo": chart.repository}, namespace=KEDA_NAMESPACE, create_namespace=True,
-                values=values, atomic=True,
-                opts=pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=keda_after))
+            self.keda = pinned_release(
+                f"{name}-keda", chart, release_name="keda", namespace=KEDA_NAMESPACE, create_namespace=True,
+                values=values, opts=pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=keda_after))
         self.register_outputs({})
 
     def for_api_group(self, group: str) -> pulumi.Resource:

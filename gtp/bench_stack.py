@@ -14,19 +14,15 @@ import sys
 from datetime import datetime, timezone
 from pathlib import Path
 
-import yaml
-
 from gtp.config import ConfigError, parse_stack_config
 from gtp.plan import ROOT, stack_config
 
 TEMPLATE = ROOT / "stacks" / "templates" / "bench.yaml"
 
-
 def render(name: str, ttl_hours: float, image_ref: str, created_at: datetime) -> str:
     text = TEMPLATE.read_text()
     text = text.replace('"@TTL_HOURS@"', f"{ttl_hours:g}").replace("@IMAGE@", image_ref)
     return text.replace("@CREATED_AT@", created_at.strftime("%Y-%m-%dT%H:%M:%SZ"))
-
 
 def create(name: str, ttl_hours: float, image_ref: str, *, root: Path = ROOT, now: datetime | None = None) -> Path:
     """Write and validate the stack file; raises ValueError / ConfigError with what is wrong."""
@@ -46,7 +42,6 @@ def create(name: str, ttl_hours: float, image_ref: str, *, root: Path = ROOT, no
         raise
     return path
 
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m gtp.bench_stack", description=__doc__.split("\n\n")[0])
     parser.add_argument("--name", required=True)
@@ -60,7 +55,6 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     print(f"wrote {path.relative_to(ROOT)}; next: pulumi stack init bench-{args.name} && pulumi up --stack bench-{args.name}")
     return 0
-
 
 if __name__ == "__main__":
     sys.exit(main())
