@@ -182,5 +182,10 @@ def validate_plan(plan: Plan, out: Path | None = None) -> Report:
     validate_objects(plan.kubernetes_objects(), plan.config.kubernetes_version, report)
     run_policy_pack(plan, report)
     if out is not None:
-        (out / "policy-facts.json").write_text(json.dumps(policy_facts(plan), indent=2, sort_keys=True) + "\n")
+        from policy.gtp_policy import pack_config
+
+        facts = policy_facts(plan)
+        (out / "policy-facts.json").write_text(json.dumps(facts, indent=2, sort_keys=True) + "\n")
+        # What `pulumi preview --policy-pack policy --policy-pack-config <file>` takes: the same facts, per policy.
+        (out / "policy-pack-config.json").write_text(json.dumps(pack_config(facts), indent=2, sort_keys=True) + "\n")
     return report

@@ -91,3 +91,19 @@ def test_an_unprotected_production_stack_fails_the_policy_pack(project: Path) ->
     report = Report()
     run_policy_pack(plan, report)
     assert any(line.startswith("policy production-protect-stateful") for line in report.errors), report.errors
+
+
+def test_plan_cli_writes_policy_facts_that_the_pack_cli_accepts(tmp_path: Path) -> None:
+    out = tmp_path / "plan"
+    result = subprocess.run([sys.executable, "-m", "gtp.plan", "--stack", "prod", "--out", str(out), "--quiet"],
+                            cwd=ROOT, capture_output=True, text=True, check=False)
+    assert result.returncode == 0, result.stderr
+    facts = json.loads((out / "prod" / "policy-facts.json").read_text())
+    assert facts == {"stack": "prod", "ephemeral": False, "production": True, "registry": None,
+                     "requiredTags": ["gtp:lifecycle", "gtp:project", "gtp:stack"]}
+    pack_config = json.loads((out / "prod" / "policy-pack-config.json").read_text())
+    assert pack_config["eks-private-endpoint-in-production"]["production"] is True
+    check = subprocess.run([sys.executable, "-m", "policy.gtp_policy.offline", str(out / "prod" / "resources.json"),
+                            "--facts", str(out / "prod" / "policy-facts.json")], cwd=ROOT, capture_output=True,
+                           text=True, check=False)
+    assert check.returncode == 0, check.stdout + check.stderr
