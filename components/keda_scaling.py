@@ -68,7 +68,9 @@ def queue_consumer_args(shape: PodShape) -> list[str]:
     message's overrides appended, heartbeats the message's visibility and deletes it only when torchrun exits 0.
     Without a consumer the message stays in the queue and KEDA keeps starting Jobs for it. `trainer.queue` is
     PID 1 and forwards SIGTERM to torchrun (exec form all the way down)."""
-    return ["-m", "trainer.queue", "--", "torchrun",
+    # One checkpoint folder per request (SQS message id): a retry resumes its own run, a new request starts fresh.
+    root = [f"--checkpoint-root={shape.checkpoint_dir}"] if shape.checkpoint_dir else []
+    return ["-m", "trainer.queue", *root, "--", "torchrun",
             *torchrun_args(shape.num_gpus, shape.trainer_args, standalone=True)]
 
 

@@ -188,7 +188,12 @@ def test_scaled_job_runs_the_same_pod_shape_standalone():
     spec = body["spec"]
     container = spec["jobTargetRef"]["template"]["spec"]["containers"][0]
     assert container["name"] == "pytorch"
-    assert container["args"][:4] == ["--standalone", "--nnodes=1", "--nproc-per-node=1", "-m"]
+    # trainer.queue consumes the message that started the Job (deleted only when torchrun exits 0), then torchrun.
+    assert container["command"] == ["python"]
+    # Each request trains in <checkpoint_dir>/<message id>, so a new request never resumes the previous one's run.
+    root = [f"--checkpoint-root={shape.checkpoint_dir}"] if shape.checkpoint_dir else []
+    assert container["args"] == ["-m", "trainer.queue", *root, "--", "torchrun", "--standalone", "--nnodes=1",
+                                 "--nproc-per-node=1", "-m", "trainer.train", *shape.trainer_args]
     assert spec["minReplicaCount"] == 0
     trigger = spec["triggers"][0]
     assert trigger["type"] == "aws-sqs-queue" and trigger["metadata"]["identityOwner"] == "operator"
