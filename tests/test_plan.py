@@ -172,3 +172,13 @@ def test_plan_diff_cli_against_a_git_ref(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stderr
     assert "stack edge:" in result.stdout
     assert "gpuNodeGroups.orin.maxNodes: 3 -> 7" in result.stdout, result.stdout
+
+
+def test_unknown_stack_and_unknown_base_ref_are_clear_errors(tmp_path: Path) -> None:
+    result = subprocess.run([sys.executable, "-m", "gtp.plan", "--stack", "nope", "--out", str(tmp_path)], cwd=ROOT,
+                            capture_output=True, text=True, check=False)
+    assert result.returncode == 2 and "no stack file" in result.stderr and "(stacks: " in result.stderr
+    assert "Traceback" not in result.stderr
+    result = subprocess.run([sys.executable, "-m", "gtp.plan_diff", "--stack", "dev", "--base", "no-such-ref"],
+                            cwd=ROOT, capture_output=True, text=True, check=False)
+    assert result.returncode == 2 and "can't check out 'no-such-ref'" in result.stderr
