@@ -243,7 +243,8 @@ class ImageConfig(_Section):
     """ECR repository name. Default `<namePrefix>-<stack>-trainer`, or `<namePrefix>-trainer` when
     `sharedRepository` is true."""
     shared_repository: bool = False
-    """Use one repository across stacks (created by the stack that sets this true first). Default false."""
+    """Create the cross-stack repository `<namePrefix>-trainer` instead of a per-stack one. Exactly one stack
+    (e.g. prod) sets this; the others reuse its images by digest (`build: false`, `reference`). Default false."""
     existing_registry: str | None = None
     """Existing mode: registry/repository address, e.g. `registry.example.internal:5000/trainer`."""
     existing_registry_username: str | None = None
