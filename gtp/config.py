@@ -858,8 +858,6 @@ def _check_image(config: StackConfig) -> Iterator[Problem]:
                                               "set --secret registryPassword ...`")
     elif image.existing_registry or image.existing_registry_username:
         yield Problem("image.existingRegistry", "only applies when image.registry is 'existing'")
-    if image.registry == "ecr" and config.cluster.mode == "existing" and image.build is True:
-        pass  # an edge site may pull from ECR; nothing to check offline
     architectures = {config.node_facts(name).architecture for name in _valid_groups(config)}
     wanted = image.platform.split("/")[1]
     if architectures and wanted not in architectures:
