@@ -17,12 +17,14 @@ from pathlib import Path
 from gtp.config import ConfigError, parse_stack_config
 from gtp.plan import ROOT, stack_config
 
-TEMPLATE = ROOT / "stacks" / "templates" / "bench.yaml"
+TEMPLATE = Path("stacks") / "templates" / "bench.yaml"
+"""Relative to the project root."""
 
-def render(name: str, ttl_hours: float, image_ref: str, created_at: datetime) -> str:
-    text = TEMPLATE.read_text()
-    text = text.replace('"@TTL_HOURS@"', f"{ttl_hours:g}").replace("@IMAGE@", image_ref)
+
+def render(template: str, ttl_hours: float, image_ref: str, created_at: datetime) -> str:
+    text = template.replace('"@TTL_HOURS@"', f"{ttl_hours:g}").replace("@IMAGE@", image_ref)
     return text.replace("@CREATED_AT@", created_at.strftime("%Y-%m-%dT%H:%M:%SZ"))
+
 
 def create(name: str, ttl_hours: float, image_ref: str, *, root: Path = ROOT, now: datetime | None = None) -> Path:
     """Write and validate the stack file; raises ValueError / ConfigError with what is wrong."""
@@ -32,7 +34,7 @@ def create(name: str, ttl_hours: float, image_ref: str, *, root: Path = ROOT, no
     if path.exists():
         raise ValueError(f"{path} exists; destroy that stack first or pick another name")
     created_at = (now or datetime.now(timezone.utc)).replace(microsecond=0)
-    path.write_text(render(name, ttl_hours, image_ref, created_at))
+    path.write_text(render((root / TEMPLATE).read_text(), ttl_hours, image_ref, created_at))
     try:
         project, config, secrets = stack_config(root, f"bench-{name}")
         raw = {key.split(":", 1)[1]: value for key, value in config.items() if key.startswith(f"{project}:")}
@@ -41,6 +43,7 @@ def create(name: str, ttl_hours: float, image_ref: str, *, root: Path = ROOT, no
         path.unlink()
         raise
     return path
+
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m gtp.bench_stack", description=__doc__.split("\n\n")[0])
@@ -55,6 +58,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     print(f"wrote {path.relative_to(ROOT)}; next: pulumi stack init bench-{args.name} && pulumi up --stack bench-{args.name}")
     return 0
+
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -300,12 +300,11 @@ def run(stack: str, *, root: Path = ROOT, stack_file: Path | None = None, into: 
         cwd = os.getcwd()
         os.chdir(root)  # as the Pulumi CLI does: the program runs in the project directory
         try:
-            loop.run_until_complete(run_pulumi_func(lambda: runpy.run_path(str(root / "__main__.py"),
-                                                                            run_name="__main__")))
+            program: dict[str, Any] = {}
+            loop.run_until_complete(run_pulumi_func(lambda: program.update(
+                runpy.run_path(str(root / "__main__.py"), run_name="__main__"))))
             plan.outputs = loop.run_until_complete(_resolve_outputs(settings.get_root_resource()))
-            from gtp.config import load
-
-            plan.config = load()
+            plan.config = program["config"]  # the one StackConfig the program parsed
         finally:
             os.chdir(cwd)
             sys.path.remove(str(root))
