@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
 import tempfile
+
+from trainer.telemetry import parse_records
 
 PYTHON = sys.executable
 
@@ -23,15 +24,6 @@ def torchrun(nproc: int, module_or_script: list[str], max_restarts: int = 0) -> 
             "--max-restarts", str(max_restarts), "--monitor-interval", "0.2", *module_or_script]
 
 
-def records(stdout: str) -> list[dict]:
-    parsed = []
-    for line in stdout.splitlines():
-        if line.startswith("{"):
-            try:
-                parsed.append(json.loads(line))
-            except json.JSONDecodeError:
-                pass
-    return parsed
 
 
 def launch(command: list[str], timeout: float = 600, **extra_env: str) -> list[dict]:
@@ -40,7 +32,7 @@ def launch(command: list[str], timeout: float = 600, **extra_env: str) -> list[d
                                    timeout=timeout)
     if completed.returncode != 0:
         raise SystemExit(f"{' '.join(command)} failed ({completed.returncode}):\n{completed.stderr[-3000:]}")
-    return records(completed.stdout)
+    return parse_records(completed.stdout)
 
 
 def median(values: list[float]) -> float:

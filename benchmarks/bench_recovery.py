@@ -15,7 +15,7 @@ import tempfile
 import threading
 import time
 
-from _common import env, median, records, torchrun
+from _common import env, median, parse_records, torchrun
 
 
 def one_recovery() -> dict:
@@ -32,7 +32,7 @@ def one_recovery() -> dict:
         def next_record(predicate, timeout=120):
             deadline = time.monotonic() + timeout
             while time.monotonic() < deadline:
-                for record in records(lines.get(timeout=deadline - time.monotonic())):
+                for record in parse_records(lines.get(timeout=deadline - time.monotonic())):
                     if predicate(record):
                         return record, time.monotonic()
             raise TimeoutError

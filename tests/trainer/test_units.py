@@ -208,3 +208,13 @@ def test_size_parsing_and_peak_table():
     assert bench.peak_tflops("NVIDIA L40S") == 362.0
     assert bench.peak_tflops("NVIDIA A10G") == 70.0
     assert bench.peak_tflops("cpu") is None
+
+
+def test_parse_records_reads_what_emit_writes_and_skips_the_rest(capsys):
+    from trainer.telemetry import emit, parse_records
+
+    emit({"event": "step", "step": 1})
+    print("a warning line")
+    print('{"event": "cut short')
+    emit({"event": "done", "step": 2})
+    assert parse_records(capsys.readouterr().out) == [{"event": "step", "step": 1}, {"event": "done", "step": 2}]

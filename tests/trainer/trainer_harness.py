@@ -4,7 +4,6 @@ A plainly named module (not conftest) so test files import it without clashing w
 
 from __future__ import annotations
 
-import json
 import os
 import queue
 import signal
@@ -17,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from trainer.checkpoint import scan
+from trainer.telemetry import parse_records  # noqa: F401 (re-exported for the tests)
 
 PYTHON = sys.executable
 """The venv's interpreter: torchrun and the workers must import the same torch as the tests."""
@@ -53,16 +53,6 @@ def torchrun_command(nproc: int, args: list[str], max_restarts: int = 0, module:
             "--max-restarts", str(max_restarts), "--monitor-interval", "0.2", "-m", module, *args]
 
 
-def parse_records(stdout: str) -> list[dict]:
-    records = []
-    for line in stdout.splitlines():
-        line = line.strip()
-        if line.startswith("{"):
-            try:
-                records.append(json.loads(line))
-            except json.JSONDecodeError:
-                pass
-    return records
 
 
 @dataclass

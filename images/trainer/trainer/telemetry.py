@@ -18,6 +18,20 @@ def emit(record: dict) -> None:
     sys.stdout.flush()
 
 
+def parse_records(text: str) -> list[dict]:
+    """The JSON objects in `text` (what `emit` wrote), skipping anything else on the stream (warnings, tracebacks,
+    a line cut short by a killed process)."""
+    records = []
+    for line in text.splitlines():
+        line = line.strip()
+        if line.startswith("{"):
+            try:
+                records.append(json.loads(line))
+            except json.JSONDecodeError:
+                pass
+    return records
+
+
 def base_fields(rank: int) -> dict:
     return {"node": socket.gethostname(), "rank": rank, "pid": os.getpid()}
 
