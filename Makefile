@@ -14,6 +14,7 @@ PYTEST_WORKERS ?= 2
 
 help:
 	@echo "make plan STACK=dev        offline plan of a stack (sets itself up)"
+	@echo "make plan-all               offline plan of every stack, in one process"
 	@echo "make test                  the whole suite: pytest + make check"
 	@echo "make plan-diff STACK=dev BASE=origin/main   what a change does to a stack"
 	@echo "make check                 scanners: Checkov, kubernetes-validate, policy pack, yamllint, hadolint, zizmor, actionlint"
@@ -33,16 +34,16 @@ $(STAMP): requirements.txt requirements-checkov.txt images/trainer/pyproject.tom
 	touch $(STAMP)
 
 plan: setup
-	$(PY) -m gtp.plan --stack $(STACK)
+	$(PY) -m tools.plan --stack $(STACK)
 
 plan-all: setup
-	for stack in dev edge prod; do $(PY) -m gtp.plan --stack $$stack --quiet || exit 1; done
+	$(PY) -m tools.plan --all --quiet
 
 plan-diff: setup
-	$(PY) -m gtp.plan_diff --stack $(STACK) --base $(BASE)
+	$(PY) -m tools.plan_diff --stack $(STACK) --base $(BASE)
 
 check: setup
-	$(PY) -m gtp.check --checkov $(CHECKOV_VENV)/bin/checkov
+	$(PY) -m tools.check --checkov $(CHECKOV_VENV)/bin/checkov
 
 test: setup
 	GTP_CHECKOV=$(CURDIR)/$(CHECKOV_VENV)/bin/checkov $(PY) -m pytest -n $(PYTEST_WORKERS) tests
@@ -52,17 +53,17 @@ golden: setup
 	UPDATE_GOLDEN=1 $(PY) -m pytest -q tests/test_golden_plans.py tests/gpu -k golden
 
 bench-stack: setup
-	$(PY) -m gtp.bench_stack --name $(NAME) --ttl-hours $(TTL) --image-ref $(IMAGE)
+	$(PY) -m tools.bench_stack --name $(NAME) --ttl-hours $(TTL) --image-ref $(IMAGE)
 
 # Results of a bench stack's runs: s3://<artifacts bucket>/<stack>/bench/ (or SOURCE=dir|s3://... directly).
 bench-report: setup
-	$(PY) -m gtp.bench_report $(or $(SOURCE),s3://$$(pulumi stack output artifactsBucket --stack $(STACK))/$(STACK)/bench/) $(if $(PLOT),--plot $(PLOT))
+	$(PY) -m tools.bench_report $(or $(SOURCE),s3://$$(pulumi stack output artifactsBucket --stack $(STACK))/$(STACK)/bench/) $(if $(PLOT),--plot $(PLOT))
 
 destroy: setup
-	$(PY) -m gtp.destroy $(STACK)
+	$(PY) -m tools.destroy $(STACK)
 
 reap: setup
-	$(PY) -m gtp.reap
+	$(PY) -m tools.reap
 
 clean:
 	rm -rf build .pytest_cache

@@ -9,8 +9,11 @@ import pulumi
 import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 
+from catalog import versions
 from components.helm import pinned_release
-from gtp import iam, versions
+from conventions import iam
+from conventions.kubernetes import restricted_container, restricted_pod
+from conventions.names import SYSTEM_ROLE_LABEL
 
 NAMESPACE = "kube-system"
 SERVICE_ACCOUNT = "cluster-autoscaler"
@@ -46,10 +49,11 @@ def autoscaler_values(cluster_name: str, region: str) -> dict[str, Any]:
             # GPU nodes are expensive: give them back soon after the last job ends.
             "scale-down-unneeded-time": "5m",
         },
-        "nodeSelector": {"gtp.dev/role": "system"},
-        "securityContext": {"runAsNonRoot": True, "runAsUser": 65534, "seccompProfile": {"type": "RuntimeDefault"}},
-        "containerSecurityContext": {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,
-                                     "capabilities": {"drop": ["ALL"]}},
+        "nodeSelector": {SYSTEM_ROLE_LABEL: "system"},
+        "securityContext": restricted_pod(user=65534),
+        # The pod's securityContext already sets the seccomp profile.
+        "containerSecurityContext": {key: value for key, value in restricted_container().items()
+                                     if key != "seccompProfile"},
     }
 
 

@@ -1,6 +1,6 @@
 """EfaDevicePlugin: advertises EFA interfaces (`vpc.amazonaws.com/efa`) on EFA node groups (p4d/p5).
 
-Upstream chart: `gtp.versions.EFA_DEVICE_PLUGIN` (aws/eks-charts `aws-efa-k8s-device-plugin`). The plugin
+Upstream chart: `catalog.versions.EFA_DEVICE_PLUGIN` (aws/eks-charts `aws-efa-k8s-device-plugin`). The plugin
 needs hostNetwork and hostPath (`/var/lib/kubelet/device-plugins`, `/dev/infiniband`), so it is installed
 into the privileged device-plugin namespace created by `NvidiaDevicePlugin`.
 Docs: https://docs.aws.amazon.com/eks/latest/userguide/node-efa.html
@@ -15,19 +15,11 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
+from catalog import versions
 from components.helm import pinned_release
-from components.nvidia_device_plugin import merge_tolerations
-from gtp import versions
-from gtp.config import StackConfig
-from gtp.node_groups import tolerations
-from gtp.sharing import NODE_GROUP_LABEL
+from conventions.names import NODE_GROUP_LABEL
 
 RELEASE_NAME = "aws-efa-k8s-device-plugin"
-
-
-def efa_node_groups(config: StackConfig) -> list[str]:
-    """GPU node groups whose nodes carry EFA interfaces."""
-    return [name for name in config.gpu_node_groups if config.node_facts(name).num_efa_interfaces > 0]
 
 
 def efa_plugin_values(groups: list[str], node_tolerations: list[Mapping[str, str]]) -> dict[str, Any]:
@@ -69,9 +61,3 @@ class EfaDevicePlugin(pulumi.ComponentResource):
             opts=pulumi.ResourceOptions(parent=self, provider=args.provider),
         )
         self.register_outputs({})
-
-
-def efa_plugin_args(config: StackConfig, provider: k8s.Provider, namespace: pulumi.Input[str]) -> EfaDevicePluginArgs:
-    groups = efa_node_groups(config)
-    return EfaDevicePluginArgs(provider=provider, namespace=namespace, node_groups=groups,
-                               tolerations=merge_tolerations(*(tolerations(config, group) for group in groups)))

@@ -9,8 +9,10 @@ from typing import Any
 import pulumi
 import pulumi_aws as aws
 
+from catalog import versions
 from components.launch_template import launch_template_args
-from gtp import iam, versions
+from conventions import iam
+from conventions.names import SYSTEM_ROLE_LABEL
 
 CONTROL_PLANE_LOG_TYPES = ["api", "audit", "authenticator", "controllerManager", "scheduler"]
 CLUSTER_ADMIN_POLICY = "arn:aws:eks::aws:cluster-access-policy/AmazonEKSClusterAdminPolicy"
@@ -165,7 +167,7 @@ class EksCluster(pulumi.ComponentResource):
             scaling_config={"min_size": args.system_min_size, "desired_size": args.system_desired_size,
                             "max_size": args.system_max_size},
             update_config={"max_unavailable": 1},
-            labels={"gtp.dev/role": "system"},
+            labels={SYSTEM_ROLE_LABEL: "system"},
             launch_template={"id": system_template.id, "version": system_template.latest_version.apply(str)},
             node_repair_config={"enabled": True},
             opts=pulumi.ResourceOptions(parent=self, depends_on=[*node_policies, *before_nodes],

@@ -1,13 +1,13 @@
 """GpuMetrics: dcgm-exporter on GPU nodes, Prometheus scraping it, and optionally Grafana with the GPU dashboard.
 
-- dcgm-exporter (`gtp.versions.DCGM_EXPORTER`) runs as root with SYS_ADMIN and mounts the kubelet's
+- dcgm-exporter (`catalog.versions.DCGM_EXPORTER`) runs as root with SYS_ADMIN and mounts the kubelet's
   pod-resources socket (a hostPath) to map GPUs to pods, which only the privileged PSA level allows, so it
   is installed into the device-plugin namespace, not into `gpu-metrics`.
-- Prometheus: the plain `prometheus` community chart (`gtp.versions.PROMETHEUS`), not kube-prometheus-stack:
+- Prometheus: the plain `prometheus` community chart (`catalog.versions.PROMETHEUS`), not kube-prometheus-stack:
   one server Deployment, no operator and no CRDs to outlive their controller on destroy, and its default
   annotation-based scrape jobs find dcgm-exporter's Service and the trainer pods. Release `prometheus` in
-  `gpu-metrics`, so the server is `gtp.endpoints.PROMETHEUS_URL` (KEDA's trigger reads it).
-- Grafana (`gtp.versions.GRAFANA`) with Prometheus as the default data source and `dashboards/gpu.json`
+  `gpu-metrics`, so the server is `conventions.names.PROMETHEUS_URL` (KEDA's trigger reads it).
+- Grafana (`catalog.versions.GRAFANA`) with Prometheus as the default data source and `dashboards/gpu.json`
   provisioned from chart values (a file provider; no sidecar, no API calls).
 
 `gpu-metrics` enforces the *baseline* Pod Security level (warns and audits *restricted*): the charts' pods run
@@ -25,12 +25,10 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
+from catalog import versions
 from components.helm import pinned_release
-from components.nvidia_device_plugin import gpu_node_affinity, merge_tolerations
-from gtp import versions
-from gtp.config import StackConfig
-from gtp.endpoints import METRICS_NAMESPACE, PROMETHEUS_RELEASE, PROMETHEUS_URL
-from gtp.node_groups import node_selector, tolerations
+from conventions.kubernetes import platform_labels, pod_security_labels, restricted_container, restricted_pod
+from conventions.names import METRICS_NAMESPACE, PROMETHEUS_RELEASE, PROMETHEUS_URL
 
 DASHBOARD_FILE = Path(__file__).resolve().parent.parent / "dashboards" / "gpu.json"
 DCGM_EXPORTER_RELEASE = "dcgm-exporter"
@@ -39,14 +37,11 @@ GRAFANA_RELEASE = "grafana"
 PROMETHEUS_DATASOURCE_UID = "prometheus"
 """The data source uid `dashboards/gpu.json` refers to."""
 
-RESTRICTED_CONTAINER = {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,
-                        "capabilities": {"drop": ["ALL"]}, "seccompProfile": {"type": "RuntimeDefault"}}
+RESTRICTED_CONTAINER = restricted_container()
 
 
 def metrics_namespace_labels() -> dict[str, str]:
-    return {"pod-security.kubernetes.io/enforce": "baseline", "pod-security.kubernetes.io/audit": "restricted",
-            "pod-security.kubernetes.io/warn": "restricted", "app.kubernetes.io/part-of": "gtp",
-            "gtp.dev/purpose": "gpu-metrics"}
+    return pod_security_labels("baseline") | platform_labels("gpu-metrics")
 
 
 def dcgm_exporter_values(affinity: Mapping[str, Any], node_tolerations: list[Mapping[str, str]]) -> dict[str, Any]:
@@ -73,8 +68,7 @@ def prometheus_values(retention: str) -> dict[str, Any]:
             # the TSDB lives in a bounded emptyDir: metrics survive container restarts, not pod rescheduling.
             "persistentVolume": {"enabled": False},
             "emptyDir": {"sizeLimit": "10Gi"},
-            "securityContext": {"runAsNonRoot": True, "runAsUser": 65534, "runAsGroup": 65534, "fsGroup": 65534,
-                                "seccompProfile": {"type": "RuntimeDefault"}},
+            "securityContext": restricted_pod(user=65534, group=65534, fs_group=65534),
             "containerSecurityContext": RESTRICTED_CONTAINER,
             "resources": {"requests": {"cpu": "500m", "memory": "2Gi"}, "limits": {"cpu": "500m", "memory": "2Gi"}},
             "service": {"type": "ClusterIP", "servicePort": 80},
@@ -104,8 +98,7 @@ def grafana_values(dashboard_json: str, prometheus_url: str = PROMETHEUS_URL) ->
         # ClusterIP only: reach it with `kubectl port-forward`; a LoadBalancer would leak ELBs on destroy.
         "service": {"type": "ClusterIP"},
         "testFramework": {"enabled": False},
-        "securityContext": {"runAsNonRoot": True, "runAsUser": 472, "runAsGroup": 472, "fsGroup": 472,
-                            "seccompProfile": {"type": "RuntimeDefault"}},
+        "securityContext": restricted_pod(user=472, group=472, fs_group=472),
         "containerSecurityContext": RESTRICTED_CONTAINER,
     }
 
@@ -165,23 +158,6 @@ class GpuMetrics(pulumi.ComponentResource):
                 grafana_values(load_dashboard()), k8s_opts))
         self.register_outputs({})
 
-
-
-def gpu_metrics_args(config: StackConfig, provider: k8s.Provider,
-                     device_plugin_namespace: pulumi.Input[str]) -> GpuMetricsArgs:
-    """dcgm-exporter runs on every GPU node group (Bottlerocket ones too: its plugin doesn't export metrics)."""
-    metrics = config.gpu.metrics
-    groups = list(config.gpu_node_groups)
-    return GpuMetricsArgs(
-        provider=provider,
-        device_plugin_namespace=device_plugin_namespace,
-        gpu_affinity=gpu_node_affinity({group: node_selector(config, group) for group in groups}),
-        gpu_tolerations=merge_tolerations(*(tolerations(config, group) for group in groups)),
-        dcgm_exporter=metrics.dcgm_exporter and bool(groups),
-        prometheus=metrics.prometheus,
-        grafana=metrics.grafana,
-        retention=metrics.retention,
-    )
 
 
 def _release(resource_name: str, release_name: str, chart: versions.HelmChart, namespace: pulumi.Input[str],

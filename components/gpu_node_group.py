@@ -8,7 +8,7 @@ import pulumi
 import pulumi_aws as aws
 
 from components.launch_template import launch_template_args
-from gtp.sharing import EFA_RESOURCE, WHOLE_GPU_RESOURCE
+from conventions.names import EFA_RESOURCE, WHOLE_GPU_RESOURCE
 
 EKS_TAINT_EFFECTS = {"NO_SCHEDULE": "NoSchedule", "NO_EXECUTE": "NoExecute", "PREFER_NO_SCHEDULE": "PreferNoSchedule"}
 

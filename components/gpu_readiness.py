@@ -20,9 +20,7 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
-from gtp.config import StackConfig
-from gtp.node_groups import node_selector
-from gtp.sharing import EFA_RESOURCE, SHARED_GPU_RESOURCE, WHOLE_GPU_RESOURCE
+from conventions.kubernetes import platform_labels, pod_security_labels, restricted_container, restricted_pod
 
 CHECK_SCRIPT = Path(__file__).resolve().parent / "gpu_readiness_check.py"
 NAMESPACE = "gpu-readiness"
@@ -30,31 +28,6 @@ SERVICE_ACCOUNT = "gpu-readiness"
 POLL_SECONDS = 10
 # Slack on top of the check's own timeout: image pull and pod start before, the API's Job status after.
 START_SLACK_SECONDS = 300
-
-
-def readiness_expectations(config: StackConfig, timeout_seconds: int | None = None) -> dict[str, Any]:
-    """What the gate waits for, per node group: minSize nodes' worth of GPUs (or slices) and EFA devices."""
-    groups, skipped = [], []
-    for name, group in sorted(config.gpu_node_groups.items()):
-        facts = config.node_facts(name)
-        if group.min_size == 0:
-            skipped.append({"name": name, "reason": "minSize is 0: no node is guaranteed to exist (the autoscaler "
-                                                    "adds nodes when a job asks)"})
-            continue
-        sharing = config.sharing_for(name)
-        resources: dict[str, int] = {}
-        if sharing.mode == "none":
-            resources[WHOLE_GPU_RESOURCE] = facts.num_gpus * group.min_size
-        else:
-            resources[SHARED_GPU_RESOURCE] = facts.num_gpus * sharing.replicas * group.min_size
-        if facts.num_efa_interfaces:
-            resources[EFA_RESOURCE] = facts.num_efa_interfaces * group.min_size
-        groups.append({"name": name, "selector": node_selector(config, name), "minNodes": group.min_size,
-                       "resources": resources})
-    return {
-        "timeoutSeconds": config.gpu.readiness_timeout_seconds if timeout_seconds is None else timeout_seconds,
-        "pollSeconds": POLL_SECONDS, "groups": groups, "skipped": skipped,
-    }
 
 
 def gate_files(expectations: dict[str, Any]) -> dict[str, str]:
@@ -68,9 +41,7 @@ def checksum(files: dict[str, str]) -> str:
 
 
 def namespace_labels() -> dict[str, str]:
-    return {"pod-security.kubernetes.io/enforce": "restricted", "pod-security.kubernetes.io/audit": "restricted",
-            "pod-security.kubernetes.io/warn": "restricted", "app.kubernetes.io/part-of": "gtp",
-            "gtp.dev/purpose": "gpu-readiness"}
+    return pod_security_labels("restricted") | platform_labels("gpu-readiness")
 
 
 def cluster_role_rules() -> list[dict[str, Any]]:
@@ -84,8 +55,7 @@ def job_spec(image: pulumi.Input[str], config_map: pulumi.Input[str], timeout_se
 
     `check_sha256` (of the script and expectations) goes into the pod template: a Job's template is immutable,
     so a changed check replaces the Job and the gate runs again."""
-    restricted = {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True, "runAsNonRoot": True,
-                  "capabilities": {"drop": ["ALL"]}, "seccompProfile": {"type": "RuntimeDefault"}}
+    restricted = restricted_container(non_root=True)
     resources = {"cpu": "100m", "memory": "128Mi"}
     pod: dict[str, Any] = {
         "serviceAccountName": SERVICE_ACCOUNT,
@@ -93,8 +63,7 @@ def job_spec(image: pulumi.Input[str], config_map: pulumi.Input[str], timeout_se
         # platform runs without one (the ServiceAccount below does not automount it either).
         "automountServiceAccountToken": True,
         "restartPolicy": "Never",
-        "securityContext": {"runAsNonRoot": True, "runAsUser": 65534, "runAsGroup": 65534,
-                            "seccompProfile": {"type": "RuntimeDefault"}},
+        "securityContext": restricted_pod(user=65534, group=65534),
         "containers": [{
             "name": "check",
             "image": image,

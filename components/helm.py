@@ -7,7 +7,7 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
-from gtp.versions import HelmChart
+from catalog.versions import HelmChart
 
 
 def pinned_release(resource_name: str, chart: HelmChart, *, release_name: str, namespace: pulumi.Input[str],

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -20,8 +21,9 @@ import pulumi
 import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 
-from components.training_job import PYTORCH_JOB_API, PodShape, pod_template, torchrun_args
-from gtp import iam
+from components.training_pod import PodShape, pod_template, torchrun_args
+from conventions import iam
+from conventions.kubernetes import app_labels
 
 KEDA_API = "keda.sh/v1alpha1"
 GPU_UTILIZATION_METRIC = "DCGM_FI_DEV_GPU_UTIL"
@@ -34,11 +36,11 @@ def gpu_utilization_query(namespace: str, job_name: str) -> str:
             f'exported_pod=~"{job_name}-worker-[0-9]+"}})')
 
 
-def scaled_object_body(*, job_name: str, namespace: str, prometheus_url: str, min_replicas: int,
-                       max_replicas: int, threshold: int, polling_interval: int,
+def scaled_object_body(*, job_name: str, namespace: str, scale_target: Mapping[str, str], prometheus_url: str,
+                       min_replicas: int, max_replicas: int, threshold: int, polling_interval: int,
                        cooldown_period: int) -> dict[str, Any]:
-    """ScaledObject on the PyTorchJob's Worker replicas (the CRD's scale subresource:
-    `.spec.pytorchReplicaSpecs.Worker.replicas`)."""
+    """ScaledObject on a job's Worker replicas through its CRD's scale subresource (for a PyTorchJob:
+    `.spec.pytorchReplicaSpecs.Worker.replicas`). `scale_target`: apiVersion, kind and name of the job."""
     if min_replicas < 1:
         # The training-operator's validating webhook rejects a PyTorchJob with 0 Worker replicas, so scaling to
         # zero would wedge the job (every later scale-up too); scale-to-zero is the ScaledJob's job.
@@ -48,7 +50,7 @@ def scaled_object_body(*, job_name: str, namespace: str, prometheus_url: str, mi
         "apiVersion": KEDA_API, "kind": "ScaledObject",
         "metadata": {"name": f"{job_name}-gpu-utilization", "namespace": namespace},
         "spec": {
-            "scaleTargetRef": {"apiVersion": PYTORCH_JOB_API, "kind": "PyTorchJob", "name": job_name},
+            "scaleTargetRef": dict(scale_target),
             "minReplicaCount": min_replicas, "maxReplicaCount": max_replicas,
             "pollingInterval": polling_interval, "cooldownPeriod": cooldown_period,
             "triggers": [{
@@ -79,8 +81,7 @@ def scaled_job_body(*, job_name: str, shape: PodShape, queue_url: pulumi.Input[s
                     ttl_seconds_after_finished: int) -> dict[str, Any]:
     """ScaledJob: one single-pod training Job per SQS message (the PyTorchJob Master's pod shape, run with
     `torchrun --standalone`), none while the queue is empty."""
-    template = pod_template(shape, command=["python"], args=queue_consumer_args(shape),
-                            labels={"app.kubernetes.io/name": job_name, "app.kubernetes.io/part-of": "gtp"})
+    template = pod_template(shape, command=["python"], args=queue_consumer_args(shape), labels=app_labels(job_name))
     return {
         "apiVersion": KEDA_API, "kind": "ScaledJob",
         "metadata": {"name": job_name, "namespace": shape.namespace},
@@ -134,6 +135,8 @@ class KedaScalingArgs:
     cooldown_period_seconds: int = 300
     prometheus_url: str = ""
     """scaledobject: Prometheus that scrapes dcgm-exporter."""
+    scale_target: dict[str, str] = field(default_factory=dict)
+    """scaledobject: apiVersion, kind and name of the job whose Worker replicas KEDA scales."""
     shape: PodShape | None = None
     """scaledjob: the training pod shape."""
     backoff_limit: int = 3
@@ -161,7 +164,8 @@ class KedaScaling(pulumi.ComponentResource):
         depends_on = list(args.depends_on)
         if args.mode == "scaledobject":
             self.body = scaled_object_body(
-                job_name=args.job_name, namespace=args.namespace, prometheus_url=args.prometheus_url,
+                job_name=args.job_name, namespace=args.namespace, scale_target=args.scale_target,
+                prometheus_url=args.prometheus_url,
                 min_replicas=args.min_replicas, max_replicas=args.max_replicas,
                 threshold=args.gpu_utilization_threshold, polling_interval=args.polling_interval_seconds,
                 cooldown_period=args.cooldown_period_seconds)

@@ -1,10 +1,10 @@
 """NvidiaDevicePlugin: makes GPUs schedulable (and shareable) with NVIDIA's k8s-device-plugin Helm chart.
 
-The chart (`gtp.versions.NVIDIA_DEVICE_PLUGIN`) installs the device plugin, GPU feature discovery (GFD) and,
+The chart (`catalog.versions.NVIDIA_DEVICE_PLUGIN`) installs the device plugin, GPU feature discovery (GFD) and,
 as GFD's dependency, node feature discovery (NFD). Sharing is rendered as the plugin's own config file: one
-named config per distinct sharing (`none`, `mps-4`, `time-slicing-2`, names from `gtp.sharing.config_name`),
+named config per distinct sharing (`none`, `mps-4`, `time-slicing-2`, names from `conventions.names.config_name`),
 chosen per node by the `nvidia.com/device-plugin.config` label. EKS node groups carry that label already
-(`gtp.node_groups.node_labels`); on an existing cluster, label every node whose sharing differs from
+(`stack_config.derived.node_labels`); on an existing cluster, label every node whose sharing differs from
 `gpu.sharing` yourself (`kubectl label node <n> nvidia.com/device-plugin.config=<name>`); unlabelled nodes
 use the default config, the one of `gpu.sharing`.
 Docs: https://github.com/NVIDIA/k8s-device-plugin#shared-access-to-gpus
@@ -23,16 +23,12 @@ import pulumi
 import pulumi_kubernetes as k8s
 import yaml
 
+from catalog import versions
 from components.helm import pinned_release
-from gtp import versions
-from gtp.config import StackConfig, ami_type
-from gtp.endpoints import DEVICE_PLUGIN_NAMESPACE
-from gtp.gpu_catalog import bottlerocket
-from gtp.node_groups import node_selector, tolerations
-from gtp.sharing import NODE_GROUP_LABEL, WHOLE_GPU_RESOURCE, config_name
+from conventions.kubernetes import platform_labels, pod_security_labels
+from conventions.names import DEVICE_PLUGIN_NAMESPACE, NODE_GROUP_LABEL, WHOLE_GPU_RESOURCE, config_name
 
 RELEASE_NAME = "nvidia-device-plugin"
-PSA_KEYS = ("enforce", "audit", "warn")
 
 
 @dataclass(frozen=True)
@@ -149,52 +145,7 @@ def privileged_namespace_labels() -> dict[str, str]:
     plugin (hostNetwork, /dev/infiniband) and dcgm-exporter (SYS_ADMIN, kubelet pod-resources socket) live here
     for the same reason. The policy pack allows privileged PSA on this namespace name only.
     """
-    return {f"pod-security.kubernetes.io/{key}": "privileged" for key in PSA_KEYS} | {
-        "app.kubernetes.io/part-of": "gtp", "gtp.dev/purpose": "gpu-device-plugins"}
-
-
-# --- derived from the stack config --------------------------------------------------------------------------
-
-
-def plugin_node_groups(config: StackConfig) -> tuple[list[str], dict[str, str]]:
-    """(groups our plugin serves, groups skipped → why). Bottlerocket NVIDIA AMIs ship their own plugin."""
-    served, skipped = [], {}
-    for name, group in config.gpu_node_groups.items():
-        if config.cluster.mode == "eks" and bottlerocket(ami_type(group)):
-            skipped[name] = (f"{ami_type(group)} runs its own NVIDIA device plugin; a second one would "
-                             "conflict over nvidia.com/gpu")
-        else:
-            served.append(name)
-    return served, skipped
-
-
-def sharing_specs(config: StackConfig, groups: Iterable[str]) -> list[SharingSpec]:
-    """One spec per served group, plus the default (`gpu.sharing`) that unlabelled nodes fall back to.
-
-    Groups with the same sharing share one named config, so they must agree on `migStrategy` (config
-    validation checks it; `sharing_config_map` refuses a conflict).
-    """
-    specs = []
-    for group in groups:
-        sharing = config.sharing_for(group)
-        specs.append(SharingSpec(sharing.mode, sharing.replicas, config.gpu_node_groups[group].mig_strategy))
-    default = SharingSpec(config.gpu.sharing.mode, config.gpu.sharing.replicas)
-    if default.name not in {spec.name for spec in specs}:
-        specs.append(default)
-    return specs
-
-
-def device_plugin_args(config: StackConfig, provider: k8s.Provider) -> NvidiaDevicePluginArgs:
-    served, skipped = plugin_node_groups(config)
-    return NvidiaDevicePluginArgs(
-        provider=provider,
-        sharing=sharing_specs(config, served),
-        default_config=config_name(config.gpu.sharing.mode, config.gpu.sharing.replicas),
-        node_selectors={group: node_selector(config, group) for group in served},
-        tolerations=merge_tolerations(*(tolerations(config, group) for group in served)),
-        install_nfd=config.gpu.node_feature_discovery == "install",
-        skipped_groups=skipped,
-    )
+    return pod_security_labels("privileged", warn_and_audit="privileged") | platform_labels("gpu-device-plugins")
 
 
 @dataclass

@@ -21,8 +21,8 @@ import pulumi
 import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 
-from components.training_job import RUN_AS_USER
-from gtp import versions
+from catalog import versions
+from components.training_pod import RUN_AS_USER
 
 EFS_DRIVER = "efs.csi.aws.com"
 FSX_DRIVER = "fsx.csi.aws.com"

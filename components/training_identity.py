@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_aws as aws
 
-from gtp import iam
+from conventions import iam
 
 
 def training_policy(bucket_arn: str, prefix: str) -> str:

@@ -10,7 +10,7 @@ import pulumi
 import pulumi_aws as aws
 import pulumi_docker as docker
 
-from gtp import image_spec
+from components import image_spec
 
 
 def lifecycle_policy(keep_tagged_images: int, expire_untagged_days: int) -> str:

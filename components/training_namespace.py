@@ -15,10 +15,11 @@ from typing import Any, Literal
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components.training_job import METRICS_PORT, quantity_gib
-from gtp.sharing import EFA_RESOURCE
+from components.training_pod import METRICS_PORT
+from conventions.kubernetes import pod_security_labels
+from conventions.names import EFA_RESOURCE
+from conventions.quantities import cpu_cores, quantity_gib
 
-PSS = "pod-security.kubernetes.io"
 POD_IDENTITY_AGENT = "169.254.170.23/32"
 """EKS Pod Identity agent (link-local, port 80): where the AWS SDK fetches the pod's credentials."""
 DLROVER_MASTER = {"cpu": 1.0, "memory_gib": 2.0, "ephemeral_gib": 2.0}
@@ -39,10 +40,6 @@ class QuotaSize:
     dlrover_master: bool = False
 
 
-def _cores(cpu: str) -> float:
-    return float(cpu[:-1]) / 1000 if cpu.endswith("m") else float(cpu)
-
-
 def _number(value: float) -> str:
     return f"{value:g}" if value == int(value) else f"{value:.3f}".rstrip("0")
 
@@ -50,7 +47,7 @@ def _number(value: float) -> str:
 def quota_hard(size: QuotaSize) -> dict[str, str]:
     pods = size.num_pods + (1 if size.dlrover_master else 0)
     master = DLROVER_MASTER if size.dlrover_master else {"cpu": 0.0, "memory_gib": 0.0, "ephemeral_gib": 0.0}
-    cpu = _cores(size.cpu) * size.num_pods + master["cpu"]
+    cpu = cpu_cores(size.cpu) * size.num_pods + master["cpu"]
     memory = math.ceil(quantity_gib(size.memory) * size.num_pods + master["memory_gib"])
     ephemeral = math.ceil(quantity_gib(size.ephemeral_storage) * size.num_pods + master["ephemeral_gib"])
     hard = {
@@ -79,9 +76,8 @@ def limit_range_spec(cpu: str, memory: str, ephemeral_storage: str) -> dict[str,
 
 
 def namespace_labels(enforce: Literal["restricted", "baseline"]) -> dict[str, str]:
-    return {f"{PSS}/enforce": enforce, f"{PSS}/enforce-version": "latest",
-            f"{PSS}/warn": "restricted", f"{PSS}/warn-version": "latest",
-            f"{PSS}/audit": "restricted", f"{PSS}/audit-version": "latest"}
+    """Enforce `enforce`; warn and audit `restricted` always, so every gap shows."""
+    return pod_security_labels(enforce, pin_latest=True)
 
 
 def network_policies(*, job_label: str, job_name: str, metrics_namespace: str, num_metrics_ports: int,

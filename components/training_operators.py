@@ -18,8 +18,11 @@ import pulumi
 import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 
+from catalog import versions
 from components.helm import pinned_release
-from gtp import iam, versions
+from conventions import iam
+from conventions.kubernetes import restricted_pod
+from conventions.names import SYSTEM_ROLE_LABEL
 
 KEDA_NAMESPACE = "keda"
 KEDA_OPERATOR_SERVICE_ACCOUNT = "keda-operator"
@@ -30,12 +33,8 @@ def keda_values() -> dict[str, Any]:
     """KEDA chart values: the operator on system nodes, restricted security context (the chart's defaults
     already drop ALL and run as non-root; they are stated here so a chart bump can't loosen them)."""
     return {
-        "nodeSelector": {"gtp.dev/role": "system"},
-        "podSecurityContext": {
-            "operator": {"runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}},
-            "metricServer": {"runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}},
-            "webhooks": {"runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}},
-        },
+        "nodeSelector": {SYSTEM_ROLE_LABEL: "system"},
+        "podSecurityContext": {pod: restricted_pod() for pod in ("operator", "metricServer", "webhooks")},
         "serviceAccount": {"operator": {"create": True, "name": KEDA_OPERATOR_SERVICE_ACCOUNT}},
     }
 
@@ -99,10 +98,8 @@ class TrainingOperators(pulumi.ComponentResource):
                 values=values, opts=pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=keda_after))
         self.register_outputs({})
 
-    def for_api_group(self, group: str) -> pulumi.Resource:
-        """The operator that serves `group`; custom resources of that group depend on it."""
-        found = {"kubeflow.org": self.training_operator, "elastic.iml.github.io": self.dlrover,
-                 "keda.sh": self.keda}.get(group)
-        if found is None:
-            raise ValueError(f"no operator for API group {group!r} is installed by this stack")
-        return found
+    @property
+    def installed(self) -> dict[str, pulumi.Resource]:
+        """Operator name (`training-operator`, `dlrover`, `keda`) → what its custom resources depend on."""
+        found = {"training-operator": self.training_operator, "dlrover": self.dlrover, "keda": self.keda}
+        return {name: resource for name, resource in found.items() if resource is not None}

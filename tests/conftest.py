@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 import yaml
 
-from gtp import plan as gtp_plan
+from tools import plan as gtp_plan
 
 ROOT = Path(__file__).resolve().parents[1]
 _CACHE: dict[str, gtp_plan.Plan] = {}

@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from gtp import bench_stack
-from gtp import plan as gtp_plan
-from gtp.config import ConfigError
-from gtp.validate import Report, policy_facts, run_policy_pack
+from tools import bench_stack
+from tools import plan as gtp_plan
+from stack_config import ConfigError
+from tools.validate import Report, policy_facts, run_policy_pack
 from tests.conftest import ROOT
 
 IMAGE = "123456789012.dkr.ecr.us-west-2.amazonaws.com/gtp-dev-trainer@sha256:" + "ab" * 32
@@ -78,7 +78,7 @@ def test_a_weakened_prod_stack_fails_the_plan_with_policy_names(project: Path) -
     document["config"]["gtp:cluster"]["endpointPublicAccess"] = True
     document["config"]["gtp:cluster"]["publicAccessCidrs"] = ["198.51.100.0/24"]
     path.write_text(yaml.safe_dump(document, sort_keys=False))
-    result = subprocess.run([sys.executable, "-m", "gtp.plan", "--stack", "prod", "--stack-file", str(path),
+    result = subprocess.run([sys.executable, "-m", "tools.plan", "--stack", "prod", "--stack-file", str(path),
                              "--out", str(project / "out"), "--quiet"], cwd=ROOT, capture_output=True, text=True,
                             check=False)
     assert result.returncode == 1, result.stdout + result.stderr
@@ -95,7 +95,7 @@ def test_an_unprotected_production_stack_fails_the_policy_pack(project: Path) ->
 
 def test_plan_cli_writes_policy_facts_that_the_pack_cli_accepts(tmp_path: Path) -> None:
     out = tmp_path / "plan"
-    result = subprocess.run([sys.executable, "-m", "gtp.plan", "--stack", "prod", "--out", str(out), "--quiet"],
+    result = subprocess.run([sys.executable, "-m", "tools.plan", "--stack", "prod", "--out", str(out), "--quiet"],
                             cwd=ROOT, capture_output=True, text=True, check=False)
     assert result.returncode == 0, result.stderr
     facts = json.loads((out / "prod" / "policy-facts.json").read_text())

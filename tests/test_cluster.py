@@ -8,7 +8,7 @@ from pathlib import Path
 from components.gpu_node_group import autoscaler_tags
 from components.launch_template import launch_template_args
 from components.network import subnet_layout
-from gtp.plan import COMPUTED
+from tools.plan import COMPUTED
 from tests.conftest import plan_modified, plan_stack
 
 GPU_TAINT = {"key": "nvidia.com/gpu", "value": "true", "effect": "NO_SCHEDULE"}

@@ -9,7 +9,9 @@ from typing import Any
 import pytest
 import yaml
 
-from gtp.config import SCALAR_DEFAULTS, SECTIONS, ConfigError, parse_stack_config
+from stack_config import ConfigError
+from stages.config import parse_stack_config
+from stack_config.parse import SCALAR_DEFAULTS, SECTIONS
 from tests.conftest import ROOT
 
 BASE: dict[str, Any] = {
@@ -48,7 +50,7 @@ def problems_of(raw: dict[str, Any], **kwargs: Any) -> list[str]:
 
 
 def test_checked_in_stacks_parse() -> None:
-    from gtp.plan import stack_config
+    from tools.plan import stack_config
 
     for stack in ("dev", "edge", "prod"):
         project, config, secrets = stack_config(ROOT, stack)
@@ -96,7 +98,7 @@ RULES = [
     # (stack base, key path, value, expected problem, regex)
     (BASE, "clustr", {}, r"^clustr: unknown key \(did you mean 'cluster'\?\)"),
     (BASE, "cluster.endpointPublicAcess", True, r"^cluster\.endpointPublicAcess: unknown key \(did you mean 'endpointPublicAccess'"),
-    (BASE, "cluster.mode", "gke", r"^cluster\.mode: 'gke' is not allowed: input should be 'eks' or 'existing'"),
+    (BASE, "cluster.mode", "gke", r"^cluster\.mode: 'gke' is not allowed; allowed: eks, existing"),
     (BASE, "kubernetesVersion", "1.20", r"^kubernetesVersion: '1\.20' is not supported; allowed: 1\.32, 1\.33"),
     (BASE, "region", "mars-1", r"^region: 'mars-1' is not an AWS region"),
     (BASE, "namePrefix", "GTP_", r"^namePrefix: 'GTP_' makes cluster name 'GTP_-t'"),
@@ -234,7 +236,7 @@ def test_pulumi_yaml_schema_declares_the_scalar_keys_with_the_same_defaults() ->
 
 
 def test_every_config_field_has_a_docstring() -> None:
-    from gtp import config as config_module
+    from stack_config import schema as config_module
 
     models = {*SECTIONS.values(), config_module.GpuNodeGroupConfig, config_module.TaintConfig,
               config_module.SharingConfig, config_module.SystemNodeGroupConfig, config_module.MetricsConfig,

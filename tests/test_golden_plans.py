@@ -9,7 +9,7 @@ import os
 
 import pytest
 
-from gtp import plan as gtp_plan
+from tools import plan as gtp_plan
 from tests.conftest import ROOT, plan_stack
 
 GOLDEN = ROOT / "tests" / "golden"

@@ -6,8 +6,9 @@ import json
 from pathlib import Path
 
 from components.training_image import lifecycle_policy, registry_server
-from gtp import image_spec, versions
-from gtp.plan import COMPUTED
+from catalog import versions
+from components import image_spec
+from tools.plan import COMPUTED
 from tests.conftest import ROOT, plan_modified, plan_stack
 
 

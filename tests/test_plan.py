@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from gtp import plan as gtp_plan
-from gtp.plan_diff import diff_plans
-from gtp.validate import Report, close_schema, validate_objects
+from tools import plan as gtp_plan
+from tools.plan_diff import diff_plans
+from tools.validate import Report, close_schema, validate_objects
 from tests.conftest import ROOT, plan_modified, plan_stack
 
 
@@ -46,7 +46,7 @@ def test_invalid_config_fails_before_any_resource_is_registered(tmp_path: Path) 
         config["gtp:gpuNodeGroups"]["g6"]["instanceTyps"] = ["g6.xlarge"]
         config["gtp:gpu"]["sharing"]["mode"] = "mpx"
 
-    from gtp.config import ConfigError
+    from stack_config import ConfigError
 
     with pytest.raises(ConfigError) as caught:
         plan_modified(tmp_path, "dev", break_it)
@@ -58,7 +58,7 @@ def test_invalid_config_fails_before_any_resource_is_registered(tmp_path: Path) 
     # The CLI says the same, exits 2, and writes no plan.
     stack_file = next(tmp_path.glob("Pulumi.dev.yaml"))
     out = tmp_path / "out"
-    result = subprocess.run([sys.executable, "-m", "gtp.plan", "--stack", "dev", "--stack-file", str(stack_file),
+    result = subprocess.run([sys.executable, "-m", "tools.plan", "--stack", "dev", "--stack-file", str(stack_file),
                              "--out", str(out)], cwd=ROOT, capture_output=True, text=True, check=False)
     assert result.returncode == 2, result.stderr
     assert "gpuNodeGroups.g6.maxSize: 2 is less than minSize 3" in result.stderr and "Traceback" not in result.stderr
@@ -118,7 +118,7 @@ def test_unknown_custom_kinds_are_errors_not_silently_passed() -> None:
 
 
 def test_missing_crd_copy_is_said_clearly(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    import gtp.validate as validate
+    import tools.validate as validate
 
     monkeypatch.delenv("GTP_CRD_DIR", raising=False)
     monkeypatch.setattr(validate, "ROOT", tmp_path / "repo")
@@ -152,14 +152,16 @@ def test_plan_diff_cli_against_a_git_ref(tmp_path: Path) -> None:
     """`make plan-diff` end to end: a clone, an edited stack value, the diff against HEAD."""
     clone = tmp_path / "clone"
     subprocess.run(["git", "clone", "--quiet", str(ROOT), str(clone)], check=True)
-    for path in ("gtp", "components", "__main__.py", "Pulumi.yaml", "stacks", "images", "policy"):
-        source = ROOT / path  # the working tree, so the test sees uncommitted code too
-        target = clone / path
-        if source.is_dir():
-            shutil.rmtree(target, ignore_errors=True)
-            shutil.copytree(source, target, ignore=shutil.ignore_patterns("__pycache__"))
-        else:
+    # The working tree as it is (uncommitted and new files too), so the test plans the code under test.
+    listed = subprocess.run(["git", "ls-files", "--cached", "--others", "--exclude-standard", "-z"], cwd=ROOT,
+                            capture_output=True, text=True, check=True).stdout.split("\0")
+    for path in filter(None, listed):
+        source, target = ROOT / path, clone / path
+        if source.is_file():
+            target.parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(source, target)
+        elif target.exists():
+            target.unlink()  # deleted in the working tree
     subprocess.run(["git", "add", "-A"], cwd=clone, check=True)
     subprocess.run(["git", "-c", "user.email=t@t", "-c", "user.name=t", "commit", "--quiet", "--allow-empty", "-m",
                     "base"], cwd=clone, check=True)
@@ -167,7 +169,7 @@ def test_plan_diff_cli_against_a_git_ref(tmp_path: Path) -> None:
     document = yaml.safe_load(stack_file.read_text())
     document["config"]["gtp:gpuNodeGroups"]["orin"]["maxSize"] = 7
     stack_file.write_text(yaml.safe_dump(document, sort_keys=False))
-    result = subprocess.run([sys.executable, "-m", "gtp.plan_diff", "--stack", "edge", "--base", "HEAD"], cwd=clone,
+    result = subprocess.run([sys.executable, "-m", "tools.plan_diff", "--stack", "edge", "--base", "HEAD"], cwd=clone,
                             capture_output=True, text=True, check=False, timeout=300)
     assert result.returncode == 0, result.stderr
     assert "stack edge:" in result.stdout
@@ -175,10 +177,10 @@ def test_plan_diff_cli_against_a_git_ref(tmp_path: Path) -> None:
 
 
 def test_unknown_stack_and_unknown_base_ref_are_clear_errors(tmp_path: Path) -> None:
-    result = subprocess.run([sys.executable, "-m", "gtp.plan", "--stack", "nope", "--out", str(tmp_path)], cwd=ROOT,
+    result = subprocess.run([sys.executable, "-m", "tools.plan", "--stack", "nope", "--out", str(tmp_path)], cwd=ROOT,
                             capture_output=True, text=True, check=False)
     assert result.returncode == 2 and "no stack file" in result.stderr and "(stacks: " in result.stderr
     assert "Traceback" not in result.stderr
-    result = subprocess.run([sys.executable, "-m", "gtp.plan_diff", "--stack", "dev", "--base", "no-such-ref"],
+    result = subprocess.run([sys.executable, "-m", "tools.plan_diff", "--stack", "dev", "--base", "no-such-ref"],
                             cwd=ROOT, capture_output=True, text=True, check=False)
     assert result.returncode == 2 and "can't check out 'no-such-ref'" in result.stderr

@@ -11,8 +11,9 @@ from typing import Any
 import pytest
 import yaml
 
-from gtp import plan as gtp_plan
-from gtp.config import StackConfig, parse_stack_config
+from tools import plan as gtp_plan
+from stack_config import StackConfig
+from stages.config import parse_stack_config
 
 ROOT = Path(__file__).resolve().parents[2]
 GOLDEN_DIR = Path(__file__).resolve().parent / "golden"

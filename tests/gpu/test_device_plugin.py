@@ -5,13 +5,14 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from components.efa_device_plugin import efa_node_groups, efa_plugin_values
+from components.efa_device_plugin import efa_plugin_values
 from components.nvidia_device_plugin import (
-    SharingSpec, device_plugin_values, gpu_node_affinity, merge_tolerations, plugin_node_groups,
-    privileged_namespace_labels, sharing_config_map, sharing_specs,
+    SharingSpec, device_plugin_values, gpu_node_affinity, merge_tolerations, privileged_namespace_labels,
+    sharing_config_map,
 )
-from gtp import versions
-from gtp.endpoints import DEVICE_PLUGIN_NAMESPACE
+from stages.gpu import efa_node_groups, plugin_node_groups, sharing_specs
+from catalog import versions
+from conventions.names import DEVICE_PLUGIN_NAMESPACE
 from policy.gtp_policy.rules_kubernetes import DEVICE_PLUGIN_NAMESPACE as POLICY_PRIVILEGED_NAMESPACE
 
 GPU_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Equal", "value": "true", "effect": "NoSchedule"}

@@ -7,8 +7,8 @@ import json
 import pytest
 import yaml
 
-from gtp import versions
-from gtp.endpoints import DEVICE_PLUGIN_NAMESPACE, METRICS_NAMESPACE, PROMETHEUS_RELEASE
+from catalog import versions
+from conventions.names import DEVICE_PLUGIN_NAMESPACE, METRICS_NAMESPACE, PROMETHEUS_RELEASE
 
 RELEASE = "kubernetes:helm.sh/v3:Release"
 JOB = "kubernetes:batch/v1:Job"
@@ -130,7 +130,7 @@ def test_only_the_device_plugin_namespace_is_privileged(plans):
 @pytest.mark.parametrize("stack", ["dev", "prod", "edge"])
 def test_gpu_objects_pass_the_policy_pack(plans, stack):
     from policy.gtp_policy.offline import run_policies
-    from gtp.validate import policy_facts
+    from tools.validate import policy_facts
 
     plan = plans(stack)
     ours = ("nvidia", "efa", "gpu-metrics", "gpu-readiness")
@@ -161,7 +161,7 @@ def test_existing_nfd_is_not_installed_again(modified_plan):
 
 @pytest.mark.parametrize("stack", ["dev", "prod", "edge"])
 def test_gpu_objects_pass_kubernetes_validation(plans, stack):
-    from gtp.validate import Report, validate_objects
+    from tools.validate import Report, validate_objects
 
     plan = plans(stack)
     ours = [obj for obj in plan.kubernetes_objects()

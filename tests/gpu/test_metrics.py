@@ -10,7 +10,7 @@ from components.gpu_metrics import (
     DASHBOARD_FILE, dcgm_exporter_values, grafana_values, load_dashboard, metrics_namespace_labels,
     prometheus_values,
 )
-from gtp.endpoints import PROMETHEUS_URL
+from conventions.names import PROMETHEUS_URL
 
 
 def test_dcgm_exporter_is_scraped_by_annotation_without_servicemonitor():

@@ -7,7 +7,8 @@ import json
 import pytest
 
 from components import gpu_readiness_check as check
-from components.gpu_readiness import cluster_role_rules, gate_files, job_spec, readiness_expectations
+from components.gpu_readiness import cluster_role_rules, gate_files, job_spec
+from stages.gpu import readiness_expectations
 
 
 def node(name, labels, allocatable, ready=True):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 
 import pytest
-from gtp.config import ConfigError
+from stack_config import ConfigError
 
 
 def test_checked_in_stacks_are_valid(config_of):

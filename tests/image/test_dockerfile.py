@@ -24,7 +24,8 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
-from gtp import image_spec, versions  # noqa: E402
+from catalog import versions
+from components import image_spec  # noqa: E402
 
 CONTEXT = REPO_ROOT / "images" / "trainer"
 DOCKERFILE = CONTEXT / "Dockerfile"

@@ -1,4 +1,4 @@
-"""Unit tests of gtp.image_spec: Docker's .dockerignore rules, the context digest and the image tag."""
+"""Unit tests of components.image_spec: Docker's .dockerignore rules, the context digest and the image tag."""
 
 from __future__ import annotations
 
@@ -12,7 +12,8 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
-from gtp import image_spec, versions  # noqa: E402
+from catalog import versions
+from components import image_spec  # noqa: E402
 
 TRAINER_CONTEXT = REPO_ROOT / "images" / "trainer"
 

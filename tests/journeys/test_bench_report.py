@@ -1,4 +1,4 @@
-"""gtp.bench_report: golden text on sample runs, tolerant parsing, S3 prefix listing (moto)."""
+"""tools.bench_report: golden text on sample runs, tolerant parsing, S3 prefix listing (moto)."""
 
 import json
 import os
@@ -8,8 +8,8 @@ import boto3
 import pytest
 from moto import mock_aws
 
-from gtp import bench_report
-from gtp.bench_report import format_report, format_size, load, parse_run, split_s3_url
+from tools import bench_report
+from tools.bench_report import format_report, format_size, load, parse_run, split_s3_url
 
 DATA = Path(__file__).parent / "data"
 GOLDEN = DATA / "bench_report.golden.txt"

@@ -1,10 +1,10 @@
-"""gtp.destroy: bounded retries on transient AWS errors only, then the orphan audit decides the exit status."""
+"""tools.destroy: bounded retries on transient AWS errors only, then the orphan audit decides the exit status."""
 
 import pytest
 
-from gtp import destroy as destroy_module
-from gtp.destroy import CommandResult, backoff_seconds, destroy_stack, report, transient_error
-from gtp.orphans import Orphan
+from tools import destroy as destroy_module
+from tools.destroy import CommandResult, backoff_seconds, destroy_stack, report, transient_error
+from tools.orphans import Orphan
 
 SUBNET_IN_USE = (
     "  aws:ec2:Subnet (dev-private-a):\n"

@@ -4,7 +4,7 @@ import boto3
 import pytest
 from moto import mock_aws
 
-from gtp.orphans import Orphan, audit, format_orphans, ownership_reason
+from tools.orphans import Orphan, audit, format_orphans, ownership_reason
 
 REGION = "us-east-1"
 

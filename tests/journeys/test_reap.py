@@ -5,9 +5,9 @@ from datetime import datetime, timezone
 import pytest
 from pulumi.automation import ConfigValue
 
-from gtp.destroy import DestroyOutcome
-from gtp.orphans import Orphan
-from gtp.reap import (
+from tools.destroy import DestroyOutcome
+from tools.orphans import Orphan
+from tools.reap import (
     StackState,
     decide,
     decide_one,

@@ -147,4 +147,4 @@ def test_reap_runs_nightly():
     workflow = load("reap.yml")
     assert workflow["on"]["schedule"] == [{"cron": "17 3 * * *"}]
     run = workflow["jobs"]["reap"]["steps"][-1]["run"]
-    assert ".venv/bin/python -m gtp.reap --dry-run" in run and ".venv/bin/python -m gtp.reap\n" in run
+    assert ".venv/bin/python -m tools.reap --dry-run" in run and ".venv/bin/python -m tools.reap\n" in run

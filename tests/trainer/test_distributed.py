@@ -210,7 +210,7 @@ def test_bench_under_torchrun_reports_busbw_and_throughput(tmp_path):
     assert report["training"]["samples_per_s"] > 0 and report["training"]["step_time_ms"] > 0
     assert "mfu" not in report["training"]  # CPU: no peak to compare against
     # The platform's report reads exactly this file.
-    from gtp.bench_report import load
+    from tools.bench_report import load
 
     runs = load(str(tmp_path)).runs
     assert len(runs) == 1 and runs[0].world_size == 2 and runs[0].busbw_gbps_by_size == {

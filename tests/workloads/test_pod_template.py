@@ -7,10 +7,13 @@ import dataclasses
 import pytest
 
 from components.keda_scaling import gpu_utilization_query, scaled_job_body, scaled_object_body
-from components.training_job import (
-    CONTAINER_NAME, ElasticRange, PodShape, RunPolicy, dlrover_run_args, elastic_job_body, pod_template,
-    pod_templates_for_checkov, pytorch_job_body, quantity_gib, torchrun_args, trainer_args,
+from components.training_pod import (
+    CONTAINER_NAME, ElasticRange, PodShape, RunPolicy, pod_template, torchrun_args, trainer_args,
 )
+from conventions.quantities import quantity_gib
+from tools.check import pod_templates_for_checkov
+from workload_kinds.elasticjob import dlrover_run_args, elastic_job_body
+from workload_kinds.pytorchjob import pytorch_job_body
 
 DIGEST = "123456789012.dkr.ecr.us-west-2.amazonaws.com/gtp-dev-trainer@sha256:" + "a" * 64
 
@@ -166,8 +169,9 @@ def test_dlrover_run_command_line():
 
 
 def test_scaled_object_never_scales_the_pytorchjob_to_zero():
-    kwargs = dict(job_name="job", namespace="ns", prometheus_url="http://p", max_replicas=4, threshold=80,
-                  polling_interval=30, cooldown_period=300)
+    target = {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "name": "job"}
+    kwargs = dict(job_name="job", namespace="ns", scale_target=target, prometheus_url="http://p", max_replicas=4,
+                  threshold=80, polling_interval=30, cooldown_period=300)
     body = scaled_object_body(min_replicas=1, **kwargs)
     assert body["spec"]["minReplicaCount"] == 1
     assert body["spec"]["scaleTargetRef"] == {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "name": "job"}

@@ -8,8 +8,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from gtp.config import ConfigError, parse_stack_config
-from gtp.plan import ROOT
+from stack_config import ConfigError
+from stages.config import parse_stack_config
+from tools.plan import ROOT
 
 PYTORCH_JOB = "kubernetes:kubeflow.org/v1:PyTorchJob"
 ELASTIC_JOB = "kubernetes:elastic.iml.github.io/v1alpha1:ElasticJob"
@@ -65,7 +66,7 @@ def test_edge_runs_a_dlrover_elasticjob_on_the_existing_storage_class(plan_of):
 
 @pytest.mark.parametrize("stack", ["dev", "prod", "edge"])
 def test_every_training_pod_keeps_the_contract(plan_of, stack):
-    from components.training_job import pod_templates_for_checkov
+    from tools.check import pod_templates_for_checkov
 
     plan = plan_of(stack)
     templates = pod_templates_for_checkov(plan.kubernetes_objects())

@@ -12,39 +12,29 @@ would run it, with the engine replaced by `pulumi.runtime.set_mocks`:
 - stack config comes from `Pulumi.yaml` defaults and `stacks/Pulumi.<stack>.yaml`; `secure:` values can't
   be decrypted offline, so each becomes the placeholder ``fake-secret-<key>`` and is marked secret.
 
-Usage: ``python -m gtp.plan --stack dev`` (what ``make plan STACK=dev`` runs) writes
-``build/plan/<stack>/resources.json`` and ``manifests.yaml`` and prints a resource tree.
+Usage: ``python -m tools.plan --stack dev`` (what ``make plan STACK=dev`` runs) writes
+``build/plan/<stack>/resources.json`` and ``manifests.yaml``, prints a resource tree and progress lines (on
+stderr), and validates; ``--all`` (``make plan-all``) plans every stack in one process.
 """
 
 from __future__ import annotations
 
 import argparse
+import gc
 import asyncio
 import json
 import os
 import runpy
 import sys
-from collections import Counter
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+import time
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-ROOT = Path(__file__).resolve().parent.parent
-SECRET = "[secret]"
-COMPUTED = "<computed>"
-FAKE_ACCOUNT = "123456789012"
+from tools.plan_record import COMPUTED, ROOT, SECRET, Plan, Resource, clean, render, tree
 
-# pulumi's wire-format markers (pulumi/runtime/rpc.py); the mock monitor sees raw values with these in them.
-_SIG_KEY = "4dabf18193072939515e22adb298388d"
-_SIG_SECRET = "1b47061264138c4ac30d75fd1eb44270"
-_SIG_RESOURCE = "5cf8f73096256a8f31e491e813e4eb8e"
-_SIG_ASSET = "c44067f5952c0a294b673a41bacd8c17"
-_SIG_ARCHIVE = "0def7320c3a5731c473e5ecbe6d01bc7"
-_SIG_OUTPUT = "d0e6a833031e9bbcd3f4e8bde6ca49a4"
-_UNKNOWN = "04da6b54-80e4-46f7-96ec-b56ff0331ba9"
+FAKE_ACCOUNT = "123456789012"
 
 
 def fake_data_sources(region: str) -> dict[str, dict[str, Any]]:
@@ -74,125 +64,6 @@ def fake_data_sources(region: str) -> dict[str, dict[str, Any]]:
     }
 
 
-@dataclass
-class Resource:
-    urn: str
-    type: str
-    name: str
-    custom: bool
-    parent: str | None
-    provider: str | None
-    depends_on: list[str]
-    options: dict[str, Any]
-    inputs: dict[str, Any]
-
-    def as_json(self) -> dict[str, Any]:
-        return {
-            "urn": self.urn, "type": self.type, "name": self.name, "custom": self.custom, "parent": self.parent,
-            "provider": self.provider, "dependsOn": self.depends_on, "options": self.options, "inputs": self.inputs,
-        }
-
-
-@dataclass
-class Plan:
-    project: str
-    stack: str
-    resources: list[Resource] = field(default_factory=list)
-    outputs: dict[str, Any] = field(default_factory=dict)
-    config: Any = None
-    """The parsed `gtp.config.StackConfig` the program ran with."""
-
-    def by_type(self, type_: str) -> list[Resource]:
-        return [r for r in self.resources if r.type == type_]
-
-    def one(self, type_: str, name: str | None = None) -> Resource:
-        found = [r for r in self.by_type(type_) if name is None or r.name == name]
-        if len(found) != 1:
-            raise LookupError(f"expected one {type_} named {name!r}, found {[r.name for r in found]}")
-        return found[0]
-
-    def _by_urn(self) -> dict[str, Resource]:
-        return {r.urn: r for r in self.resources}
-
-    def get(self, urn: str) -> Resource:
-        return self._by_urn()[urn]
-
-    def depends_transitively(self, resource: Resource, target: Resource) -> bool:
-        """Whether `resource` can only be created after `target` (dependsOn, parent's deps or provider)."""
-        seen: set[str] = set()
-        stack = [resource.urn]
-        while stack:
-            urn = stack.pop()
-            if urn == target.urn and urn != resource.urn:
-                return True
-            if urn in seen or urn not in self._by_urn():
-                continue  # the root stack is not a recorded resource
-            seen.add(urn)
-            current = self.get(urn)
-            stack.extend(current.depends_on)
-            if current.parent:
-                stack.append(current.parent)
-            if current.provider:
-                stack.append(current.provider)
-        return False
-
-    def kubernetes_objects(self) -> list[dict[str, Any]]:
-        """Every Kubernetes object the stack applies directly (not Helm releases or kustomize components)."""
-        objects = []
-        for resource in self.resources:
-            if not resource.custom or not resource.type.startswith("kubernetes:"):
-                continue
-            if resource.type.startswith(("kubernetes:helm.sh/", "kubernetes:kustomize", "kubernetes:yaml")):
-                continue
-            body = {key: value for key, value in resource.inputs.items()}
-            obj = {"apiVersion": body.pop("apiVersion"), "kind": body.pop("kind"), "metadata": body.pop("metadata", {})}
-            obj.update(dict(sorted(body.items())))
-            objects.append(obj)
-        return sorted(objects, key=_manifest_order)
-
-    def as_json(self) -> dict[str, Any]:
-        return {
-            "project": self.project, "stack": self.stack,
-            "resources": [r.as_json() for r in self.resources], "outputs": self.outputs,
-        }
-
-
-_KIND_ORDER = ["Namespace", "PriorityClass", "StorageClass", "PersistentVolume", "ServiceAccount", "ResourceQuota",
-               "LimitRange", "NetworkPolicy", "ConfigMap", "Secret", "PersistentVolumeClaim", "Role", "RoleBinding",
-               "ClusterRole", "ClusterRoleBinding", "Service", "Job"]
-
-
-def _manifest_order(obj: Mapping[str, Any]) -> tuple[int, str, str, str]:
-    kind = obj["kind"]
-    rank = _KIND_ORDER.index(kind) if kind in _KIND_ORDER else len(_KIND_ORDER)
-    metadata = obj.get("metadata", {})
-    return rank, kind, str(metadata.get("namespace", "")), str(metadata.get("name", ""))
-
-
-def clean(value: Any) -> Any:
-    """Turn a raw deserialized property value into plain, deterministic JSON with markers."""
-    if isinstance(value, dict):
-        sig = value.get(_SIG_KEY)
-        if sig == _SIG_SECRET:
-            return SECRET
-        if sig == _SIG_RESOURCE:
-            return value.get("urn", COMPUTED)
-        if sig in (_SIG_ASSET, _SIG_ARCHIVE):
-            return {k: clean(v) for k, v in sorted(value.items()) if k != _SIG_KEY}
-        if sig == _SIG_OUTPUT:
-            if value.get("secret"):
-                return SECRET
-            return clean(value["value"]) if "value" in value else COMPUTED
-        return {k: clean(v) for k, v in sorted(value.items())}
-    if isinstance(value, list):
-        return [clean(v) for v in value]
-    if value == _UNKNOWN or type(value).__name__ == "Unknown":  # pulumi.output.Unknown, with keep_unknowns
-        return COMPUTED
-    if isinstance(value, float) and value.is_integer():
-        return int(value)  # protobuf carries every number as a double
-    return value
-
-
 def _strip_provider_ref(reference: str) -> str | None:
     # A provider reference is "<urn>::<id>"; the id is unknown in preview.
     if not reference:
@@ -215,7 +86,7 @@ def _make_monitor(region: str, plan: Plan):
         def call(self, args: mocks.MockCallArgs):
             if args.token not in self.data_sources:
                 raise NotImplementedError(f"the offline plan has no fake answer for data source {args.token}; add "
-                                          "one to gtp.plan.fake_data_sources")
+                                          "one to tools.plan.fake_data_sources")
             return self.data_sources[args.token], []
 
     class PlanMonitor(mocks.MockMonitor):
@@ -300,11 +171,14 @@ def run(stack: str, *, root: Path = ROOT, stack_file: Path | None = None, into: 
         cwd = os.getcwd()
         os.chdir(root)  # as the Pulumi CLI does: the program runs in the project directory
         try:
-            program: dict[str, Any] = {}
-            loop.run_until_complete(run_pulumi_func(lambda: program.update(
-                runpy.run_path(str(root / "__main__.py"), run_name="__main__"))))
+            # The StackConfig the program will parse, parsed here from the same runtime config (validators and
+            # policy facts need it); an invalid config fails here, before the program registers anything.
+            from stages.config import load_stack_config
+
+            plan.config = load_stack_config()
+            loop.run_until_complete(run_pulumi_func(lambda: runpy.run_path(str(root / "__main__.py"),
+                                                                           run_name="__main__")))
             plan.outputs = loop.run_until_complete(_resolve_outputs(settings.get_root_resource()))
-            plan.config = program["config"]  # the one StackConfig the program parsed
         finally:
             os.chdir(cwd)
             sys.path.remove(str(root))
@@ -341,73 +215,76 @@ async def _resolve_outputs(root_resource: Any) -> dict[str, Any]:
     return outputs
 
 
-def render(plan: Plan) -> tuple[str, str]:
-    resources = json.dumps(plan.as_json(), indent=2, sort_keys=False) + "\n"
-    manifests = yaml.safe_dump_all(plan.kubernetes_objects(), sort_keys=False, default_flow_style=False, width=120)
-    return resources, manifests
-
-
-def tree(plan: Plan) -> str:
-    """A readable tree of resources (children under their parent) and counts per type."""
-    children: dict[str | None, list[Resource]] = {}
-    urns = {r.urn for r in plan.resources}
-    for resource in plan.resources:
-        parent = resource.parent if resource.parent in urns else None
-        children.setdefault(parent, []).append(resource)
-    lines = [f"{plan.project}/{plan.stack}"]
-
-    def walk(parent: str | None, indent: str) -> None:
-        items = children.get(parent, [])
-        for index, resource in enumerate(items):
-            last = index == len(items) - 1
-            lines.append(f"{indent}{'└─ ' if last else '├─ '}{resource.type}  {resource.name}"
-                         + ("  [protect]" if resource.options["protect"] else ""))
-            walk(resource.urn, indent + ("   " if last else "│  "))
-
-    walk(None, "")
-    counts = Counter(r.type for r in plan.resources)
-    lines.append("")
-    lines.append(f"{len(plan.resources)} resources:")
-    lines.extend(f"  {count:4d}  {type_}" for type_, count in sorted(counts.items()))
-    return "\n".join(lines)
-
-
 def main(argv: list[str] | None = None) -> int:
-    from gtp.config import ConfigError
-    from gtp.validate import validate_plan
-
-    parser = argparse.ArgumentParser(prog="python -m gtp.plan", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--stack", required=True, help="stack name (stacks/Pulumi.<stack>.yaml)")
+    parser = argparse.ArgumentParser(prog="python -m tools.plan", description=__doc__.split("\n\n")[0])
+    which = parser.add_mutually_exclusive_group(required=True)
+    which.add_argument("--stack", action="append", help="stack name (stacks/Pulumi.<stack>.yaml); repeatable")
+    which.add_argument("--all", action="store_true", help="every stack in stacks/, in one process")
     parser.add_argument("--stack-file", type=Path, help="plan this stack file instead (tests, experiments)")
     parser.add_argument("--out", type=Path, default=ROOT / "build" / "plan", help="output directory root")
     parser.add_argument("--quiet", action="store_true", help="don't print the resource tree")
     args = parser.parse_args(argv)
+    stacks = known_stacks(ROOT) if args.all else args.stack
+    if args.stack_file and len(stacks) != 1:
+        parser.error("--stack-file plans exactly one --stack")
+    started = time.perf_counter()
+    codes = {stack: plan_one(stack, stack_file=args.stack_file, out=args.out, quiet=args.quiet) for stack in stacks}
+    if len(stacks) > 1:
+        failed = [stack for stack, code in codes.items() if code]
+        progress(f"{len(stacks)} stacks in {time.perf_counter() - started:.1f} s"
+                 + (f"; failed: {', '.join(failed)}" if failed else ""))
+    return max(codes.values())
+
+
+def progress(line: str) -> None:
+    """A progress line on stderr, so a long plan is never a silent terminal."""
+    print(f"plan: {line}", file=sys.stderr, flush=True)
+
+
+def plan_one(stack: str, *, stack_file: Path | None = None, out: Path = ROOT / "build" / "plan",
+             quiet: bool = False) -> int:
+    """Plan, write and validate one stack. 0: valid; 1: invalid objects or policy violations; 2: invalid config."""
+    from stack_config import ConfigError
+    from tools.validate import validate_plan
+
+    started = time.perf_counter()
+    progress(f"{stack}: running the program under mocks")
     try:
-        plan = run(args.stack, stack_file=args.stack_file)
-    except ConfigError as error:
+        plan = run(stack, stack_file=stack_file)
+    except (ConfigError, FileNotFoundError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
-    except FileNotFoundError as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 2
-    out = args.out / args.stack
-    out.mkdir(parents=True, exist_ok=True)
+    progress(f"{stack}: {len(plan.resources)} resources registered in {time.perf_counter() - started:.1f} s")
+    directory = out / stack
+    directory.mkdir(parents=True, exist_ok=True)
     resources, manifests = render(plan)
-    (out / "resources.json").write_text(resources)
-    (out / "manifests.yaml").write_text(manifests)
-    if not args.quiet:
+    (directory / "resources.json").write_text(resources)
+    (directory / "manifests.yaml").write_text(manifests)
+    if not quiet:
         print(tree(plan))
-    report = validate_plan(plan, out)
+    validated = time.perf_counter()
+    report = validate_plan(plan, directory)
+    progress(f"{stack}: validated ({report.summary()}) in {time.perf_counter() - validated:.1f} s: "
+             + (f"{len(report.errors)} error(s)" if report.errors else "ok"))
     for line in report.notes:
         print(f"note: {line}", file=sys.stderr)
     if report.errors:
-        print(f"error: the plan of stack '{args.stack}' has {len(report.errors)} invalid object(s):", file=sys.stderr)
+        print(f"error: the plan of stack '{stack}' has {len(report.errors)} invalid object(s):", file=sys.stderr)
         for line in report.errors:
             print(f"  - {line}", file=sys.stderr)
         return 1
-    print(f"\nwrote {out / 'resources.json'} and {out / 'manifests.yaml'}")
+    if not quiet:
+        print(f"\nwrote {directory / 'resources.json'} and {directory / 'manifests.yaml'}")
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    # A plan is a short batch that creates millions of objects while importing the provider SDKs: the cyclic
+    # garbage collector's passes cost ~1.5 s of a plan-all and free almost nothing (peak RSS 190 MB either way),
+    # and tearing the interpreter down costs another ~1.3 s. So: no GC passes, and exit without the teardown
+    # once everything is written and flushed (benchmarks/bench_plan.py measures both).
+    gc.disable()
+    code = main()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)

@@ -1,6 +1,6 @@
 """Create an ephemeral benchmark stack file from `stacks/templates/bench.yaml`.
 
-``python -m gtp.bench_stack --name a100-sweep --ttl-hours 6 --image-ref <repo@sha256:...>`` (what
+``python -m tools.bench_stack --name a100-sweep --ttl-hours 6 --image-ref <repo@sha256:...>`` (what
 ``make bench-stack NAME=... TTL=... IMAGE=...`` runs) writes ``stacks/Pulumi.bench-<name>.yaml`` with the TTL
 and the creation time recorded as stack config (and so as tags on every taggable resource), and validates it
 (cost cap included) before anything is deployed. Then: ``pulumi stack init bench-<name> && pulumi up``.
@@ -14,8 +14,9 @@ import sys
 from datetime import datetime, timezone
 from pathlib import Path
 
-from gtp.config import ConfigError, parse_stack_config
-from gtp.plan import ROOT, stack_config
+from stack_config import ConfigError
+from stages.config import parse_stack_config
+from tools.plan import ROOT, stack_config
 
 TEMPLATE = Path("stacks") / "templates" / "bench.yaml"
 """Relative to the project root."""
@@ -46,7 +47,7 @@ def create(name: str, ttl_hours: float, image_ref: str, *, root: Path = ROOT, no
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m gtp.bench_stack", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m tools.bench_stack", description=__doc__.split("\n\n")[0])
     parser.add_argument("--name", required=True)
     parser.add_argument("--ttl-hours", type=float, required=True)
     parser.add_argument("--image-ref", required=True, help="an image already in ECR, by digest (no rebuild)")

@@ -1,13 +1,17 @@
 """Render the config reference (README's "Config reference") from the config models' field docstrings.
 
-``python -m gtp.config_reference`` prints it; a test keeps README.md in step with it.
+``python -m tools.config_reference`` prints it, ``--update`` rewrites README.md's copy; a test keeps them in
+step.
 """
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
 from pydantic.alias_generators import to_camel
 
-from gtp import config
+from stack_config import schema as config
 
 SECTIONS = [
     ("cluster", config.ClusterConfig), ("cluster.systemNodeGroup", config.SystemNodeGroupConfig),
@@ -29,5 +33,23 @@ def render() -> str:
     return "\n".join(lines).strip() + "\n"
 
 
+BEGIN = "#### `cluster`"
+END = "\n## "
+
+
+def update(readme: Path) -> bool:
+    """Replace the reference in `readme` (from its first table heading to the next `## ` section); True if changed."""
+    text = readme.read_text()
+    start = text.index(BEGIN)
+    end = text.index(END, start)
+    updated = text[:start] + render() + text[end:]
+    if updated != text:
+        readme.write_text(updated)
+    return updated != text
+
+
 if __name__ == "__main__":
-    print(render(), end="")
+    if sys.argv[1:] == ["--update"]:
+        print("README.md updated" if update(Path(__file__).resolve().parent.parent / "README.md") else "up to date")
+    else:
+        print(render(), end="")

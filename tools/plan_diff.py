@@ -1,6 +1,6 @@
 """What a change does to a stack's desired state: the offline plan at a git ref vs the working tree.
 
-``python -m gtp.plan_diff --stack dev --base origin/main`` (what ``make plan-diff`` runs) plans the stack
+``python -m tools.plan_diff --stack dev --base origin/main`` (what ``make plan-diff`` runs) plans the stack
 twice — from a temporary `git worktree` of BASE, with BASE's own code, and from the working tree — and prints
 resources added, removed and changed, with the changed fields as dotted paths (``old -> new``). This is
 what a reviewer reads on a pull request; no credentials are involved.
@@ -18,7 +18,7 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from gtp.plan import ROOT
+from tools.plan_record import ROOT
 
 _MISSING = object()
 
@@ -84,12 +84,14 @@ def plan_tree(tree: Path, stack: str, out: Path) -> dict[str, Any] | None:
     """Plan `stack` with the code in `tree`; None if the stack doesn't exist there."""
     if not (tree / "stacks" / f"Pulumi.{stack}.yaml").exists():
         return None
-    from gtp.validate import crd_dir
+    from tools.validate import crd_dir
 
     # The base worktree lives in a temp dir, away from ../shared/crds: point it at the same schemas.
     schemas, _ = crd_dir(download=False)
     env = {**os.environ, **({"GTP_CRD_DIR": str(schemas)} if schemas else {})}
-    result = subprocess.run([sys.executable, "-m", "gtp.plan", "--stack", stack, "--out", str(out), "--quiet"],
+    # Refs from before the tools/ package kept the planner at gtp/plan.py.
+    module = "tools.plan" if (tree / "tools" / "plan.py").exists() else "gtp.plan"
+    result = subprocess.run([sys.executable, "-m", module, "--stack", stack, "--out", str(out), "--quiet"],
                             cwd=tree, capture_output=True, text=True, check=False, env=env)
     path = out / stack / "resources.json"
     if not path.exists():  # validation failures still write the plan; config errors don't
@@ -98,7 +100,7 @@ def plan_tree(tree: Path, stack: str, out: Path) -> dict[str, Any] | None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m gtp.plan_diff", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m tools.plan_diff", description=__doc__.split("\n\n")[0])
     parser.add_argument("--stack", required=True)
     parser.add_argument("--base", required=True, help="git ref to compare against, e.g. origin/main or HEAD~1")
     args = parser.parse_args(argv)

@@ -13,7 +13,7 @@ Everything the program creates carries ``gtp:stack=<stack>`` (and ``gtp:project=
 of a stack when it carries that tag or is owned by the stack's cluster (``gtp-<stack>`` unless told otherwise).
 
 The decision is :func:`ownership_reason` (pure, tag map in, reason out); :func:`audit` is the thin boto3 layer.
-Run it by hand with ``python -m gtp.orphans STACK [--cluster-name NAME] [--region REGION]``.
+Run it by hand with ``python -m tools.orphans STACK [--cluster-name NAME] [--region REGION]``.
 """
 
 from __future__ import annotations
@@ -294,7 +294,7 @@ def audit(session: "boto3.Session", stack: str, *, cluster_name: str | None = No
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m gtp.orphans", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m tools.orphans", description=__doc__.splitlines()[0])
     parser.add_argument("stack")
     parser.add_argument("--cluster-name", help="EKS cluster name (default: gtp-<stack>)")
     parser.add_argument("--region", help="AWS region (default: from the environment / profile)")

@@ -22,7 +22,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
-from gtp import versions
+from catalog import versions
 
 DOCKERFILE_NAME = "Dockerfile"
 DOCKERIGNORE_NAME = ".dockerignore"
@@ -185,7 +185,7 @@ def image_tag(context_dir: Path, build_args: Mapping[str, str] | None = None) ->
 
 
 def build_args(vcs_revision: str = "unknown", source_url: str = "unknown") -> dict[str, str]:
-    """The Dockerfile's ARGs, with versions taken from `gtp.versions`.
+    """The Dockerfile's ARGs, with versions taken from `catalog.versions`.
 
     vcs_revision: commit the image is built from (label `org.opencontainers.image.revision`).
     source_url: repository URL (label `org.opencontainers.image.source`).

@@ -1,6 +1,6 @@
 """Reaper: destroy ephemeral stacks whose TTL has passed.
 
-    python -m gtp.reap [--dry-run] [--now 2026-12-02T13:00:00Z] [--backend-url URL] [--cwd DIR]
+    python -m tools.reap [--dry-run] [--now 2026-12-02T13:00:00Z] [--backend-url URL] [--cwd DIR]
 
 Rules (:func:`decide`, pure; each stack gets exactly one decision):
 
@@ -9,7 +9,7 @@ Rules (:func:`decide`, pure; each stack gets exactly one decision):
 - ephemeral without ``ttlHours``/``createdAt``  → ``problem``: never destroyed, fix its config;
 - ephemeral, ``createdAt + ttlHours > now``     → ``keep``;
 - ephemeral, expired, no resources left         → ``keep`` (already destroyed);
-- ephemeral, expired                            → ``destroy`` through :func:`gtp.destroy.destroy_stack`
+- ephemeral, expired                            → ``destroy`` through :func:`tools.destroy.destroy_stack`
   (retries, orphan audit).
 
 A failed destroy is reported and the other stacks are still processed. Exit status: 0 when every destroy
@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import Any, Callable, Iterable, Literal, Mapping, Protocol, Sequence
 
-from gtp.destroy import DestroyOutcome, boto3_audit, destroy_stack, report, subprocess_runner
+from tools.destroy import DestroyOutcome, boto3_audit, destroy_stack, report, subprocess_runner
 
 LIFECYCLE_KEY = "gtp:lifecycle"
 
@@ -207,7 +207,7 @@ def open_workspace(work_dir: str, backend_url: str | None) -> Workspace:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m gtp.reap", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m tools.reap", description=__doc__.splitlines()[0])
     parser.add_argument("--dry-run", action="store_true", help="print the decisions, destroy nothing")
     parser.add_argument("--now", help="evaluate TTLs at this ISO-8601 time instead of the current time")
     parser.add_argument("--backend-url", default=os.environ.get("PULUMI_BACKEND_URL"),

@@ -1,12 +1,12 @@
 """Destroy a stack, retrying only AWS's transient ordering errors, then audit for orphans.
 
-    python -m gtp.destroy STACK [--retries N] [--cwd DIR] [--cluster-name NAME] [--region REGION]
+    python -m tools.destroy STACK [--retries N] [--cwd DIR] [--cluster-name NAME] [--region REGION]
 
 `pulumi destroy` deletes in dependency order, but AWS keeps some deletions pending after the API said yes: a
 subnet or security group stays "in use" until the ENIs that EKS, the VPC CNI or a load balancer created are gone,
 which takes minutes. The next attempt then succeeds. Those errors, and only those, are retried (bounded, with
 backoff); anything else (a protected resource, an access error, a program error) fails at once, since retrying it
-would only hide the cause. Afterwards :mod:`gtp.orphans` lists what still carries the stack's tags.
+would only hide the cause. Afterwards :mod:`tools.orphans` lists what still carries the stack's tags.
 
 Exit status: 0 when the destroy succeeded and nothing is left; 1 otherwise (the reason is printed).
 Needs the ``pulumi`` CLI logged in to the stack's backend (``PULUMI_BACKEND_URL`` or ``pulumi login``) and AWS
@@ -24,7 +24,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable, Mapping, Sequence
 
-from gtp.orphans import Orphan, format_orphans
+from tools.orphans import Orphan, format_orphans
 
 # What AWS says while a deletion waits on something that is itself still being deleted (ENIs draining from a
 # subnet/security group, a load balancer releasing its ENIs). Each pattern is matched against one line.
@@ -171,7 +171,7 @@ def boto3_audit(cluster_name: str | None = None, region: str | None = None) -> A
     def run(stack: str) -> Sequence[Orphan]:
         import boto3
 
-        from gtp.orphans import audit
+        from tools.orphans import audit
 
         return audit(boto3.Session(region_name=region), stack, cluster_name=cluster_name)
 
@@ -179,7 +179,7 @@ def boto3_audit(cluster_name: str | None = None, region: str | None = None) -> A
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m gtp.destroy", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m tools.destroy", description=__doc__.splitlines()[0])
     parser.add_argument("stack")
     parser.add_argument("--retries", type=int, default=DEFAULT_RETRIES,
                         help=f"extra attempts on transient AWS errors (default {DEFAULT_RETRIES})")

@@ -1,6 +1,6 @@
 """Compare benchmark runs written by ``python -m trainer.bench``.
 
-    python -m gtp.bench_report DIR|s3://bucket/prefix [--plot busbw.png]
+    python -m tools.bench_report DIR|s3://bucket/prefix [--plot busbw.png]
 
 Reads every ``*.json`` under DIR (recursively) or under the S3 prefix, one file per run, and prints two tables:
 runs × key metrics, and all-reduce bus bandwidth per message size (one column per run). With ``--plot`` it also
@@ -236,7 +236,7 @@ def write_plot(result: LoadResult, output: Path) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m gtp.bench_report", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m tools.bench_report", description=__doc__.splitlines()[0])
     parser.add_argument("source", help="directory of result JSON files, or s3://bucket/prefix")
     parser.add_argument("--plot", type=Path, help="write busbw vs message size to this PNG (needs matplotlib)")
     args = parser.parse_args(argv)

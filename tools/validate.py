@@ -4,7 +4,7 @@
   Kubernetes version.
 - Custom resources: `kubernetes-validate` passes unknown kinds silently, so each custom resource is checked
   with `jsonschema` against the `openAPIV3Schema` of the upstream CRD of the pinned operator version
-  (`gtp.versions.CRD_SOURCES`). Objects are closed like `kubectl apply --validate=strict`: a field the schema
+  (`catalog.versions.CRD_SOURCES`). Objects are closed like `kubectl apply --validate=strict`: a field the schema
   doesn't declare is an error unless the schema preserves unknown fields.
 
 CRD files come from `$GTP_CRD_DIR`, else the project's `../shared/crds`, else a cache under
@@ -15,8 +15,10 @@ with a note saying so; nothing else is.
 from __future__ import annotations
 
 import copy
+import functools
 import json
 import os
+import re
 import urllib.request
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
@@ -27,9 +29,10 @@ import jsonschema
 import kubernetes_validate
 import yaml
 
-from gtp import versions
-from gtp.plan import COMPUTED, ROOT, SECRET, Plan
+from catalog import versions
+from tools.plan_record import COMPUTED, ROOT, SECRET, Plan
 
+YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 CACHE_DIR = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "gtp" / "crds"
 
 
@@ -37,6 +40,14 @@ CACHE_DIR = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "gt
 class Report:
     errors: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    checked: dict[str, int] = field(default_factory=dict)
+    """What was checked, by validator (e.g. `kubernetes-validate` → objects), for the progress line."""
+
+    def count(self, validator: str, amount: int = 1) -> None:
+        self.checked[validator] = self.checked.get(validator, 0) + amount
+
+    def summary(self) -> str:
+        return ", ".join(f"{validator} {amount}" for validator, amount in self.checked.items()) or "nothing"
 
 
 def crd_dir(download: bool = True) -> tuple[Path | None, str]:
@@ -62,10 +73,17 @@ def crd_dir(download: bool = True) -> tuple[Path | None, str]:
 
 
 def load_crd_schemas(directory: Path) -> dict[tuple[str, str], dict[str, Any]]:
-    """(apiVersion, kind) → closed JSON schema, for every CRD file of the pinned operators."""
+    """(apiVersion, kind) → closed JSON schema, for every CRD file of the pinned operators. Parsed once per
+    process (`make plan-all` validates every stack against the same schemas); treat the result as read-only."""
+    return _crd_schemas(str(directory))
+
+
+@functools.cache
+def _crd_schemas(directory: str) -> dict[tuple[str, str], dict[str, Any]]:
     schemas: dict[tuple[str, str], dict[str, Any]] = {}
     for name in versions.CRD_SOURCES:
-        crd = yaml.safe_load((directory / name).read_text())
+        # libyaml's parser: the CRDs are large, and the pure-Python one takes seconds.
+        crd = yaml.load((Path(directory) / name).read_text(), Loader=YAML_LOADER)
         group, kind = crd["spec"]["group"], crd["spec"]["names"]["kind"]
         for version in crd["spec"]["versions"]:
             schema = version["schema"]["openAPIV3Schema"]
@@ -124,10 +142,41 @@ def validate_custom(obj: Mapping[str, Any], schema: Mapping[str, Any]) -> Iterat
 
 
 def validate_builtin(obj: Mapping[str, Any], kubernetes_version: str) -> Iterator[str]:
-    try:
-        kubernetes_validate.validate(_unmask(dict(obj)), kubernetes_version, strict=True)
-    except kubernetes_validate.ValidationError as error:  # a jsonschema.ValidationError with the version added
+    """kubernetes-validate's strict check of a built-in kind (raises `SchemaNotFoundError` for a kind the version
+    lacks). Same schemas and version choice as `kubernetes_validate.validate`, with each schema and its
+    definitions loaded once per process instead of once per object."""
+    validator = builtin_validator(kubernetes_version, str(obj["apiVersion"]), str(obj["kind"]))
+    error = next(iter(validator.iter_errors(_unmask(dict(obj)))), None)  # the first, as `Validator.validate`
+    if error is not None:
         yield f"{_describe(obj)}: {_path(error)}: {error.message}"
+
+
+@functools.cache
+def builtin_validator(kubernetes_version: str, api_version: str, kind: str) -> jsonschema.protocols.Validator:
+    from kubernetes_validate import utils
+    from referencing import Registry, Resource
+
+    wanted = utils.major_minor(kubernetes_version)
+    if wanted > utils.latest_version():
+        raise utils.VersionNotSupportedError(version=wanted)
+    version = [v for v in utils.all_versions() if utils.major_minor(v) <= wanted][-1]
+    schema_dir = f"kubernetes-json-schema/v{version}-local-strict"
+    group_version = re.sub(r"^([^./]*)(?:\.[^/]*)?/", r"\1-", api_version)
+    try:
+        schema = utils.schema_contents(f"{schema_dir}/{kind.lower()}-{group_version}.json", kubernetes_version)
+    except FileNotFoundError:
+        raise kubernetes_validate.SchemaNotFoundError(version=wanted, kind=kind, api_version=api_version) from None
+    definitions = _definitions(schema_dir, kubernetes_version)
+    registry = Resource.from_contents(schema) @ (definitions @ Registry())
+    return jsonschema.validators.Draft202012Validator(schema, registry=registry)
+
+
+@functools.cache
+def _definitions(schema_dir: str, kubernetes_version: str) -> Any:
+    from kubernetes_validate import utils
+    from referencing import Resource
+
+    return Resource.from_contents(utils.schema_contents(f"{schema_dir}/_definitions.json", kubernetes_version))
 
 
 def validate_objects(objects: list[dict[str, Any]], kubernetes_version: str, report: Report) -> None:
@@ -139,11 +188,13 @@ def validate_objects(objects: list[dict[str, Any]], kubernetes_version: str, rep
         key = (obj["apiVersion"], obj["kind"])
         if "." in obj["apiVersion"].split("/")[0] and not obj["apiVersion"].endswith(".k8s.io/v1"):
             if key in schemas:
+                report.count("CRD schemas")
                 report.errors.extend(validate_custom(obj, schemas[key]))
             elif directory is not None:
                 report.errors.append(f"{_describe(obj)}: no pinned CRD schema for {obj['apiVersion']} {obj['kind']}")
             continue
         try:
+            report.count(f"kubernetes-validate {kubernetes_version}")
             report.errors.extend(validate_builtin(obj, kubernetes_version))
         except kubernetes_validate.SchemaNotFoundError:
             report.errors.append(f"{_describe(obj)}: {obj['apiVersion']} {obj['kind']} does not exist in "
@@ -168,6 +219,7 @@ def run_policy_pack(plan: Plan, report: Report) -> None:
     from policy.gtp_policy import run_policies
 
     resources = [resource.as_json() for resource in plan.resources]
+    report.count("policy pack (resources)", len(resources))
     for violation in run_policies(resources, policy_facts(plan)):
         line = f"policy {violation.policy_name}: {violation.message}"
         if violation.enforcement == "mandatory":

@@ -4,7 +4,8 @@
    schemas on custom resources, and the policy pack on every resource).
 2. Checkov on each stack's manifests, with every PyTorchJob / ElasticJob / ScaledJob replica template
    re-emitted as a `PodTemplate` (Checkov silently skips custom kinds), and on the Dockerfile.
-3. hadolint on the Dockerfile; yamllint on stack files, Pulumi.yaml and workflows; zizmor and actionlint on
+3. import-linter's layer contracts (`.importlinter`, ARCHITECTURE.md);
+4. hadolint on the Dockerfile; yamllint on stack files, Pulumi.yaml and workflows; zizmor and actionlint on
    the workflows.
 
 Every suppression lives in the repo with a one-line reason: `.checkov.yaml`, `.yamllint.yaml`, and inline
@@ -17,19 +18,21 @@ import argparse
 import os
 import subprocess
 import sys
+from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 import yaml
 
-from gtp.plan import COMPUTED, ROOT, known_stacks
+import workload_kinds
+from tools.plan import known_stacks
+from tools.plan_record import COMPUTED, ROOT
 
 BIN = Path(sys.executable).parent
 
 
 def checkov_manifests(stack_dir: Path) -> list[dict]:
     """The stack's manifests plus a PodTemplate per replica template of each training custom resource."""
-    from components.training_job import pod_templates_for_checkov
-
     documents = [d for d in yaml.safe_load_all((stack_dir / "manifests.yaml").read_text()) if d]
     for document in documents:
         _pin_computed_images(document)
@@ -37,6 +40,28 @@ def checkov_manifests(stack_dir: Path) -> list[dict]:
         # create-before-delete); Checkov 3.3 crashes on an object without a name.
         document.setdefault("metadata", {}).setdefault("name", f"{document['kind'].lower()}-autonamed")
     return documents + pod_templates_for_checkov(documents)
+
+
+def pod_templates_for_checkov(objects: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Each replica template of every workload kind's custom resource (PyTorchJob, ElasticJob, ScaledJob...) as a
+    `PodTemplate` document: Checkov skips custom kinds, but scans PodTemplates with its pod policies."""
+    documents = []
+    for obj in objects:
+        kind = workload_kinds.kind_of_resource(obj)
+        if kind is None:
+            continue
+        metadata = obj.get("metadata") or {}
+        for role, template in sorted(kind.pod_templates(obj).items()):
+            if not isinstance(template, Mapping):
+                continue
+            documents.append({
+                "apiVersion": "v1", "kind": "PodTemplate",
+                "metadata": {"name": f"{metadata.get('name')}-{str(role).lower()}",
+                             "namespace": metadata.get("namespace"),
+                             "annotations": {"gtp.dev/source": f"{obj['kind']}/{metadata.get('name')}"}},
+                "template": template,
+            })
+    return documents
 
 
 # What a "<computed>" image becomes for Checkov. The real value is the pushed image's `repository@sha256:`
@@ -68,7 +93,7 @@ def run(name: str, command: list[str]) -> bool:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m gtp.check", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m tools.check", description=__doc__.split("\n\n")[0])
     parser.add_argument("--checkov", default=str(ROOT / ".venv-checkov" / "bin" / "checkov"))
     parser.add_argument("--stacks", nargs="*", default=None, help="default: every stack file")
     args = parser.parse_args(argv)
@@ -76,8 +101,11 @@ def main(argv: list[str] | None = None) -> int:
     results: dict[str, bool] = {}
     check_dir = ROOT / "build" / "check"
     check_dir.mkdir(parents=True, exist_ok=True)
+    # Every stack in one process (`python -m tools.plan --stack a --stack b ...`): imports and schemas load once.
+    names = " ".join(stacks)
+    results[f"plan {names}"] = run(f"plan {names}", [sys.executable, "-m", "tools.plan", "--quiet",
+                                                     *(arg for stack in stacks for arg in ("--stack", stack))])
     for stack in stacks:
-        results[f"plan {stack}"] = run(f"plan {stack}", [sys.executable, "-m", "gtp.plan", "--stack", stack, "--quiet"])
         if (ROOT / "build" / "plan" / stack / "manifests.yaml").exists():
             documents = checkov_manifests(ROOT / "build" / "plan" / stack)
             (check_dir / f"{stack}.yaml").write_text(yaml.safe_dump_all(documents, sort_keys=False))
@@ -86,6 +114,7 @@ def main(argv: list[str] | None = None) -> int:
                                                              "--directory", str(check_dir), *checkov_env])
     results["checkov Dockerfile"] = run("checkov Dockerfile", [args.checkov, "--framework", "dockerfile", "--file",
                                                                "images/trainer/Dockerfile", *checkov_env])
+    results["import contracts"] = run("import contracts", [str(BIN / "lint-imports"), "--no-cache"])
     results["hadolint"] = run("hadolint", [str(BIN / "hadolint"), "images/trainer/Dockerfile"])
     results["yamllint"] = run("yamllint", [str(BIN / "yamllint"), "--strict", "-c", ".yamllint.yaml", "stacks",
                                            "Pulumi.yaml", ".github/workflows", "policy/PulumiPolicy.yaml"])

@@ -1,0 +1,73 @@
+"""The protocol every cluster target implements, and the `Cluster` it hands to the later stages."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+import pulumi
+import pulumi_aws as aws
+import pulumi_kubernetes as k8s
+
+from components.training_identity import TrainingIdentity
+from stack_config import Problem, StackConfig
+
+
+@dataclass
+class AwsNetwork:
+    """What an AWS-hosted cluster offers to things created next to it (file systems, queues)."""
+
+    cluster_name: pulumi.Output[str]
+    """The EKS cluster's name output (depending on it orders creation after the cluster)."""
+    vpc_id: pulumi.Output[str]
+    private_subnet_ids: pulumi.Output[list[str]]
+    num_private_subnets: int
+    cluster_security_group_id: pulumi.Output[str]
+    system_node_group: aws.eks.NodeGroup
+    """Add-ons that run pods (CSI drivers) wait for it."""
+    training_identity: TrainingIdentity
+    """The artifacts bucket and the training pods' Pod Identity role."""
+
+
+@dataclass
+class Cluster:
+    """A provisioned (or adopted) cluster, as the image, GPU and workload stages see it."""
+
+    target: ClusterTarget
+    provider: k8s.Provider
+    """The Kubernetes provider of every in-cluster resource."""
+    aws_opts: pulumi.ResourceOptions
+    """Options carrying the stack's AWS provider (empty when the stack creates nothing in AWS)."""
+    system_node_selector: dict[str, str] | None = None
+    """Labels of the nodes controllers and operators run on; None when the cluster has no such group."""
+    aws: AwsNetwork | None = None
+    """Set for a cluster in AWS."""
+    exports: dict[str, Any] = field(default_factory=dict)
+    """Stack outputs about the cluster (name, endpoint, kubeconfig...)."""
+
+
+class ClusterTarget(ABC):
+    """Where the stack's Kubernetes cluster comes from (`cluster.mode`)."""
+
+    mode: ClassVar[str]
+    """The value of `cluster.mode` that selects this target."""
+    provisions_in_aws: ClassVar[bool] = False
+    """Whether the target creates AWS resources (then the stack has an AWS provider)."""
+
+    def check(self, config: StackConfig) -> Iterator[Problem]:
+        """Config problems specific to this target (run with every other rule, before anything is registered)."""
+        return iter(())
+
+    @abstractmethod
+    def provision(self, config: StackConfig, aws_opts: pulumi.ResourceOptions) -> Cluster:
+        """Register the cluster (or what adopting one needs) and return it."""
+
+    @abstractmethod
+    def node_selector(self, config: StackConfig, group: str) -> dict[str, str]:
+        """Labels that select the nodes of GPU node group `group`."""
+
+    @abstractmethod
+    def tolerations(self, config: StackConfig, group: str) -> list[dict[str, str]]:
+        """Tolerations a pod needs to run on the nodes of `group`."""

@@ -1,0 +1,229 @@
+"""`eks`: a new EKS cluster in a VPC of its own (or an adopted one), with GPU node groups and the autoscaler.
+
+Network → EksCluster (control plane, KMS, logs, access entries, add-ons, system node group) → one GpuNodeGroup per
+`gpuNodeGroups` entry → ClusterAccess (the Kubernetes provider, after the cluster, its node groups and the
+deployer's access entry) → ClusterAutoscaler and TrainingIdentity.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from collections.abc import Iterator
+from typing import ClassVar
+
+import pulumi
+
+from catalog.gpu_instances import AMI_TYPE_ARCHITECTURE, GPU_INSTANCE_TYPES, bottlerocket
+from cluster_targets.base import AwsNetwork, Cluster, ClusterTarget
+from components.cluster_access import ClusterAccess, ClusterAccessArgs
+from components.cluster_autoscaler import ClusterAutoscaler, ClusterAutoscalerArgs
+from components.eks_cluster import EksCluster, EksClusterArgs
+from components.gpu_node_group import GpuNodeGroup, GpuNodeGroupArgs
+from components.network import Network, NetworkArgs
+from components.training_identity import TrainingIdentity, TrainingIdentityArgs
+from conventions.names import (
+    DEVICE_PLUGIN_CONFIG_LABEL,
+    GPU_TAINT_KEY,
+    NODE_GROUP_LABEL,
+    SYSTEM_ROLE_LABEL,
+    TRAINING_SERVICE_ACCOUNT,
+    config_name,
+    training_namespace,
+)
+from stack_config import Problem, StackConfig, ami_type, placement_group_enabled
+from stack_config.rules import check_sizes
+from stack_config.schema import GpuNodeGroupConfig
+
+CLOUDWATCH_RETENTION_DAYS = (1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 731, 1096, 1827, 2192, 2557,
+                             2922, 3288, 3653)
+GPU_TAINT = (GPU_TAINT_KEY, "true", "NO_SCHEDULE")
+TAINT_EFFECTS = {"NO_SCHEDULE": "NoSchedule", "NO_EXECUTE": "NoExecute", "PREFER_NO_SCHEDULE": "PreferNoSchedule"}
+
+
+def node_labels(config: StackConfig, group: str) -> dict[str, str]:
+    """Labels of an EKS GPU group's nodes: its name (for affinity), the device-plugin sharing config it uses,
+    and the user's labels."""
+    sharing = config.sharing_for(group)
+    return dict(sorted({
+        **config.gpu_node_groups[group].labels,
+        NODE_GROUP_LABEL: group,
+        DEVICE_PLUGIN_CONFIG_LABEL: config_name(sharing.mode, sharing.replicas),
+    }.items()))
+
+
+def node_taints(config: StackConfig, group: str) -> dict[str, tuple[str, str]]:
+    """Taint key -> (value, EKS effect). Default: `nvidia.com/gpu=true:NoSchedule` when `cluster.gpuNodeTaint`."""
+    taints = config.gpu_node_groups[group].taints
+    if taints is None:
+        return {GPU_TAINT[0]: (GPU_TAINT[1], GPU_TAINT[2])} if config.cluster.gpu_node_taint else {}
+    return {key: (taint.value, taint.effect) for key, taint in sorted(taints.items())}
+
+
+class EksTarget(ClusterTarget):
+    mode: ClassVar[str] = "eks"
+    provisions_in_aws: ClassVar[bool] = True
+
+    def node_selector(self, config: StackConfig, group: str) -> dict[str, str]:
+        return {NODE_GROUP_LABEL: group}
+
+    def tolerations(self, config: StackConfig, group: str) -> list[dict[str, str]]:
+        return [{"key": key, "operator": "Equal", "value": value, "effect": TAINT_EFFECTS[effect]}
+                for key, (value, effect) in node_taints(config, group).items()]
+
+    def check(self, config: StackConfig) -> Iterator[Problem]:
+        cluster = config.cluster
+        if cluster.endpoint_public_access and not cluster.public_access_cidrs:
+            yield Problem("cluster.publicAccessCidrs", "is empty, but endpointPublicAccess is true: list the CIDRs "
+                                                       "allowed to reach the API (never 0.0.0.0/0)")
+        if cluster.public_access_cidrs and not cluster.endpoint_public_access:
+            yield Problem("cluster.publicAccessCidrs", "is set, but endpointPublicAccess is false: remove it or "
+                                                       "enable the public endpoint")
+        for index, cidr in enumerate(cluster.public_access_cidrs):
+            path = f"cluster.publicAccessCidrs[{index}]"
+            try:
+                network = ipaddress.ip_network(cidr, strict=True)
+            except ValueError:
+                yield Problem(path, f"{cidr!r} is not a CIDR like '203.0.113.0/24'")
+                continue
+            if network.prefixlen == 0:
+                yield Problem(path, f"{cidr!r} opens the API server to the whole internet; list specific CIDRs")
+        if cluster.log_retention_days not in CLOUDWATCH_RETENTION_DAYS:
+            yield Problem("cluster.logRetentionDays", f"{cluster.log_retention_days} is not a CloudWatch retention; "
+                                                      f"allowed: {', '.join(map(str, CLOUDWATCH_RETENTION_DAYS))}")
+        sng = cluster.system_node_group
+        yield from check_sizes("cluster.systemNodeGroup", sng.min_size, sng.desired_size, sng.max_size)
+        if cluster.context is not None:
+            yield Problem("cluster.context", "is only used with mode 'existing'")
+        for name, group in config.gpu_node_groups.items():
+            yield from check_gpu_node_group(f"gpuNodeGroups.{name}", group)
+            if group.instance_types and group.instance_types[0] in GPU_INSTANCE_TYPES:
+                sharing = config.sharing_for(name)
+                if bottlerocket(ami_type(group)) and sharing.mode != "none":
+                    yield Problem(f"gpuNodeGroups.{name}.amiType", f"{ami_type(group)!r} runs its own device plugin, "
+                                  f"so sharing {sharing.mode!r} can't be configured here; use an AL2023 NVIDIA AMI or "
+                                  "configure sharing through Bottlerocket settings and set sharing none")
+
+    def provision(self, config: StackConfig, aws_opts: pulumi.ResourceOptions) -> Cluster:
+        lifecycle = config.lifecycle
+        network = Network("network", NetworkArgs(
+            cluster_name=config.cluster_name,
+            vpc_cidr=config.network.vpc_cidr,
+            num_availability_zones=config.network.num_availability_zones,
+            single_nat_gateway=config.network.nat_gateways == "single",
+            existing_vpc_id=config.network.existing_vpc_id,
+            existing_private_subnet_ids=list(config.network.existing_private_subnet_ids),
+            existing_public_subnet_ids=list(config.network.existing_public_subnet_ids),
+        ), opts=aws_opts)
+        system = config.cluster.system_node_group
+        eks = EksCluster("eks", EksClusterArgs(
+            cluster_name=config.cluster_name,
+            kubernetes_version=config.kubernetes_version,
+            region=config.region,
+            private_subnet_ids=network.private_subnet_ids,
+            endpoint_public_access=config.cluster.endpoint_public_access,
+            public_access_cidrs=list(config.cluster.public_access_cidrs),
+            deployer_role_arn=config.cluster.deployer_role_arn,
+            admin_role_arns=list(config.cluster.admin_role_arns),
+            log_retention_days=config.cluster.log_retention_days,
+            kms_deletion_window_days=lifecycle.kms_deletion_window,
+            system_instance_types=list(system.instance_types),
+            system_min_size=system.min_size,
+            system_desired_size=system.desired,
+            system_max_size=system.max_size,
+            system_disk_size_gib=system.disk_size_gib,
+            protect=lifecycle.protect,
+            resource_tags=config.resource_tags(),
+        ), opts=aws_opts)
+        node_groups = []
+        for group_name, group in config.gpu_node_groups.items():
+            facts = config.node_facts(group_name)
+            node_groups.append(GpuNodeGroup(group_name, GpuNodeGroupArgs(
+                cluster_name=eks.cluster.name,
+                cluster_name_plain=config.cluster_name,
+                node_role_arn=eks.node_role.arn,
+                subnet_ids=network.private_subnet_ids,
+                security_group_id=eks.security_group_id,
+                instance_types=list(group.instance_types),
+                capacity_type=group.capacity_type,
+                ami_type=ami_type(group),
+                min_size=group.min_size,
+                desired_size=group.min_size if group.desired_size is None else group.desired_size,
+                max_size=group.max_size,
+                disk_size_gib=group.disk_size_gib,
+                num_gpus=facts.num_gpus,
+                labels=node_labels(config, group_name),
+                taints=node_taints(config, group_name),
+                num_efa_interfaces=facts.num_efa_interfaces,
+                placement_group=placement_group_enabled(group),
+                capacity_reservation_id=group.capacity_reservation_id,
+                resource_tags=config.resource_tags(),
+                depends_on=[eks.system_node_group],
+            ), opts=aws_opts))
+        access = ClusterAccess("cluster", ClusterAccessArgs(
+            kubeconfig=eks.kubeconfig,
+            depends_on=[eks.cluster, eks.system_node_group, eks.deployer_access, *eks.addons_after_nodes,
+                        *[group.node_group for group in node_groups]],
+        ))
+        ClusterAutoscaler("autoscaler", ClusterAutoscalerArgs(
+            cluster_name=eks.cluster.name, cluster_name_plain=config.cluster_name, region=config.region,
+            provider=access.provider,
+        ), opts=aws_opts)
+        identity = TrainingIdentity("training", TrainingIdentityArgs(
+            cluster_name=eks.cluster.name, stack=config.stack, namespace=training_namespace(config.stack),
+            service_account=TRAINING_SERVICE_ACCOUNT, force_destroy=lifecycle.ephemeral, protect=lifecycle.protect,
+        ), opts=aws_opts)
+        return Cluster(
+            target=self, provider=access.provider, aws_opts=aws_opts,
+            system_node_selector={SYSTEM_ROLE_LABEL: "system"},
+            aws=AwsNetwork(
+                cluster_name=eks.cluster.name, vpc_id=network.vpc_id, private_subnet_ids=network.private_subnet_ids,
+                num_private_subnets=(len(config.network.existing_private_subnet_ids)
+                                     or config.network.num_availability_zones),
+                cluster_security_group_id=eks.security_group_id, system_node_group=eks.system_node_group,
+                training_identity=identity),
+            exports={
+                "clusterName": eks.cluster.name,
+                "endpoint": eks.cluster.endpoint,
+                "oidcIssuer": eks.cluster.identities.apply(lambda ids: ids[0].oidcs[0].issuer),
+                "kubeconfig": eks.kubeconfig,
+                "artifactsBucket": identity.bucket.bucket,
+            },
+        )
+
+
+def check_gpu_node_group(path: str, group: GpuNodeGroupConfig) -> Iterator[Problem]:
+    if not group.instance_types:
+        yield Problem(f"{path}.instanceTypes", "is required in EKS mode: list GPU instance types")
+        return
+    known = []
+    for index, instance_type in enumerate(group.instance_types):
+        facts = GPU_INSTANCE_TYPES.get(instance_type)
+        if facts is None:
+            yield Problem(f"{path}.instanceTypes[{index}]", f"{instance_type!r} is not a supported GPU instance "
+                          f"type; allowed: {', '.join(GPU_INSTANCE_TYPES)}")
+        else:
+            known.append(facts)
+    if not known:
+        return
+    architectures = {facts.architecture for facts in known}
+    if len(architectures) > 1:
+        yield Problem(f"{path}.instanceTypes", f"{list(group.instance_types)} mixes architectures "
+                                               f"{sorted(architectures)}; one node group has one AMI")
+    if group.ami_type is not None and AMI_TYPE_ARCHITECTURE[group.ami_type] not in architectures:
+        yield Problem(f"{path}.amiType", f"{group.ami_type!r} is for {AMI_TYPE_ARCHITECTURE[group.ami_type]}, but "
+                                         f"the instance types are {'/'.join(sorted(architectures))}")
+    if group.efa and any(facts.num_efa_interfaces == 0 for facts in known):
+        without = [facts.name for facts in known if facts.num_efa_interfaces == 0]
+        yield Problem(f"{path}.efa", f"true, but {', '.join(without)} has no EFA support")
+    if group.capacity_type == "SPOT" and group.capacity_reservation_id:
+        yield Problem(f"{path}.capacityReservationId", "a SPOT group can't target a capacity reservation; use "
+                                                       "ON_DEMAND or CAPACITY_BLOCK")
+    if group.capacity_type == "CAPACITY_BLOCK" and not group.capacity_reservation_id:
+        yield Problem(f"{path}.capacityReservationId", "is required for capacityType CAPACITY_BLOCK")
+    if group.capacity_reservation_id and not re.match(r"^cr-[0-9a-f]{8,17}$", group.capacity_reservation_id):
+        yield Problem(f"{path}.capacityReservationId", f"{group.capacity_reservation_id!r} is not a reservation "
+                                                       "id like 'cr-0123456789abcdef0'")
+    if group.placement_group and group.capacity_reservation_id:
+        yield Problem(f"{path}.placementGroup", "true, but a capacity reservation is targeted: a placement group "
+                                                "can shrink the usable reservation, so it is never forced there")

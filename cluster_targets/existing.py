@@ -1,0 +1,61 @@
+"""`existing`: adopt a cluster someone else runs (an edge site's k3s), reached by a kubeconfig secret or a context.
+
+Nothing is provisioned for the cluster; what can't be discovered offline about its GPU nodes (GPUs per node, GPU
+model, architecture, the labels that select them) comes from config.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import ClassVar
+
+import pulumi
+
+from cluster_targets.base import Cluster, ClusterTarget
+from components.cluster_access import ClusterAccess, ClusterAccessArgs
+from conventions.names import GPU_TAINT_KEY, NODE_GROUP_LABEL
+from stack_config import Problem, StackConfig
+from stack_config.rules import snake
+
+
+class ExistingTarget(ClusterTarget):
+    mode: ClassVar[str] = "existing"
+
+    def node_selector(self, config: StackConfig, group: str) -> dict[str, str]:
+        return dict(config.gpu_node_groups[group].node_selector) or {NODE_GROUP_LABEL: group}
+
+    def tolerations(self, config: StackConfig, group: str) -> list[dict[str, str]]:
+        # The GPU taint, if the site's nodes carry it (whatever its value).
+        return [{"key": GPU_TAINT_KEY, "operator": "Exists", "effect": "NoSchedule"}]
+
+    def check(self, config: StackConfig) -> Iterator[Problem]:
+        cluster = config.cluster
+        if cluster.endpoint_public_access or cluster.public_access_cidrs:
+            yield Problem("cluster.endpointPublicAccess", "only applies to mode 'eks'; an existing cluster's "
+                                                          "endpoint is not managed here")
+        if config.kubeconfig is None and cluster.context is None:
+            yield Problem("kubeconfig", "mode 'existing' needs the cluster's kubeconfig: run `pulumi config set "
+                                        "--secret kubeconfig \"$(cat kubeconfig.yaml)\"` (or set cluster.context)")
+        if config.kubeconfig is not None and cluster.context is not None:
+            yield Problem("cluster.context", "set either the kubeconfig secret or cluster.context, not both")
+        for name, group in config.gpu_node_groups.items():
+            path = f"gpuNodeGroups.{name}"
+            for key, value in (("gpusPerNode", group.gpus_per_node), ("gpuModel", group.gpu_model),
+                               ("architecture", group.architecture)):
+                if value is None:
+                    yield Problem(f"{path}.{key}", "is required for an existing cluster (it can't be discovered "
+                                                   "offline)")
+            for key in ("instanceTypes", "amiType", "capacityReservationId"):
+                if getattr(group, snake(key)):
+                    yield Problem(f"{path}.{key}", "only applies to EKS node groups, not an existing cluster")
+        if config.storage.kind in ("efs", "fsx-lustre"):
+            yield Problem("storage.kind", f"{config.storage.kind!r} is created in AWS next to an EKS cluster; an "
+                                          "existing cluster uses kind 'existing' with its StorageClass")
+
+    def provision(self, config: StackConfig, aws_opts: pulumi.ResourceOptions) -> Cluster:
+        access = ClusterAccess("cluster", ClusterAccessArgs(
+            kubeconfig=pulumi.Output.secret(config.kubeconfig.get_secret_value()) if config.kubeconfig else None,
+            context=config.cluster.context,
+        ))
+        return Cluster(target=self, provider=access.provider, aws_opts=aws_opts,
+                       exports={"clusterName": config.cluster_name})

@@ -1,0 +1,43 @@
+"""Names that several parts of the platform agree on: label keys, resource names, namespaces, in-cluster addresses.
+
+Node groups label their nodes and the device plugin reads those labels; one component serves an address that
+another consumes. Each name is defined once here.
+"""
+
+from __future__ import annotations
+
+# --- node labels, taints and extended resources ---------------------------------------------------------------
+DEVICE_PLUGIN_CONFIG_LABEL = "nvidia.com/device-plugin.config"
+NODE_GROUP_LABEL = "gtp.dev/node-group"
+SYSTEM_ROLE_LABEL = "gtp.dev/role"
+"""Label of the CPU system node group's nodes (value `system`): where controllers and operators run."""
+GPU_TAINT_KEY = "nvidia.com/gpu"
+WHOLE_GPU_RESOURCE = "nvidia.com/gpu"
+SHARED_GPU_RESOURCE = "nvidia.com/gpu.shared"
+EFA_RESOURCE = "vpc.amazonaws.com/efa"
+
+
+def config_name(mode: str, replicas: int) -> str:
+    """Name of a device-plugin sharing config, e.g. `none`, `mps-4`, `time-slicing-2`."""
+    return "none" if mode == "none" else f"{mode}-{replicas}"
+
+
+# --- namespaces and in-cluster addresses ----------------------------------------------------------------------
+METRICS_NAMESPACE = "gpu-metrics"
+PROMETHEUS_RELEASE = "prometheus"
+# The prometheus chart names its server Service "<release>-server" and serves on port 80.
+PROMETHEUS_URL = f"http://{PROMETHEUS_RELEASE}-server.{METRICS_NAMESPACE}.svc.cluster.local:80"
+DEVICE_PLUGIN_NAMESPACE = "nvidia-device-plugin"
+
+# --- training ----------------------------------------------------------------------------------------------------
+TRAINING_SERVICE_ACCOUNT = "trainer"
+
+
+def training_namespace(stack: str) -> str:
+    """The per-stack training namespace."""
+    return f"training-{stack}"
+
+
+def training_priority_class(stack: str) -> str:
+    """The cluster-scoped PriorityClass of a stack's training pods."""
+    return f"gtp-training-{stack}"

@@ -1,0 +1,202 @@
+"""From the `gtp:` namespace of a stack to one frozen `StackConfig`, or one `ConfigError` listing every problem."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from typing import Any
+
+import pulumi
+from pydantic import BaseModel, SecretStr, ValidationError
+
+from stack_config.problems import ConfigError, Problem, did_you_mean
+from stack_config.rules import Rule, check_rules
+from stack_config.rules import snake as _snake
+from stack_config.schema import (
+    AutoscalingConfig,
+    ClusterConfig,
+    GpuConfig,
+    GpuNodeGroupConfig,
+    ImageConfig,
+    LifecycleConfig,
+    NetworkConfig,
+    StackConfig,
+    StorageConfig,
+    WorkloadConfig,
+    _Section,
+)
+
+NAMESPACE = "gtp"
+
+# ---------------------------------------------------------------------------------------------------------
+# Parsing
+# ---------------------------------------------------------------------------------------------------------
+
+SCALAR_DEFAULTS: dict[str, str] = {"namePrefix": "gtp", "region": "us-west-2", "kubernetesVersion": "1.34"}
+"""Scalar keys and their defaults; Pulumi.yaml's config schema declares the same (a test keeps them equal)."""
+
+SECTIONS: dict[str, type[_Section]] = {
+    "cluster": ClusterConfig,
+    "network": NetworkConfig,
+    "gpu": GpuConfig,
+    "image": ImageConfig,
+    "workload": WorkloadConfig,
+    "autoscaling": AutoscalingConfig,
+    "storage": StorageConfig,
+    "lifecycle": LifecycleConfig,
+}
+MAP_SECTIONS: dict[str, type[_Section]] = {"gpuNodeGroups": GpuNodeGroupConfig}
+STRING_MAP_SECTIONS = ("tags",)
+SECRET_KEYS = ("kubeconfig", "registryPassword")
+KNOWN_KEYS = (*SCALAR_DEFAULTS, *SECTIONS, *MAP_SECTIONS, *STRING_MAP_SECTIONS, *SECRET_KEYS)
+
+
+def parse_stack_config(
+    raw: Mapping[str, Any], *, project: str, stack: str, secret_keys: Iterable[str] = (),
+    choices: Mapping[str, Sequence[str]] | None = None, rules: Iterable[Rule] = (),
+) -> StackConfig:
+    """Parse the `gtp:` namespace of a stack (keys without the namespace) into a `StackConfig`.
+
+    Values may be decoded objects or JSON strings (the Pulumi runtime hands structured config over as
+    JSON). `choices` ("section.field" → allowed values) and `rules` come from the registries above this
+    package (cluster targets, workload kinds; see `stages/config.py`). Raises `ConfigError` listing every
+    problem.
+    """
+    problems: list[Problem] = []
+    secret_keys = set(secret_keys)
+    for key in raw:
+        if key not in KNOWN_KEYS:
+            problems.append(Problem(key, f"unknown key{did_you_mean(key, KNOWN_KEYS)}; allowed: "
+                                         f"{', '.join(sorted(KNOWN_KEYS))}"))
+
+    scalars = {key: str(raw.get(key, default)) for key, default in SCALAR_DEFAULTS.items()}
+    parsed: dict[str, Any] = {}
+    for key, model in SECTIONS.items():
+        value = _decode(raw.get(key, {}), key, problems)
+        if value is not None:
+            parsed[key] = _validate(model, value, key, problems)
+    for key, model in MAP_SECTIONS.items():
+        value = _decode(raw.get(key, {}), key, problems)
+        if isinstance(value, dict):
+            parsed[key] = {name: _validate(model, entry, f"{key}.{name}", problems) for name, entry in value.items()}
+        elif value is not None:
+            problems.append(Problem(key, f"{value!r} is not a map of name to object"))
+    for key in STRING_MAP_SECTIONS:
+        value = _decode(raw.get(key, {}), key, problems)
+        if isinstance(value, dict) and all(isinstance(v, str) for v in value.values()):
+            parsed[key] = dict(value)
+        elif value is not None:
+            problems.append(Problem(key, f"{value!r} is not a map of string to string"))
+    secrets: dict[str, SecretStr | None] = {}
+    for key in SECRET_KEYS:
+        value = raw.get(key)
+        if value is not None and key not in secret_keys:
+            problems.append(Problem(key, f"must be a Pulumi secret, not plain config: run "
+                                         f"`pulumi config set --secret {key} ...`"))
+        secrets[key] = SecretStr(str(value)) if value is not None else None
+
+    for key, value in parsed.items():
+        if isinstance(value, dict) and key in MAP_SECTIONS:
+            for name, entry in value.items():
+                if entry is not None:
+                    problems.extend(_unknown_keys(entry, f"{key}.{name}"))
+        elif isinstance(value, BaseModel):
+            problems.extend(_unknown_keys(value, key))
+
+    for dotted, allowed in (choices or {}).items():
+        section, field = dotted.split(".", 1)
+        model = parsed.get(section)
+        value = getattr(model, _snake(field)) if isinstance(model, BaseModel) else None
+        if value is not None and value not in allowed:
+            problems.append(Problem(dotted, f"{value!r} is not allowed{did_you_mean(str(value), allowed)}; allowed: "
+                                            f"{', '.join(allowed)}"))
+            parsed[section] = None
+
+    # Sections that failed to parse are replaced by their defaults so the other sections' rules still run;
+    # a rule runs only when every section it reads parsed, so a default never causes a spurious problem.
+    failed = {key for key, value in parsed.items() if value is None}
+    groups = parsed.get("gpuNodeGroups") or {}
+    if any(entry is None for entry in groups.values()):
+        failed.add("gpuNodeGroups")
+    failed.update(key for key in (*SECTIONS, *MAP_SECTIONS, *STRING_MAP_SECTIONS) if key not in parsed)
+    defaults: dict[str, Any] = {key: model() for key, model in SECTIONS.items()}
+    sections = {**defaults, **{key: value for key, value in parsed.items() if value is not None}}
+    config = StackConfig(
+        project=project, stack=stack, name_prefix=scalars["namePrefix"], region=scalars["region"],
+        kubernetes_version=scalars["kubernetesVersion"], cluster=sections["cluster"], network=sections["network"],
+        gpu_node_groups={name: entry for name, entry in groups.items() if entry is not None}, gpu=sections["gpu"],
+        image=sections["image"], workload=sections["workload"], autoscaling=sections["autoscaling"],
+        storage=sections["storage"], lifecycle=sections["lifecycle"], tags=sections.get("tags") or {},
+        kubeconfig=secrets["kubeconfig"], registry_password=secrets["registryPassword"],
+    )
+    problems.extend(check_rules(config, failed=failed, extra=rules))
+    if problems:
+        raise ConfigError(stack, problems)
+    return config
+
+
+def load(*, choices: Mapping[str, Sequence[str]] | None = None, rules: Iterable[Rule] = ()) -> StackConfig:
+    """Read the `gtp:` namespace from the Pulumi runtime (real engine or mocks) and parse it once (see
+    `parse_stack_config` for `choices` and `rules`)."""
+    prefix = NAMESPACE + ":"
+    raw: dict[str, Any] = {}
+    secret_keys = []
+    # The SDK has no public "list all keys" call, and unknown keys must be reported, so read both places
+    # the runtime keeps config: the values set in-process (mocks) and PULUMI_CONFIG (the engine).
+    from pulumi.runtime import config as runtime_config
+
+    all_keys = {**runtime_config.get_config_env(), **runtime_config.CONFIG.get()}
+    for full_key in sorted(all_keys):
+        if not full_key.startswith(prefix):
+            continue
+        key = full_key[len(prefix):]
+        raw[key] = runtime_config.get_config(full_key)
+        if runtime_config.is_config_secret(full_key) or full_key in runtime_config.get_config_secret_keys_env():
+            secret_keys.append(key)
+    return parse_stack_config(raw, project=pulumi.get_project(), stack=pulumi.get_stack(), secret_keys=secret_keys,
+                              choices=choices, rules=rules)
+
+
+def _decode(value: Any, key: str, problems: list[Problem]) -> Any:
+    if isinstance(value, str):
+        try:
+            return json.loads(value)
+        except json.JSONDecodeError as error:
+            problems.append(Problem(key, f"is not valid JSON/YAML structured config ({error.msg})"))
+            return None
+    return value
+
+
+def _validate(model: type[_Section], value: Any, path: str, problems: list[Problem]) -> Any:
+    try:
+        return model.model_validate(value)
+    except ValidationError as error:
+        for detail in error.errors():
+            problems.append(_problem_from_pydantic(path, detail))
+        return None
+
+
+def _problem_from_pydantic(path: str, detail: Mapping[str, Any]) -> Problem:
+    loc = path
+    for part in detail["loc"]:
+        loc += f"[{part}]" if isinstance(part, int) else f".{part}"
+    if detail["type"] == "missing":
+        return Problem(loc, "required key is missing")
+    message = detail["msg"]
+    message = message[0].lower() + message[1:]
+    return Problem(loc, f"{detail['input']!r} is not allowed: {message}")
+
+
+def _unknown_keys(model: BaseModel, path: str) -> Iterator[Problem]:
+    allowed = [field.alias or name for name, field in type(model).model_fields.items()]
+    for key in (model.model_extra or {}):
+        yield Problem(f"{path}.{key}", f"unknown key{did_you_mean(key, allowed)}; allowed: {', '.join(allowed)}")
+    for name, field in type(model).model_fields.items():
+        value = getattr(model, name)
+        child_path = f"{path}.{field.alias or name}"
+        if isinstance(value, BaseModel):
+            yield from _unknown_keys(value, child_path)
+        elif isinstance(value, dict):
+            for key, item in value.items():
+                if isinstance(item, BaseModel):
+                    yield from _unknown_keys(item, f"{child_path}.{key}")

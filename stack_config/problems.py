@@ -1,0 +1,34 @@
+"""A config problem (key path + what is wrong + what is allowed) and the error that lists all of them."""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+import pulumi
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One thing wrong with a stack's config: where it is and what is allowed."""
+
+    path: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.path}: {self.message}"
+
+
+class ConfigError(pulumi.RunError):
+    """Invalid stack config. A `RunError`, so `pulumi up` prints the message without a stack trace."""
+
+    def __init__(self, stack: str, problems: list[Problem]):
+        self.problems = problems
+        lines = "\n".join(f"  - {p}" for p in problems)
+        super().__init__(f"stack '{stack}' has {len(problems)} config problem(s):\n{lines}")
+
+
+def did_you_mean(key: str, allowed: Iterable[str]) -> str:
+    close = difflib.get_close_matches(key, list(allowed), n=1, cutoff=0.6)
+    return f" (did you mean '{close[0]}'?)" if close else ""

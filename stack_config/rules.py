@@ -1,0 +1,294 @@
+"""Rules that span fields or sections. Each yields Problems with full key paths."""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from collections.abc import Callable, Iterable, Iterator
+from datetime import timezone
+
+from catalog import versions
+from catalog.gpu_instances import GPU_INSTANCE_TYPES
+from conventions.names import config_name
+from stack_config.derived import gpus_per_pod, num_ranks
+from stack_config.problems import Problem
+from stack_config.schema import SharingConfig, StackConfig
+
+NAMESPACE = "gtp"
+DNS_LABEL = re.compile(r"^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$")
+DIGEST_REFERENCE = re.compile(r"^[^@\s]+@sha256:[0-9a-f]{64}$")
+CLOUDWATCH_RETENTION_DAYS = (1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 731, 1096, 1827, 2192, 2557,
+                             2922, 3288, 3653)
+MPS_MAX_CLIENTS = 48  # NVIDIA MPS limit per GPU on compute capability >= 7.5 (device-plugin 0.20 docs)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Rules that span fields or sections. Each yields Problems with full key paths.
+# ---------------------------------------------------------------------------------------------------------
+
+
+Rule = tuple[Callable[[StackConfig], Iterable[Problem]], tuple[str, ...]]
+"""A check and the top-level keys it reads: it runs only when every one of them parsed."""
+
+
+def check_rules(config: StackConfig, failed: Iterable[str] = (), extra: Iterable[Rule] = ()) -> list[Problem]:
+    """Run every rule (the core ones here, then `extra`: the cluster targets' and workload kinds' own checks)
+    whose sections all parsed (`failed` names the ones that didn't)."""
+    failed = set(failed)
+    problems: list[Problem] = []
+    for rule, needs in (*_RULES, *extra):
+        if not failed.intersection(needs):
+            problems.extend(rule(config))
+    return problems
+
+
+def _check_scalars(config: StackConfig) -> Iterator[Problem]:
+    if config.kubernetes_version not in versions.SUPPORTED_KUBERNETES_VERSIONS:
+        yield Problem("kubernetesVersion", f"{config.kubernetes_version!r} is not supported; allowed: "
+                                           f"{', '.join(versions.SUPPORTED_KUBERNETES_VERSIONS)}")
+    if not DNS_LABEL.match(config.cluster_name) or len(config.cluster_name) > 40:
+        yield Problem("namePrefix", f"{config.name_prefix!r} makes cluster name {config.cluster_name!r}, which "
+                                    "must be a lowercase DNS label of at most 40 characters")
+    if not re.match(r"^[a-z]{2}(-gov)?-[a-z]+-\d$", config.region):
+        yield Problem("region", f"{config.region!r} is not an AWS region name like 'us-west-2'")
+
+
+def _check_cluster(config: StackConfig) -> Iterator[Problem]:
+    cluster = config.cluster
+    arn = re.compile(r"^arn:aws[a-z-]*:iam::\d{12}:role/.+$")
+    for index, role in enumerate(cluster.admin_role_arns):
+        if not arn.match(role):
+            yield Problem(f"cluster.adminRoleArns[{index}]", f"{role!r} is not an IAM role ARN")
+    if cluster.deployer_role_arn is not None and not arn.match(cluster.deployer_role_arn):
+        yield Problem("cluster.deployerRoleArn", f"{cluster.deployer_role_arn!r} is not an IAM role ARN")
+
+
+def _check_network(config: StackConfig) -> Iterator[Problem]:
+    network = config.network
+    try:
+        vpc = ipaddress.ip_network(network.vpc_cidr, strict=True)
+        if vpc.version != 4 or not 16 <= vpc.prefixlen <= 20:
+            yield Problem("network.vpcCidr", f"{network.vpc_cidr!r} must be an IPv4 /16../20 (room for "
+                                             "private and public subnets in every zone)")
+    except ValueError:
+        yield Problem("network.vpcCidr", f"{network.vpc_cidr!r} is not a CIDR like '10.0.0.0/16'")
+    if config.cluster.mode == "existing":
+        return
+    if network.existing_vpc_id and len(network.existing_private_subnet_ids) < 2:
+        yield Problem("network.existingPrivateSubnetIds", "an adopted VPC needs at least two private subnets "
+                                                          "(in different availability zones)")
+    if not network.existing_vpc_id and (network.existing_private_subnet_ids or network.existing_public_subnet_ids):
+        yield Problem("network.existingVpcId", "subnet ids are given but no existingVpcId")
+
+
+def check_sizes(path: str, min_size: int, desired: int | None, max_size: int) -> Iterator[Problem]:
+    if max_size < min_size:
+        yield Problem(f"{path}.maxSize", f"{max_size} is less than minSize {min_size}")
+    if desired is not None and not min_size <= desired <= max_size:
+        yield Problem(f"{path}.desiredSize", f"{desired} is outside minSize..maxSize ({min_size}..{max_size})")
+
+
+def _check_node_groups(config: StackConfig) -> Iterator[Problem]:
+    for name, group in config.gpu_node_groups.items():
+        path = f"gpuNodeGroups.{name}"
+        if not DNS_LABEL.match(name):
+            yield Problem(path, f"name {name!r} must be a lowercase DNS label")
+        yield from check_sizes(path, group.min_size, group.desired_size, group.max_size)
+
+
+def _check_sharing(config: StackConfig) -> Iterator[Problem]:
+    yield from _check_sharing_config("gpu.sharing", config.gpu.sharing)
+    for name, group in config.gpu_node_groups.items():
+        path = f"gpuNodeGroups.{name}"
+        if group.sharing is not None:
+            yield from _check_sharing_config(f"{path}.sharing", group.sharing)
+        sharing = config.sharing_for(name)
+        if sharing.mode == "mps" and group.mig_strategy != "none":
+            yield Problem(f"{path}.migStrategy", f"{group.mig_strategy!r} with MPS sharing: MPS is not supported "
+                                                 "on MIG devices; use migStrategy none or sharing time-slicing")
+    # Groups with the same sharing use one named device-plugin config (conventions.names.config_name), and the
+    # MIG strategy is part of that config, so they must agree on it.
+    first_by_config: dict[str, str] = {}
+    for name, group in config.gpu_node_groups.items():
+        sharing = config.sharing_for(name)
+        key = config_name(sharing.mode, sharing.replicas)
+        first = first_by_config.setdefault(key, name)
+        if config.gpu_node_groups[first].mig_strategy != group.mig_strategy:
+            yield Problem(f"gpuNodeGroups.{name}.migStrategy",
+                          f"{group.mig_strategy!r} differs from node group '{first}' "
+                          f"({config.gpu_node_groups[first].mig_strategy!r}), which shares device-plugin config "
+                          f"{key!r}; use the same migStrategy or a different sharing")
+
+
+def _check_sharing_config(path: str, sharing: SharingConfig) -> Iterator[Problem]:
+    if sharing.mode == "none" and sharing.replicas != 1:
+        yield Problem(f"{path}.replicas", f"{sharing.replicas} needs a sharing mode; with mode 'none' use 1")
+    if sharing.mode == "mps" and not 2 <= sharing.replicas <= MPS_MAX_CLIENTS:
+        yield Problem(f"{path}.replicas", f"{sharing.replicas} is outside 2..{MPS_MAX_CLIENTS} (MPS clients per GPU)")
+    if sharing.mode == "time-slicing" and sharing.replicas < 2:
+        yield Problem(f"{path}.replicas", f"{sharing.replicas} must be at least 2 for time-slicing")
+
+
+def _check_image(config: StackConfig) -> Iterator[Problem]:
+    image = config.image
+    if image.reference is not None and not DIGEST_REFERENCE.match(image.reference):
+        yield Problem("image.reference", f"{image.reference!r} must reference an image by digest "
+                                         "('repo@sha256:<64 hex>'), never a mutable tag")
+    if not image.build and image.reference is None:
+        yield Problem("image.reference", "is required when image.build is false")
+    if image.build and image.reference is not None:
+        yield Problem("image.build", "is true, but image.reference is set: build or reuse, not both")
+    if image.registry == "existing":
+        if not image.existing_registry:
+            yield Problem("image.existingRegistry", "is required when image.registry is 'existing'")
+        if image.build and config.registry_password is None:
+            yield Problem("registryPassword", "is required to push to an existing registry: run `pulumi config "
+                                              "set --secret registryPassword ...`")
+    elif image.existing_registry or image.existing_registry_username:
+        yield Problem("image.existingRegistry", "only applies when image.registry is 'existing'")
+    architectures = {config.node_facts(name).architecture for name in valid_groups(config)}
+    wanted = image.platform.split("/")[1]
+    if architectures and wanted not in architectures:
+        yield Problem("image.platform", f"{image.platform!r} doesn't match the GPU nodes' architecture "
+                                        f"{'/'.join(sorted(architectures))}")
+
+
+def valid_groups(config: StackConfig) -> list[str]:
+    """Groups whose facts can be computed (invalid ones are already reported)."""
+    names = []
+    for name, group in config.gpu_node_groups.items():
+        if config.cluster.mode == "existing":
+            if group.gpus_per_node and group.architecture:
+                names.append(name)
+        elif group.instance_types and all(t in GPU_INSTANCE_TYPES for t in group.instance_types):
+            names.append(name)
+    return names
+
+
+def _check_workload(config: StackConfig) -> Iterator[Problem]:
+    workload = config.workload
+    if workload.kind == "none":
+        return
+    if not DNS_LABEL.match(workload.name):
+        yield Problem("workload.name", f"{workload.name!r} must be a lowercase DNS label")
+    if not config.gpu_node_groups:
+        yield Problem("gpuNodeGroups", "is empty, but a workload is configured: add at least one GPU node group")
+    if workload.node_group is None:
+        yield Problem("workload.nodeGroup", f"is required; allowed: {', '.join(config.gpu_node_groups) or '(none)'}")
+        return
+    if workload.node_group not in config.gpu_node_groups:
+        yield Problem("workload.nodeGroup", f"{workload.node_group!r} is not a GPU node group; allowed: "
+                                            f"{', '.join(config.gpu_node_groups) or '(none)'}")
+        return
+    if workload.node_group not in valid_groups(config):
+        return
+    facts = config.node_facts(workload.node_group)
+    sharing = config.sharing_for(workload.node_group)
+    if workload.gpus_per_node is not None and workload.gpu_resource == "whole" and workload.gpus_per_node > facts.num_gpus:
+        yield Problem("workload.gpusPerNode", f"{workload.gpus_per_node} is more than the {facts.num_gpus} GPUs of a "
+                                              f"'{workload.node_group}' node")
+    if workload.elastic is not None and workload.elastic.max_nodes < workload.elastic.min_nodes:
+        yield Problem("workload.elastic.maxNodes", f"{workload.elastic.max_nodes} is less than minNodes "
+                                                   f"{workload.elastic.min_nodes}")
+    if workload.gpu_resource == "shared":
+        if sharing.mode == "none":
+            yield Problem("workload.gpuResource", f"'shared' needs GPU sharing on node group "
+                                                  f"'{workload.node_group}' (sharing mode is 'none')")
+        ranks = num_ranks(config)
+        if ranks > 1:
+            yield Problem("workload.gpuResource", f"'shared' with {ranks} ranks: NCCL refuses two ranks on one "
+                          "physical GPU, even under MPS, so a distributed job must request whole GPUs "
+                          "(gpuResource: whole) or run a single rank")
+    if not re.match(r"^\d+[KMG]?(,\d+[KMG]?)*$", workload.bench_sizes):
+        yield Problem("workload.benchSizes", f"{workload.bench_sizes!r} is not a comma-separated size list like "
+                                             "'1M,16M,128M'")
+    max_pods = workload.elastic.max_nodes if workload.elastic else workload.num_nodes
+    group = config.gpu_node_groups[workload.node_group]
+    if workload.gpu_resource == "whole" and max_pods > group.max_size * max(1, facts.num_gpus // gpus_per_pod(config)):
+        yield Problem("workload.numNodes" if workload.elastic is None else "workload.elastic.maxNodes",
+                      f"{max_pods} pods don't fit on node group '{workload.node_group}' (maxSize {group.max_size})")
+
+
+def _check_autoscaling(config: StackConfig) -> Iterator[Problem]:
+    autoscaling = config.autoscaling
+    workload = config.workload
+    if autoscaling.max_replicas < autoscaling.min_replicas:
+        yield Problem("autoscaling.maxReplicas", f"{autoscaling.max_replicas} is less than minReplicas "
+                                                 f"{autoscaling.min_replicas}")
+    if autoscaling.mode == "scaledobject":
+        if workload.kind != "pytorchjob" or workload.elastic is None:
+            yield Problem("autoscaling.mode", "'scaledobject' scales the Worker replicas of an elastic PyTorchJob: "
+                                              "set workload.kind pytorchjob and workload.elastic")
+        if autoscaling.min_replicas < 1:
+            yield Problem("autoscaling.minReplicas", f"{autoscaling.min_replicas} would scale the PyTorchJob to 0 "
+                          "workers, which the training-operator's webhook rejects; use >= 1 or mode scaledjob")
+        elastic = workload.elastic
+        if elastic is not None and not (elastic.min_nodes <= autoscaling.min_replicas
+                                        and autoscaling.max_replicas <= elastic.max_nodes):
+            yield Problem("autoscaling.maxReplicas", f"KEDA's range {autoscaling.min_replicas}.."
+                          f"{autoscaling.max_replicas} must lie within workload.elastic {elastic.min_nodes}.."
+                          f"{elastic.max_nodes}: the training-operator's elasticPolicy rejects Worker counts "
+                          "outside it")
+        if not config.gpu.metrics.prometheus or not config.gpu.metrics.dcgm_exporter:
+            yield Problem("autoscaling.mode", "'scaledobject' triggers on DCGM metrics in Prometheus: enable "
+                                              "gpu.metrics.dcgmExporter and gpu.metrics.prometheus")
+    if autoscaling.mode == "scaledjob":
+        if workload.kind != "pytorchjob":
+            yield Problem("autoscaling.mode", "'scaledjob' starts training Jobs from the PyTorchJob's pod shape: "
+                                              "set workload.kind pytorchjob")
+
+
+def _check_storage(config: StackConfig) -> Iterator[Problem]:
+    storage = config.storage
+    if storage.kind == "existing" and not storage.existing_storage_class:
+        yield Problem("storage.existingStorageClass", "is required when storage.kind is 'existing'")
+    if storage.kind != "existing" and storage.existing_storage_class:
+        yield Problem("storage.existingStorageClass", "only applies when storage.kind is 'existing'")
+    if storage.kind == "fsx-lustre" and not (storage.size_gib == 1200 or storage.size_gib % 2400 == 0):
+        yield Problem("storage.sizeGib", f"{storage.size_gib} is not a valid FSx for Lustre size (1200 or a "
+                                         "multiple of 2400)")
+    if not storage.mount_path.startswith("/"):
+        yield Problem("storage.mountPath", f"{storage.mount_path!r} must be an absolute path")
+
+
+def _check_lifecycle(config: StackConfig) -> Iterator[Problem]:
+    lifecycle = config.lifecycle
+    if lifecycle.ephemeral:
+        if lifecycle.protect:
+            yield Problem("lifecycle.protect", "an ephemeral stack protects nothing, so it can always be destroyed")
+        if lifecycle.ttl_hours is None:
+            yield Problem("lifecycle.ttlHours", "is required for an ephemeral stack (the reaper destroys it after)")
+        if lifecycle.created_at is None:
+            yield Problem("lifecycle.createdAt", "is required for an ephemeral stack (ISO-8601 UTC)")
+        elif lifecycle.created_at.utcoffset() != timezone.utc.utcoffset(None):
+            yield Problem("lifecycle.createdAt", f"{lifecycle.created_at.isoformat()!r} must be UTC (end with 'Z')")
+        if lifecycle.kms_deletion_window != 7:
+            yield Problem("lifecycle.kmsDeletionWindowDays", f"{lifecycle.kms_deletion_window} on an ephemeral "
+                                                             "stack; use 7 (the shortest AWS allows)")
+        if lifecycle.max_gpu_node_hours is not None and lifecycle.ttl_hours is not None:
+            node_hours = sum(group.max_size for group in config.gpu_node_groups.values()) * lifecycle.ttl_hours
+            if node_hours > lifecycle.max_gpu_node_hours:
+                yield Problem("lifecycle.maxGpuNodeHours", f"GPU groups may run {node_hours:g} node-hours (sum of "
+                              f"maxSize x ttlHours), over the cap of {lifecycle.max_gpu_node_hours:g}")
+    else:
+        for key in ("ttlHours", "createdAt", "maxGpuNodeHours"):
+            if getattr(lifecycle, snake(key)) is not None:
+                yield Problem(f"lifecycle.{key}", "only applies to ephemeral stacks (lifecycle.ephemeral: true)")
+
+
+_RULES = (
+    (_check_scalars, ()),
+    (_check_cluster, ("cluster",)),
+    (_check_network, ("network", "cluster")),
+    (_check_node_groups, ("cluster",)),  # runs on the entries that parsed
+    (_check_sharing, ("gpu", "cluster")),
+    (_check_image, ("image", "cluster")),
+    (_check_workload, ("workload", "gpuNodeGroups", "gpu", "cluster", "autoscaling")),
+    (_check_autoscaling, ("autoscaling", "workload", "gpu", "cluster")),
+    (_check_storage, ("storage", "cluster")),
+    (_check_lifecycle, ("lifecycle", "gpuNodeGroups")),
+)
+
+
+def snake(camel: str) -> str:
+    return re.sub(r"(?<!^)(?=[A-Z])", "_", camel).lower()

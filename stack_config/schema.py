@@ -1,0 +1,444 @@
+"""The stack config's schema: one frozen pydantic model per section, every field documented.
+
+Keys are camelCase in YAML (`gpuNodeGroups.train.maxSize`) and snake_case in Python
+(`config.gpu_node_groups["train"].max_size`). Every field below carries its default and allowed values in
+its docstring; `python -m tools.config_reference` renders them into the README's config reference.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, SecretStr
+from pydantic.alias_generators import to_camel
+
+from catalog.gpu_instances import DEFAULT_AMI_TYPE, GPU_INSTANCE_TYPES, Architecture
+
+
+class _Section(BaseModel):
+    # extra="allow" so that a typo'd key does not hide the other problems of the same object: unknown keys
+    # are collected afterwards by `_unknown_keys` and reported as errors with their full path.
+    model_config = ConfigDict(
+        frozen=True, extra="allow", alias_generator=to_camel, use_attribute_docstrings=True, validate_default=True
+    )
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Sections
+# ---------------------------------------------------------------------------------------------------------
+
+
+class SystemNodeGroupConfig(_Section):
+    """The small CPU node group that runs controllers and operators (never training)."""
+
+    instance_types: tuple[str, ...] = ("m7i.xlarge",)
+    """EC2 instance types of the system node group. Default `["m7i.xlarge"]`."""
+    min_size: int = Field(2, ge=1)
+    """Minimum nodes (>= 1; controllers must always have somewhere to run). Default 2."""
+    desired_size: int | None = None
+    """Desired nodes; defaults to `minSize`."""
+    max_size: int = Field(3, ge=1)
+    """Maximum nodes. Default 3."""
+    disk_size_gib: int = Field(50, ge=20, le=16384)
+    """Root volume size in GiB (20..16384). Default 50."""
+
+    @property
+    def desired(self) -> int:
+        return self.min_size if self.desired_size is None else self.desired_size
+
+
+class ClusterConfig(_Section):
+    """Which Kubernetes cluster the stack runs on and how its API is reached."""
+
+    mode: str = "eks"
+    """The cluster target (`cluster_targets/`). `eks`: provision an EKS cluster. `existing`: adopt a cluster
+    reached by the `kubeconfig` secret (or `context`); nothing is provisioned in AWS for it. Default `eks`."""
+    endpoint_public_access: bool = False
+    """EKS only. Expose the API server endpoint publicly, restricted to `publicAccessCidrs`. Default false
+    (private endpoint, reachable from inside the VPC)."""
+    public_access_cidrs: tuple[str, ...] = ()
+    """EKS only. CIDRs allowed to reach a public endpoint. Required when `endpointPublicAccess` is true;
+    `0.0.0.0/0` and `::/0` are rejected."""
+    admin_role_arns: tuple[str, ...] = ()
+    """IAM role ARNs granted cluster-admin through EKS access entries. Default none."""
+    deployer_role_arn: str | None = None
+    """IAM role ARN that runs `pulumi up`; it gets a cluster-admin access entry, and every in-cluster
+    resource depends on that entry. Default: the caller's role, resolved at deploy time."""
+    log_retention_days: int = 90
+    """Retention of the `/aws/eks/<name>/cluster` log group, a CloudWatch-allowed value. Default 90."""
+    system_node_group: SystemNodeGroupConfig = SystemNodeGroupConfig()
+    """EKS only. The CPU node group for controllers and operators."""
+    context: str | None = None
+    """Existing mode only. A kubeconfig context name to use from the deployer's own kubeconfig, instead of
+    the `kubeconfig` secret."""
+    gpu_node_taint: bool = True
+    """Taint GPU nodes `nvidia.com/gpu=true:NoSchedule` so only pods that ask for GPUs land there. Default
+    true."""
+
+
+class NetworkConfig(_Section):
+    """The VPC for an EKS cluster: created, or adopted by id."""
+
+    vpc_cidr: str = "10.0.0.0/16"
+    """CIDR of a created VPC. Default `10.0.0.0/16`."""
+    num_availability_zones: int = Field(2, ge=2, le=6)
+    """Availability zones to spread subnets over (2..6; EKS needs at least two). Default 2."""
+    nat_gateways: Literal["single", "one-per-az"] = "single"
+    """`single`: one NAT gateway for all private subnets (cheap, one AZ of failure). `one-per-az`: one per
+    availability zone. Default `single`."""
+    existing_vpc_id: str | None = None
+    """Adopt this VPC instead of creating one (then `existingPrivateSubnetIds` is required)."""
+    existing_private_subnet_ids: tuple[str, ...] = ()
+    """Private subnets of the adopted VPC, in at least two availability zones."""
+    existing_public_subnet_ids: tuple[str, ...] = ()
+    """Public subnets of the adopted VPC (only for load balancers). Optional."""
+
+
+class TaintConfig(_Section):
+    """A node taint; the map key is the taint key."""
+
+    value: str = "true"
+    """Taint value. Default `true`."""
+    effect: Literal["NO_SCHEDULE", "NO_EXECUTE", "PREFER_NO_SCHEDULE"] = "NO_SCHEDULE"
+    """EKS taint effect. Default `NO_SCHEDULE`."""
+
+
+class SharingConfig(_Section):
+    """How one physical GPU is shared between pods."""
+
+    mode: Literal["none", "mps", "time-slicing"] = "none"
+    """`none`: whole GPUs only. `mps`: NVIDIA MPS with `replicas` clients per GPU (memory and compute
+    partitioned). `time-slicing`: `replicas` pods take turns on a GPU (no isolation). Default `none`."""
+    replicas: int = Field(1, ge=1)
+    """Slices per GPU: 1 for `none`, 2..48 for `mps`, >= 2 for `time-slicing`. Default 1."""
+
+
+class GpuNodeGroupConfig(_Section):
+    """One GPU node group. Node groups are a map keyed by name, so reordering YAML never replaces one."""
+
+    instance_types: tuple[str, ...] = ()
+    """EKS mode: GPU instance types (all of one architecture), from the supported table in
+    `catalog/gpu_instances.py`. Required in EKS mode."""
+    capacity_type: Literal["ON_DEMAND", "SPOT", "CAPACITY_BLOCK"] = "ON_DEMAND"
+    """Purchase option. `CAPACITY_BLOCK` needs `capacityReservationId`. Default `ON_DEMAND`."""
+    min_size: int = Field(0, ge=0)
+    """Minimum nodes; 0 lets the group scale to zero between jobs. Default 0."""
+    desired_size: int | None = None
+    """Initial desired nodes (minSize <= desiredSize <= maxSize); defaults to `minSize`."""
+    max_size: int = Field(1, ge=1)
+    """Maximum nodes (>= 1, >= minSize). Default 1."""
+    disk_size_gib: int = Field(200, ge=50, le=16384)
+    """Encrypted gp3 root volume size in GiB (50..16384; images with CUDA are large). Default 200."""
+    ami_type: Literal["AL2023_x86_64_NVIDIA", "AL2023_ARM_64_NVIDIA", "BOTTLEROCKET_x86_64_NVIDIA",
+                      "BOTTLEROCKET_ARM_64_NVIDIA"] | None = None
+    """EKS NVIDIA AMI type; must match the instance architecture. Default: the AL2023 NVIDIA AMI of the
+    instance types' architecture. Bottlerocket runs its own device plugin (ours is then not installed)."""
+    labels: dict[str, str] = {}
+    """Extra Kubernetes node labels. Default none (the platform adds `gtp.dev/node-group: <name>`)."""
+    taints: dict[str, TaintConfig] | None = None
+    """Node taints keyed by taint key. Default `{nvidia.com/gpu: {value: "true", effect: NO_SCHEDULE}}`
+    (when `cluster.gpuNodeTaint` is true)."""
+    efa: bool | None = None
+    """Attach EFA interfaces (the instance type's full count). Default: on when every instance type
+    supports EFA. `true` on a type without EFA is an error."""
+    placement_group: bool | None = None
+    """Launch into a cluster placement group. Default: on for EFA groups without a capacity reservation;
+    never with a reservation or capacity block (it can shrink the usable reservation)."""
+    capacity_reservation_id: str | None = None
+    """Target an On-Demand Capacity Reservation or Capacity Block by id (`cr-...`). Not with SPOT."""
+    mig_strategy: Literal["none", "single", "mixed"] = "none"
+    """MIG strategy of the device plugin for this group. MIG and MPS exclude each other. Default `none`."""
+    sharing: SharingConfig | None = None
+    """Per-group GPU sharing; overrides `gpu.sharing` for this group (rendered as its own device-plugin
+    config selected by the `nvidia.com/device-plugin.config` node label)."""
+    gpus_per_node: int | None = Field(None, ge=1)
+    """Existing mode only (required there): GPUs per node, since it can't be discovered offline."""
+    gpu_model: str | None = None
+    """Existing mode only (required there): GPU model name, e.g. `Orin` or `L4`."""
+    architecture: Literal["amd64", "arm64"] | None = None
+    """Existing mode only (required there): node CPU architecture."""
+    node_selector: dict[str, str] = {}
+    """Existing mode only: labels that select this group's nodes (default `gtp.dev/node-group: <name>`)."""
+
+
+class MetricsConfig(_Section):
+    """GPU metrics: DCGM exporter scraped by Prometheus, optionally Grafana."""
+
+    dcgm_exporter: bool = True
+    """Install dcgm-exporter on GPU nodes. Default true."""
+    prometheus: bool = True
+    """Install Prometheus scraping dcgm-exporter (needed by KEDA triggers). Default true."""
+    grafana: bool = False
+    """Install Grafana with the GPU dashboard provisioned. Default false."""
+    retention: str = "15d"
+    """Prometheus retention, e.g. `15d`. Default `15d`."""
+
+
+class GpuConfig(_Section):
+    """Making GPUs schedulable and observable."""
+
+    sharing: SharingConfig = SharingConfig()
+    """Default GPU sharing for every node group (see `SharingConfig`)."""
+    node_feature_discovery: Literal["install", "existing"] = "install"
+    """`install`: deploy NFD with the device plugin chart. `existing`: the cluster already runs NFD."""
+    metrics: MetricsConfig = MetricsConfig()
+    """GPU metrics stack."""
+    readiness_timeout_seconds: int = Field(900, ge=60, le=7200)
+    """How long the readiness gate waits for the expected GPU capacity (60..7200). Default 900."""
+
+
+class ImageConfig(_Section):
+    """The training image: where it lives and whether this stack builds it."""
+
+    build: bool = True
+    """Build `images/trainer` and push it. `false` reuses `reference` (benchmark stacks). Default true."""
+    platform: Literal["linux/amd64", "linux/arm64"] = "linux/amd64"
+    """The one architecture built; must match the GPU nodes. Default `linux/amd64`."""
+    registry: Literal["ecr", "existing"] = "ecr"
+    """`ecr`: an ECR repository created by the stack. `existing`: `existingRegistry` with the
+    `registryPassword` secret. Default `ecr`."""
+    repository_name: str | None = None
+    """ECR repository name. Default `<namePrefix>-<stack>-trainer`, or `<namePrefix>-trainer` when
+    `sharedRepository` is true."""
+    shared_repository: bool = False
+    """Create the cross-stack repository `<namePrefix>-trainer` instead of a per-stack one. Exactly one stack
+    (e.g. prod) sets this; the others reuse its images by digest (`build: false`, `reference`). Default false."""
+    existing_registry: str | None = None
+    """Existing mode: registry/repository address, e.g. `registry.example.internal:5000/trainer`."""
+    existing_registry_username: str | None = None
+    """Existing mode: username for the registry (password is the `registryPassword` secret)."""
+    reference: str | None = None
+    """An existing image *by digest* (`repo@sha256:<64 hex>`) to run instead of building."""
+    keep_tagged_images: int = Field(30, ge=1, le=1000)
+    """ECR lifecycle: keep this many newest tagged images. Default 30."""
+    expire_untagged_days: int = Field(7, ge=1, le=365)
+    """ECR lifecycle: expire untagged images after this many days. Default 7."""
+
+
+class ElasticConfig(_Section):
+    """Elastic training: the job keeps running between `minNodes` and `maxNodes` pods."""
+
+    min_nodes: int = Field(1, ge=1)
+    """Fewest pods the job runs with. Default 1."""
+    max_nodes: int = Field(2, ge=1)
+    """Most pods the job grows to. Default 2."""
+    max_restarts: int = Field(3, ge=0, le=100)
+    """torchrun / dlrover-run restarts before the job fails. Default 3."""
+
+
+class WorkloadConfig(_Section):
+    """The training job this stack runs."""
+
+    kind: str = "pytorchjob"
+    """The workload kind (`workload_kinds/`). `pytorchjob`: Kubeflow PyTorchJob (training-operator v1).
+    `elasticjob`: DLRover ElasticJob. `none`: platform only. Default `pytorchjob`."""
+    name: str = "train"
+    """Job name (a DNS label). Default `train`."""
+    node_group: str | None = None
+    """Key of the GPU node group the job runs on. Required unless `kind` is `none`."""
+    num_nodes: int = Field(1, ge=1)
+    """Pods of a non-elastic job (Master + Workers). Default 1."""
+    elastic: ElasticConfig | None = None
+    """Make the job elastic (PyTorchJob `elasticPolicy`; always set for `elasticjob`)."""
+    gpus_per_node: int | None = Field(None, ge=1)
+    """GPUs (or GPU slices) per pod = processes per pod. Default: all GPUs of a node of the group."""
+    gpu_resource: Literal["whole", "shared"] = "whole"
+    """`whole`: request `nvidia.com/gpu`. `shared`: request a slice, `nvidia.com/gpu.shared` (single-rank
+    jobs only: NCCL refuses two ranks on one physical GPU, even under MPS). Default `whole`."""
+    entrypoint: Literal["train", "bench"] = "train"
+    """`train`: `python -m trainer.train`. `bench`: `python -m trainer.bench` on every GPU of the job — all-reduce
+    bus bandwidth over `benchSizes` and training throughput/MFU — writing one JSON result per run to the
+    artifacts bucket under `<stack>/bench/` (EKS) or to the checkpoint directory. Default `train`."""
+    bench_sizes: str = "1M,16M,128M,1G"
+    """Bench only: all-reduce message sizes, comma-separated (`K`/`M`/`G` suffixes). Default `1M,16M,128M,1G`."""
+    model: Literal["cnn", "gpt"] = "gpt"
+    """Trainer model. Default `gpt`."""
+    max_steps: int = Field(1000, ge=1)
+    """Training steps. Default 1000."""
+    batch_size: int = Field(32, ge=1)
+    """Per-rank batch size. Default 32."""
+    checkpoint_every: int = Field(100, ge=1)
+    """Checkpoint every N steps (and on SIGTERM). Default 100."""
+    extra_args: tuple[str, ...] = ()
+    """Extra `trainer.train` flags, e.g. `["--fsdp"]`."""
+    cpu: str = "8"
+    """CPU request = limit per pod (Guaranteed QoS). Default `8`."""
+    memory: str = "64Gi"
+    """Memory request = limit per pod. Default `64Gi`."""
+    shm_size: str = "16Gi"
+    """Size limit of the memory-backed `/dev/shm`. Default `16Gi`."""
+    backoff_limit: int = Field(3, ge=0, le=100)
+    """Job-level retries. Default 3."""
+    ttl_seconds_after_finished: int = Field(86400, ge=0)
+    """Delete the finished job after this many seconds. Default 86400."""
+    clean_pod_policy: Literal["None", "Running", "All"] = "None"
+    """Which pods to delete when the job finishes. Default `None` (keep logs)."""
+    termination_grace_period_seconds: int = Field(300, ge=30, le=3600)
+    """Time between SIGTERM and SIGKILL: enough to write a checkpoint. Default 300."""
+    ephemeral_storage: str = "20Gi"
+    """Node-local scratch per pod (request = limit, Guaranteed QoS); bounds the `/tmp` emptyDir and the
+    container's writable layer. Default `20Gi`."""
+
+
+class AutoscalingConfig(_Section):
+    """KEDA autoscaling of the training workload."""
+
+    mode: Literal["none", "scaledobject", "scaledjob"] = "none"
+    """`scaledobject`: scale an elastic PyTorchJob's workers on GPU utilization. `scaledjob`: start one
+    training Job per queue message (scale to zero when idle). Default `none`."""
+    min_replicas: int = Field(1, ge=0)
+    """Fewest workers (scaledobject: >= 1, the operator rejects 0 workers). Default 1."""
+    max_replicas: int = Field(4, ge=1)
+    """Most workers / concurrent jobs. Default 4."""
+    gpu_utilization_threshold: int = Field(80, ge=1, le=100)
+    """Target average `DCGM_FI_DEV_GPU_UTIL` percent (scaledobject). Default 80."""
+    polling_interval_seconds: int = Field(30, ge=5)
+    """KEDA polling interval. Default 30 (KEDA's default)."""
+    cooldown_period_seconds: int = Field(300, ge=0)
+    """KEDA cooldown before scaling down. Default 300 (KEDA's default)."""
+
+
+class StorageConfig(_Section):
+    """Shared ReadWriteMany storage for data and checkpoints."""
+
+    kind: Literal["none", "efs", "fsx-lustre", "existing"] = "none"
+    """`efs`: Amazon EFS. `fsx-lustre`: FSx for Lustre. `existing`: a StorageClass already in the cluster.
+    `none`: checkpoints go to an emptyDir (lost with the pod; dev only). Default `none`."""
+    existing_storage_class: str | None = None
+    """StorageClass name for `existing`."""
+    size_gib: int = Field(1200, ge=1)
+    """PVC size; FSx for Lustre needs 1200 or a multiple of 2400. Default 1200."""
+    fsx_deployment_type: Literal["SCRATCH_2", "PERSISTENT_2"] = "PERSISTENT_2"
+    """FSx for Lustre deployment type. Default `PERSISTENT_2`."""
+    fsx_throughput_per_unit: Literal[125, 250, 500, 1000] = 125
+    """FSx PERSISTENT_2 throughput MB/s per TiB. Default 125."""
+    mount_path: str = "/mnt/shared"
+    """Where the volume is mounted in every worker (checkpoints under `<mountPath>/checkpoints/<job>`, data
+    under `<mountPath>/data`). Default `/mnt/shared`."""
+
+
+class LifecycleConfig(_Section):
+    """How long the stack lives and how hard it is to destroy."""
+
+    ephemeral: bool = False
+    """A short-lived stack: nothing protected, registry and buckets force-deleted, TTL required. Default
+    false."""
+    protect: bool = False
+    """Protect the cluster, KMS keys, storage and registry from deletion (production). Default false."""
+    ttl_hours: float | None = Field(None, gt=0, le=720)
+    """Ephemeral only (required there): hours after `createdAt` when the reaper destroys the stack."""
+    created_at: datetime | None = None
+    """Ephemeral only (required there): creation time, ISO-8601 UTC, e.g. `2026-12-02T13:00:00Z`."""
+    kms_deletion_window_days: int | None = Field(None, ge=7, le=30)
+    """KMS key deletion window in days (7..30). Default 7 on ephemeral stacks (the shortest AWS allows),
+    30 otherwise."""
+    max_gpu_node_hours: float | None = Field(None, gt=0)
+    """Cost cap: sum of GPU groups' `maxSize` x `ttlHours` may not exceed this. Ephemeral only."""
+
+    @property
+    def kms_deletion_window(self) -> int:
+        if self.kms_deletion_window_days is not None:
+            return self.kms_deletion_window_days
+        return 7 if self.ephemeral else 30
+
+    @property
+    def expires_at(self) -> datetime | None:
+        if self.created_at is None or self.ttl_hours is None:
+            return None
+        return self.created_at + timedelta(hours=self.ttl_hours)
+
+
+class StackConfig(BaseModel):
+    """The whole, validated configuration of one stack."""
+
+    model_config = ConfigDict(frozen=True, arbitrary_types_allowed=True)
+
+    project: str
+    stack: str
+    name_prefix: str
+    region: str
+    kubernetes_version: str
+    cluster: ClusterConfig
+    network: NetworkConfig
+    gpu_node_groups: dict[str, GpuNodeGroupConfig]
+    gpu: GpuConfig
+    image: ImageConfig
+    workload: WorkloadConfig
+    autoscaling: AutoscalingConfig
+    storage: StorageConfig
+    lifecycle: LifecycleConfig
+    tags: dict[str, str]
+    kubeconfig: SecretStr | None = None
+    registry_password: SecretStr | None = None
+
+    # --- derived facts (computed, never stored) ---------------------------------------------------------
+    @property
+    def cluster_name(self) -> str:
+        return f"{self.name_prefix}-{self.stack}"
+
+    @property
+    def repository_name(self) -> str:
+        if self.image.repository_name:
+            return self.image.repository_name
+        if self.image.shared_repository:
+            return f"{self.name_prefix}-trainer"
+        return f"{self.name_prefix}-{self.stack}-trainer"
+
+    def sharing_for(self, group: str) -> SharingConfig:
+        return self.gpu_node_groups[group].sharing or self.gpu.sharing
+
+    def node_facts(self, group: str) -> NodeFacts:
+        return node_facts(self.cluster.mode, self.gpu_node_groups[group])
+
+    def resource_tags(self) -> dict[str, str]:
+        """Tags every taggable AWS resource carries (the provider's default tags)."""
+        tags = {**self.tags, "gtp:project": self.project, "gtp:stack": self.stack,
+                "gtp:lifecycle": "ephemeral" if self.lifecycle.ephemeral else "persistent"}
+        if self.lifecycle.ephemeral and self.lifecycle.expires_at is not None:
+            tags["gtp:ttl-hours"] = f"{self.lifecycle.ttl_hours:g}"
+            tags["gtp:expires-at"] = self.lifecycle.expires_at.strftime("%Y-%m-%dT%H:%M:%SZ")
+        return dict(sorted(tags.items()))
+
+
+@dataclass(frozen=True)
+class NodeFacts:
+    """What a node of a GPU group offers, from the instance table (EKS) or from config (existing)."""
+
+    num_gpus: int
+    gpu_model: str
+    architecture: Architecture
+    num_efa_interfaces: int
+    """EFA devices per node that pods can request (0 when EFA is off)."""
+
+
+def node_facts(mode: str, group: GpuNodeGroupConfig) -> NodeFacts:
+    if mode == "existing":
+        return NodeFacts(group.gpus_per_node or 0, group.gpu_model or "unknown", group.architecture or "amd64", 0)
+    first = GPU_INSTANCE_TYPES[group.instance_types[0]]
+    # A group may mix types; it is only as wide as its smallest member.
+    types = [GPU_INSTANCE_TYPES[t] for t in group.instance_types]
+    num_efa = min(t.num_efa_interfaces for t in types) if efa_enabled(group) else 0
+    return NodeFacts(min(t.num_gpus for t in types), first.gpu_model, first.architecture, num_efa)
+
+
+def efa_enabled(group: GpuNodeGroupConfig) -> bool:
+    if group.efa is not None:
+        return group.efa
+    types = [GPU_INSTANCE_TYPES.get(t) for t in group.instance_types]
+    return bool(types) and all(t is not None and t.num_efa_interfaces > 0 for t in types)
+
+
+def placement_group_enabled(group: GpuNodeGroupConfig) -> bool:
+    if group.placement_group is not None:
+        return group.placement_group
+    return efa_enabled(group) and group.capacity_reservation_id is None
+
+
+def ami_type(group: GpuNodeGroupConfig) -> str:
+    if group.ami_type is not None:
+        return group.ami_type
+    return DEFAULT_AMI_TYPE[GPU_INSTANCE_TYPES[group.instance_types[0]].architecture]
+
+

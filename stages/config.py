@@ -1,0 +1,38 @@
+"""Config stage: the stack config, parsed once, with the registries' choices and checks.
+
+`stack_config` validates every section it knows; the cluster targets and workload kinds add what only they
+know (which modes and kinds exist, and their own rules), so one `ConfigError` still lists every problem before
+any resource is registered.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import cluster_targets
+import stack_config
+import workload_kinds
+from stack_config import StackConfig
+from stack_config.rules import Rule
+
+CHOICES: dict[str, list[str]] = {
+    "cluster.mode": sorted(cluster_targets.TARGETS),
+    "workload.kind": workload_kinds.CONFIGURABLE,
+}
+RULES: tuple[Rule, ...] = (
+    (cluster_targets.check, ("cluster",)),
+    (workload_kinds.check, ("workload", "autoscaling", "cluster")),
+)
+
+
+def load_stack_config() -> StackConfig:
+    """The stack's config from the Pulumi runtime (the engine, or the offline plan's mocks)."""
+    return stack_config.load(choices=CHOICES, rules=RULES)
+
+
+def parse_stack_config(raw: Mapping[str, Any], *, project: str = "gtp", stack: str,
+                       secret_keys: Iterable[str] = ()) -> StackConfig:
+    """Parse config given as data (tests, `tools.bench_stack`), exactly as `load_stack_config` would."""
+    return stack_config.parse_stack_config(raw, project=project, stack=stack, secret_keys=secret_keys,
+                                           choices=CHOICES, rules=RULES)

@@ -1,0 +1,169 @@
+"""GPU stage: make the GPUs schedulable (device plugins), observable (DCGM, Prometheus, Grafana) and proven
+(the readiness gate), from the stack config. The only reader of `gpu` and of the node groups' sharing here.
+
+`Gpu.ready` lists what every training workload must wait for.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+import cluster_targets
+from catalog.gpu_instances import bottlerocket
+from cluster_targets import Cluster
+from components.efa_device_plugin import EfaDevicePlugin, EfaDevicePluginArgs
+from components.gpu_metrics import GpuMetrics, GpuMetricsArgs
+from components.gpu_readiness import POLL_SECONDS, GpuReadiness, GpuReadinessArgs
+from components.nvidia_device_plugin import (
+    NvidiaDevicePlugin,
+    NvidiaDevicePluginArgs,
+    SharingSpec,
+    gpu_node_affinity,
+    merge_tolerations,
+)
+from conventions.names import EFA_RESOURCE, SHARED_GPU_RESOURCE, WHOLE_GPU_RESOURCE, config_name
+from stack_config import StackConfig, ami_type
+
+
+@dataclass
+class Gpu:
+    ready: list[pulumi.Resource]
+    """What workloads wait for: the metrics releases (KEDA's triggers query Prometheus) and the readiness gate."""
+
+
+def build_gpu(config: StackConfig, cluster: Cluster, image_ref: pulumi.Input[str]) -> Gpu:
+    device_plugin = NvidiaDevicePlugin("nvidia", device_plugin_args(config, cluster.provider))
+    device_plugin_namespace = device_plugin.namespace.metadata["name"]
+    gpu_plugins: list[pulumi.Resource] = [device_plugin.release] if device_plugin.release else []
+    if efa_node_groups(config):
+        gpu_plugins.append(EfaDevicePlugin("efa", efa_plugin_args(config, cluster.provider,
+                                                                  device_plugin_namespace)).release)
+    metrics = GpuMetrics("gpu-metrics", gpu_metrics_args(config, cluster.provider, device_plugin_namespace))
+    ready: list[pulumi.Resource] = list(metrics.releases)
+    if config.gpu_node_groups:
+        ready.append(GpuReadiness("gpu-readiness", GpuReadinessArgs(
+            provider=cluster.provider, image=image_ref, expectations=readiness_expectations(config),
+            depends_on=gpu_plugins,
+        )).job)
+    return Gpu(ready=ready)
+
+
+def _node_selector(config: StackConfig, group: str) -> dict[str, str]:
+    return cluster_targets.for_config(config).node_selector(config, group)
+
+
+def _tolerations(config: StackConfig, groups: Iterable[str]) -> list[dict[str, str]]:
+    target = cluster_targets.for_config(config)
+    return merge_tolerations(*(target.tolerations(config, group) for group in groups))
+
+
+# --- NVIDIA device plugin -----------------------------------------------------------------------------------
+
+
+def plugin_node_groups(config: StackConfig) -> tuple[list[str], dict[str, str]]:
+    """(groups our plugin serves, groups skipped → why). Bottlerocket NVIDIA AMIs ship their own plugin."""
+    served, skipped = [], {}
+    for name, group in config.gpu_node_groups.items():
+        # Only EKS groups have instance types (and so an AMI type); validation rejects them elsewhere.
+        if group.instance_types and bottlerocket(ami_type(group)):
+            skipped[name] = (f"{ami_type(group)} runs its own NVIDIA device plugin; a second one would "
+                             "conflict over nvidia.com/gpu")
+        else:
+            served.append(name)
+    return served, skipped
+
+
+def sharing_specs(config: StackConfig, groups: Iterable[str]) -> list[SharingSpec]:
+    """One spec per served group, plus the default (`gpu.sharing`) that unlabelled nodes fall back to.
+
+    Groups with the same sharing share one named config, so they must agree on `migStrategy` (config
+    validation checks it; `sharing_config_map` refuses a conflict).
+    """
+    specs = []
+    for group in groups:
+        sharing = config.sharing_for(group)
+        specs.append(SharingSpec(sharing.mode, sharing.replicas, config.gpu_node_groups[group].mig_strategy))
+    default = SharingSpec(config.gpu.sharing.mode, config.gpu.sharing.replicas)
+    if default.name not in {spec.name for spec in specs}:
+        specs.append(default)
+    return specs
+
+
+def device_plugin_args(config: StackConfig, provider: k8s.Provider) -> NvidiaDevicePluginArgs:
+    served, skipped = plugin_node_groups(config)
+    return NvidiaDevicePluginArgs(
+        provider=provider,
+        sharing=sharing_specs(config, served),
+        default_config=config_name(config.gpu.sharing.mode, config.gpu.sharing.replicas),
+        node_selectors={group: _node_selector(config, group) for group in served},
+        tolerations=_tolerations(config, served),
+        install_nfd=config.gpu.node_feature_discovery == "install",
+        skipped_groups=skipped,
+    )
+
+
+# --- EFA device plugin --------------------------------------------------------------------------------------
+
+
+def efa_node_groups(config: StackConfig) -> list[str]:
+    """GPU node groups whose nodes carry EFA interfaces."""
+    return [name for name in config.gpu_node_groups if config.node_facts(name).num_efa_interfaces > 0]
+
+
+def efa_plugin_args(config: StackConfig, provider: k8s.Provider, namespace: pulumi.Input[str]) -> EfaDevicePluginArgs:
+    groups = efa_node_groups(config)
+    return EfaDevicePluginArgs(provider=provider, namespace=namespace, node_groups=groups,
+                               tolerations=_tolerations(config, groups))
+
+
+# --- metrics ------------------------------------------------------------------------------------------------
+
+
+def gpu_metrics_args(config: StackConfig, provider: k8s.Provider,
+                     device_plugin_namespace: pulumi.Input[str]) -> GpuMetricsArgs:
+    """dcgm-exporter runs on every GPU node group (Bottlerocket ones too: its plugin doesn't export metrics)."""
+    metrics = config.gpu.metrics
+    groups = list(config.gpu_node_groups)
+    return GpuMetricsArgs(
+        provider=provider,
+        device_plugin_namespace=device_plugin_namespace,
+        gpu_affinity=gpu_node_affinity({group: _node_selector(config, group) for group in groups}),
+        gpu_tolerations=_tolerations(config, groups),
+        dcgm_exporter=metrics.dcgm_exporter and bool(groups),
+        prometheus=metrics.prometheus,
+        grafana=metrics.grafana,
+        retention=metrics.retention,
+    )
+
+
+# --- readiness gate -----------------------------------------------------------------------------------------
+
+
+def readiness_expectations(config: StackConfig, timeout_seconds: int | None = None) -> dict[str, Any]:
+    """What the gate waits for, per node group: minSize nodes' worth of GPUs (or slices) and EFA devices."""
+    groups, skipped = [], []
+    for name, group in sorted(config.gpu_node_groups.items()):
+        facts = config.node_facts(name)
+        if group.min_size == 0:
+            skipped.append({"name": name, "reason": "minSize is 0: no node is guaranteed to exist (the autoscaler "
+                                                    "adds nodes when a job asks)"})
+            continue
+        sharing = config.sharing_for(name)
+        resources: dict[str, int] = {}
+        if sharing.mode == "none":
+            resources[WHOLE_GPU_RESOURCE] = facts.num_gpus * group.min_size
+        else:
+            resources[SHARED_GPU_RESOURCE] = facts.num_gpus * sharing.replicas * group.min_size
+        if facts.num_efa_interfaces:
+            resources[EFA_RESOURCE] = facts.num_efa_interfaces * group.min_size
+        groups.append({"name": name, "selector": _node_selector(config, name), "minNodes": group.min_size,
+                       "resources": resources})
+    return {
+        "timeoutSeconds": config.gpu.readiness_timeout_seconds if timeout_seconds is None else timeout_seconds,
+        "pollSeconds": POLL_SECONDS, "groups": groups, "skipped": skipped,
+    }

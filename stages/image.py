@@ -1,0 +1,36 @@
+"""Image stage: the training image — built and pushed by this stack, or an existing one — referenced by digest."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pulumi
+
+from cluster_targets import Cluster
+from components.training_image import TrainingImage, TrainingImageArgs
+from stack_config import StackConfig
+
+CONTEXT_DIR = Path("images/trainer")
+"""Relative: Pulumi runs the program from the project directory."""
+
+
+def build_image(config: StackConfig, cluster: Cluster) -> TrainingImage:
+    """`TrainingImage.image_ref` is the image *by digest* every workload runs."""
+    image, lifecycle = config.image, config.lifecycle
+    return TrainingImage("trainer", TrainingImageArgs(
+        context_dir=CONTEXT_DIR,
+        platform=image.platform,
+        build=image.build,
+        reference=image.reference,
+        registry=image.registry,
+        repository_name=config.repository_name,
+        existing_registry=image.existing_registry,
+        existing_registry_username=image.existing_registry_username,
+        existing_registry_password=(pulumi.Output.secret(config.registry_password.get_secret_value())
+                                    if config.registry_password else None),
+        keep_tagged_images=image.keep_tagged_images,
+        expire_untagged_days=image.expire_untagged_days,
+        force_delete=lifecycle.ephemeral,
+        protect=lifecycle.protect,
+        kms_deletion_window_days=lifecycle.kms_deletion_window,
+    ), opts=cluster.aws_opts)

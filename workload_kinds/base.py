@@ -1,0 +1,108 @@
+"""The protocol every workload kind implements, and what the workloads stage hands it.
+
+A workload kind is one way to run the stack's training: a Kubeflow PyTorchJob, a DLRover ElasticJob, Jobs that
+KEDA starts from a queue... Each says which operators it needs, what its controller adds to the training
+namespace (a pod label, a job-master pod, a Pod Security level), its own config checks, how it deploys from
+the shared pod shape, how to find the pod templates in its custom resource (for Checkov and the simulation),
+and how a user watches it.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+from components.training_operators import TrainingOperators
+from components.training_pod import PodShape
+from conventions.kubernetes import PodSecurityLevel
+from stack_config import Problem, StackConfig
+
+
+@dataclass(frozen=True)
+class JobMaster:
+    """A pod the kind's controller creates for every job besides its workers (DLRover's job master)."""
+
+    cluster_role: str
+    """ClusterRole (installed with the operator) bound to the namespace's `default` ServiceAccount, which the
+    master runs as."""
+    operator: str
+    """The operator that installs `cluster_role`; the namespace's RoleBinding waits for it."""
+
+
+@dataclass
+class WorkloadContext:
+    """What a kind deploys with: the stack config, the one pod shape, and what the stage built before it."""
+
+    config: StackConfig
+    shape: PodShape
+    """The training pod every replica of the workload runs."""
+    operators: TrainingOperators
+    """Installed operators; `operators.installed[name]` is what a custom resource must depend on."""
+    provider: k8s.Provider
+    ready: list[pulumi.Resource]
+    """The namespace and its guard rails, the storage, the GPU readiness gate: created before the workload."""
+    aws_opts: pulumi.ResourceOptions | None = None
+    """The AWS provider (EKS stacks), for kinds that create AWS resources (a queue)."""
+    region: str = ""
+    training_role: Any = None
+    """The training pods' Pod Identity role (EKS), for kinds that grant it access to what they create."""
+
+
+@dataclass
+class Deployment:
+    """What a deployed workload tells its users."""
+
+    watch: dict[str, str]
+    """kubectl (or aws) commands that follow the workload, exported as `watch`."""
+    exports: dict[str, Any] = field(default_factory=dict)
+    """Extra stack outputs (e.g. a queue URL)."""
+
+
+class WorkloadKind(ABC):
+    """One way to run training. Subclasses set the class attributes and implement `deploy` and `pod_templates`."""
+
+    name: ClassVar[str]
+    """The kind's name: the value of `workload.kind` (or, for `scaledjob`, of `autoscaling.mode`)."""
+    resource_kind: ClassVar[str]
+    """Kind of the custom resource it creates (`PyTorchJob`)."""
+    operators: ClassVar[frozenset[str]]
+    """Operators it needs installed: `training-operator`, `dlrover`, `keda`."""
+    pod_label: ClassVar[str]
+    """Label the controller puts on every pod of a job (value: the job's name); NetworkPolicies select by it."""
+    pod_security: ClassVar[PodSecurityLevel] = "restricted"
+    """Pod Security level the training namespace must enforce for the controller's pods to be admitted."""
+    job_master: ClassVar[JobMaster | None] = None
+    keda_reads_aws: ClassVar[bool] = False
+    """KEDA's operator reads an AWS service (a queue) for this kind: it gets a Pod Identity role."""
+    entrypoints: ClassVar[frozenset[str]] = frozenset({"train"})
+    """Values of `workload.entrypoint` the kind can run."""
+
+    def needs_operators(self, config: StackConfig) -> frozenset[str]:
+        """Operators to install for this stack (the kind's own, plus KEDA when something scales it)."""
+        return self.operators
+
+    def check(self, config: StackConfig) -> Iterator[Problem]:
+        """Config problems specific to this kind (run with every other rule, before anything is registered)."""
+        return iter(())
+
+    @abstractmethod
+    def deploy(self, context: WorkloadContext) -> Deployment:
+        """Register the workload's resources and say how to watch it. Resource names are part of every live
+        stack's state (a renamed resource is replaced), so each kind keeps the names it was released with."""
+
+    @abstractmethod
+    def pod_templates(self, body: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:
+        """Role → pod template of every replica in one of this kind's custom resources."""
+
+    def pods_per_job(self, config: StackConfig) -> int:
+        """Most training pods one job runs at once (the quota is sized from it)."""
+        workload = config.workload
+        pods = workload.elastic.max_nodes if workload.elastic else workload.num_nodes
+        if config.autoscaling.mode != "none":
+            pods = max(pods, config.autoscaling.max_replicas)
+        return pods

@@ -1,0 +1,106 @@
+"""`pytorchjob`: a Kubeflow PyTorchJob (training-operator v1.9.4), optionally elastic and scaled by KEDA.
+
+Master + Workers (rank 0 is the Master), or — with `workload.elastic` — Workers only with an `elasticPolicy`:
+the operator then hands torchrun a c10d rendezvous on the first worker through PET_* env. With
+`autoscaling.mode: scaledobject`, KEDA scales the Worker replicas through the CRD's `/scale` subresource.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from typing import Any, ClassVar
+
+from components.keda_scaling import KedaScaling, KedaScalingArgs
+from components.training_job import TrainingJob, TrainingJobArgs
+from components.training_pod import ElasticRange, PodShape, RunPolicy, pod_template, torchrun_args
+from conventions.kubernetes import app_labels
+from conventions.names import PROMETHEUS_URL
+from stack_config import Problem, StackConfig
+from workload_kinds.base import Deployment, WorkloadContext, WorkloadKind
+
+API_VERSION = "kubeflow.org/v1"
+POD_LABEL = "training.kubeflow.org/job-name"
+"""Label the training-operator puts on every pod of a PyTorchJob."""
+
+
+def pytorch_job_body(name: str, shape: PodShape, *, num_nodes: int, elastic: ElasticRange | None,
+                     run_policy: RunPolicy) -> dict[str, Any]:
+    """A PyTorchJob: Master + (num_nodes - 1) Workers, or — elastic — Workers only with `elasticPolicy` (the
+    operator then hands torchrun a c10d rendezvous on the first worker through PET_* env)."""
+    args = torchrun_args(shape.num_gpus, shape.trainer_args, module=shape.module)
+    labels = app_labels(name)
+    template = pod_template(shape, command=["torchrun"], args=args, labels=labels)
+    spec: dict[str, Any] = {
+        "nprocPerNode": str(shape.num_gpus),
+        "runPolicy": {"backoffLimit": run_policy.backoff_limit,
+                      "ttlSecondsAfterFinished": run_policy.ttl_seconds_after_finished,
+                      "cleanPodPolicy": run_policy.clean_pod_policy},
+    }
+    if elastic is not None:
+        # No `metrics`: KEDA (keda_scaling.py) is the only autoscaler; two HPAs on one target fight.
+        spec["elasticPolicy"] = {"minReplicas": elastic.min_nodes, "maxReplicas": elastic.max_nodes,
+                                 "rdzvBackend": "c10d", "maxRestarts": elastic.max_restarts}
+        spec["pytorchReplicaSpecs"] = {"Worker": {"replicas": elastic.min_nodes, "restartPolicy": "OnFailure",
+                                                  "template": template}}
+    else:
+        replicas = {"Master": {"replicas": 1, "restartPolicy": "OnFailure", "template": template}}
+        if num_nodes > 1:
+            replicas["Worker"] = {"replicas": num_nodes - 1, "restartPolicy": "OnFailure", "template": template}
+        spec["pytorchReplicaSpecs"] = replicas
+    return {"apiVersion": API_VERSION, "kind": "PyTorchJob",
+            "metadata": {"name": name, "namespace": shape.namespace, "labels": labels}, "spec": spec}
+
+
+def elastic_range(config: StackConfig) -> ElasticRange | None:
+    elastic = config.workload.elastic
+    return ElasticRange(elastic.min_nodes, elastic.max_nodes, elastic.max_restarts) if elastic else None
+
+
+def run_policy(config: StackConfig) -> RunPolicy:
+    workload = config.workload
+    return RunPolicy(workload.backoff_limit, workload.ttl_seconds_after_finished, workload.clean_pod_policy)
+
+
+class PyTorchJobKind(WorkloadKind):
+    name: ClassVar[str] = "pytorchjob"
+    resource_kind: ClassVar[str] = "PyTorchJob"
+    operators: ClassVar[frozenset[str]] = frozenset({"training-operator"})
+    pod_label: ClassVar[str] = POD_LABEL
+    entrypoints: ClassVar[frozenset[str]] = frozenset({"train", "bench"})
+
+    def needs_operators(self, config: StackConfig) -> frozenset[str]:
+        return self.operators | ({"keda"} if config.autoscaling.mode == "scaledobject" else set())
+
+    def check(self, config: StackConfig) -> Iterator[Problem]:
+        if config.workload.entrypoint == "bench" and config.autoscaling.mode != "none":
+            yield Problem("workload.entrypoint", "'bench' runs as one PyTorchJob on a fixed set of nodes: use kind "
+                                                 "pytorchjob with autoscaling.mode none")
+
+    def deploy(self, context: WorkloadContext) -> Deployment:
+        config, workload, autoscaling = context.config, context.config.workload, context.config.autoscaling
+        body = pytorch_job_body(workload.name, context.shape, num_nodes=workload.num_nodes,
+                                elastic=elastic_range(config), run_policy=run_policy(config))
+        job = TrainingJob("job", TrainingJobArgs(
+            body=body, provider=context.provider,
+            depends_on=[context.operators.installed["training-operator"], *context.ready]))
+        if autoscaling.mode == "scaledobject":
+            KedaScaling("scaling", KedaScalingArgs(
+                mode="scaledobject", job_name=workload.name, namespace=context.shape.namespace,
+                scale_target={"apiVersion": API_VERSION, "kind": self.resource_kind, "name": workload.name},
+                min_replicas=autoscaling.min_replicas, max_replicas=autoscaling.max_replicas,
+                gpu_utilization_threshold=autoscaling.gpu_utilization_threshold,
+                polling_interval_seconds=autoscaling.polling_interval_seconds,
+                cooldown_period_seconds=autoscaling.cooldown_period_seconds, prometheus_url=PROMETHEUS_URL,
+                provider=context.provider, depends_on=[context.operators.installed["keda"], job.job],
+            ))
+        namespace = context.shape.namespace
+        rank0 = f"{workload.name}-worker-0" if workload.elastic else f"{workload.name}-master-0"
+        return Deployment(watch={
+            "jobs": f"kubectl -n {namespace} get pytorchjobs {workload.name}",
+            "pods": f"kubectl -n {namespace} get pods -l {POD_LABEL}={workload.name} -o wide",
+            "logs": f"kubectl -n {namespace} logs -f {rank0} -c pytorch",
+        })
+
+    def pod_templates(self, body: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:
+        replicas = (body.get("spec") or {}).get("pytorchReplicaSpecs") or {}
+        return {role: replica.get("template") for role, replica in replicas.items()}
