@@ -153,7 +153,7 @@ def main(argv: list[str] | None = None) -> int:
     config = TrainConfig(model=args.model, batch_size=args.batch_size, max_steps=args.steps + 1, backend=args.backend)
     started_at = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
     training = throughput(config, ctx, args.steps)
-    # The shape `python -m gtp.bench_report` reads (one JSON object per run, "kind": "bench").
+    # The shape `python -m tools.bench_report` reads (one JSON object per run, "kind": "bench").
     result = {"kind": "bench", "started_at": started_at, "world_size": ctx.world_size, "backend": ctx.backend,
               "torch": torch.__version__, "device": training.get("device_name", ctx.device.type),
               "git_sha": os.environ.get("GTP_GIT_SHA"),
