@@ -15,11 +15,13 @@ from collections.abc import Iterator
 from cluster_targets.base import AwsNetwork, Cluster, ClusterTarget
 from cluster_targets.eks import EksTarget
 from cluster_targets.existing import ExistingTarget
+from cluster_targets.swarm import SwarmTarget
 from stack_config import Problem, StackConfig
 
 TARGETS: dict[str, ClusterTarget] = {target.mode: target for target in (
     EksTarget(),
     ExistingTarget(),
+    SwarmTarget(),
 )}
 
 __all__ = ["TARGETS", "AwsNetwork", "Cluster", "ClusterTarget", "check", "for_config"]

@@ -9,9 +9,11 @@ from typing import Any, ClassVar
 
 import pulumi
 import pulumi_aws as aws
+import pulumi_docker as docker
 import pulumi_kubernetes as k8s
 
 from components.training_identity import TrainingIdentity
+from conventions.names import Platform
 from stack_config import Problem, StackConfig
 
 
@@ -36,8 +38,8 @@ class Cluster:
     """A provisioned (or adopted) cluster, as the image, GPU and workload stages see it."""
 
     target: ClusterTarget
-    provider: k8s.Provider
-    """The Kubernetes provider of every in-cluster resource."""
+    provider: k8s.Provider | None
+    """The Kubernetes provider of every in-cluster resource (None on a Swarm)."""
     aws_opts: pulumi.ResourceOptions
     """Options carrying the stack's AWS provider (empty when the stack creates nothing in AWS)."""
     system_node_selector: dict[str, str] | None = None
@@ -46,6 +48,15 @@ class Cluster:
     """Set for a cluster in AWS."""
     exports: dict[str, Any] = field(default_factory=dict)
     """Stack outputs about the cluster (name, endpoint, kubeconfig...)."""
+    docker_provider: docker.Provider | None = None
+    """The Docker provider of a Swarm's manager (None on Kubernetes)."""
+
+    @property
+    def kubernetes(self) -> k8s.Provider:
+        """The Kubernetes provider; only Kubernetes platforms have one (stages check `target.platform`)."""
+        if self.provider is None:
+            raise TypeError(f"cluster mode {self.target.mode!r} runs on {self.target.platform}, not Kubernetes")
+        return self.provider
 
 
 class ClusterTarget(ABC):
@@ -53,6 +64,8 @@ class ClusterTarget(ABC):
 
     mode: ClassVar[str]
     """The value of `cluster.mode` that selects this target."""
+    platform: ClassVar[Platform] = "kubernetes"
+    """What runs the workloads; workload kinds declare the platform they run on."""
     provisions_in_aws: ClassVar[bool] = False
     """Whether the target creates AWS resources (then the stack has an AWS provider)."""
 

@@ -95,6 +95,12 @@ class EksTarget(ClusterTarget):
         yield from check_sizes("cluster.systemNodeGroup", sng.min_size, sng.desired_size, sng.max_size)
         if cluster.context is not None:
             yield Problem("cluster.context", "is only used with mode 'existing'")
+        if config.storage.kind in ("nfs", "host-path"):
+            yield Problem("storage.kind", f"{config.storage.kind!r} is for a Docker Swarm; on Kubernetes shared storage "
+                                          "comes through a StorageClass (efs, fsx-lustre, existing), and Pod Security "
+                                          "'restricted' forbids nfs and hostPath volumes")
+        if config.cluster.swarm is not None:
+            yield Problem("cluster.swarm", "only applies to mode 'swarm'")
         for name, group in config.gpu_node_groups.items():
             yield from check_gpu_node_group(f"gpuNodeGroups.{name}", group)
             if group.instance_types and group.instance_types[0] in GPU_INSTANCE_TYPES:

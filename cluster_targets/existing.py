@@ -48,6 +48,12 @@ class ExistingTarget(ClusterTarget):
             for key in ("instanceTypes", "amiType", "capacityReservationId"):
                 if getattr(group, snake(key)):
                     yield Problem(f"{path}.{key}", "only applies to EKS node groups, not an existing cluster")
+        if config.storage.kind in ("nfs", "host-path"):
+            yield Problem("storage.kind", f"{config.storage.kind!r} is for a Docker Swarm; on Kubernetes shared storage "
+                                          "comes through a StorageClass (efs, fsx-lustre, existing), and Pod Security "
+                                          "'restricted' forbids nfs and hostPath volumes")
+        if config.cluster.swarm is not None:
+            yield Problem("cluster.swarm", "only applies to mode 'swarm'")
         if config.storage.kind in ("efs", "fsx-lustre"):
             yield Problem("storage.kind", f"{config.storage.kind!r} is created in AWS next to an EKS cluster; an "
                                           "existing cluster uses kind 'existing' with its StorageClass")

@@ -4,7 +4,7 @@ The chart (`catalog.versions.NVIDIA_DEVICE_PLUGIN`) installs the device plugin, 
 as GFD's dependency, node feature discovery (NFD). Sharing is rendered as the plugin's own config file: one
 named config per distinct sharing (`none`, `mps-4`, `time-slicing-2`, names from `conventions.names.config_name`),
 chosen per node by the `nvidia.com/device-plugin.config` label. EKS node groups carry that label already
-(`stack_config.derived.node_labels`); on an existing cluster, label every node whose sharing differs from
+(`cluster_targets.eks.node_labels`); on an existing cluster, label every node whose sharing differs from
 `gpu.sharing` yourself (`kubectl label node <n> nvidia.com/device-plugin.config=<name>`); unlabelled nodes
 use the default config, the one of `gpu.sharing`.
 Docs: https://github.com/NVIDIA/k8s-device-plugin#shared-access-to-gpus

@@ -6,6 +6,12 @@ another consumes. Each name is defined once here.
 
 from __future__ import annotations
 
+from typing import Literal
+
+Platform = Literal["kubernetes", "swarm"]
+"""What runs a stack's workloads: a Kubernetes API (EKS, an existing cluster) or a Docker Swarm manager. Cluster
+targets say which one they provide, workload kinds which one they need."""
+
 # --- node labels, taints and extended resources ---------------------------------------------------------------
 DEVICE_PLUGIN_CONFIG_LABEL = "nvidia.com/device-plugin.config"
 NODE_GROUP_LABEL = "gtp.dev/node-group"

@@ -47,7 +47,7 @@ SECTIONS: dict[str, type[_Section]] = {
 }
 MAP_SECTIONS: dict[str, type[_Section]] = {"gpuNodeGroups": GpuNodeGroupConfig}
 STRING_MAP_SECTIONS = ("tags",)
-SECRET_KEYS = ("kubeconfig", "registryPassword")
+SECRET_KEYS = ("kubeconfig", "registryPassword", "swarmSecrets")
 KNOWN_KEYS = (*SCALAR_DEFAULTS, *SECTIONS, *MAP_SECTIONS, *STRING_MAP_SECTIONS, *SECRET_KEYS)
 
 
@@ -128,6 +128,7 @@ def parse_stack_config(
         image=sections["image"], workload=sections["workload"], autoscaling=sections["autoscaling"],
         storage=sections["storage"], lifecycle=sections["lifecycle"], tags=sections.get("tags") or {},
         kubeconfig=secrets["kubeconfig"], registry_password=secrets["registryPassword"],
+        swarm_secrets=secrets["swarmSecrets"],
     )
     problems.extend(check_rules(config, failed=failed, extra=rules))
     if problems:

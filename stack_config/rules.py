@@ -72,7 +72,7 @@ def _check_network(config: StackConfig) -> Iterator[Problem]:
                                              "private and public subnets in every zone)")
     except ValueError:
         yield Problem("network.vpcCidr", f"{network.vpc_cidr!r} is not a CIDR like '10.0.0.0/16'")
-    if config.cluster.mode == "existing":
+    if config.cluster.mode != "eks":  # the network section describes the VPC of an EKS cluster only
         return
     if network.existing_vpc_id and len(network.existing_private_subnet_ids) < 2:
         yield Problem("network.existingPrivateSubnetIds", "an adopted VPC needs at least two private subnets "
@@ -157,7 +157,7 @@ def valid_groups(config: StackConfig) -> list[str]:
     """Groups whose facts can be computed (invalid ones are already reported)."""
     names = []
     for name, group in config.gpu_node_groups.items():
-        if config.cluster.mode == "existing":
+        if config.cluster.mode != "eks":  # adopted nodes: their facts come from config
             if group.gpus_per_node and group.architecture:
                 names.append(name)
         elif group.instance_types and all(t in GPU_INSTANCE_TYPES for t in group.instance_types):
@@ -247,6 +247,9 @@ def _check_storage(config: StackConfig) -> Iterator[Problem]:
     if storage.kind == "fsx-lustre" and not (storage.size_gib == 1200 or storage.size_gib % 2400 == 0):
         yield Problem("storage.sizeGib", f"{storage.size_gib} is not a valid FSx for Lustre size (1200 or a "
                                          "multiple of 2400)")
+    for key, kind in (("nfsServer", "nfs"), ("nfsPath", "nfs"), ("hostPath", "host-path")):
+        if getattr(storage, snake(key)) is not None and storage.kind != kind:
+            yield Problem(f"storage.{key}", f"only applies when storage.kind is {kind!r}")
     if not storage.mount_path.startswith("/"):
         yield Problem("storage.mountPath", f"{storage.mount_path!r} must be an absolute path")
 

@@ -49,12 +49,30 @@ class SystemNodeGroupConfig(_Section):
         return self.min_size if self.desired_size is None else self.desired_size
 
 
+class SwarmConfig(_Section):
+    """A Docker Swarm of GPU servers, managed through one of its managers over SSH (`cluster.mode: swarm`)."""
+
+    manager_host: str | None = None
+    """Required for Swarm: the Docker endpoint of a manager node, `ssh://<user>@<host>[:<port>]` (the user must be
+    allowed to use the Docker socket there). Only SSH: the daemon's API is never exposed over TCP."""
+    ssh_options: tuple[str, ...] = ("-o", "StrictHostKeyChecking=yes")
+    """Extra `ssh` options for the connection. Default `["-o", "StrictHostKeyChecking=yes"]` (the manager's host
+    key must already be in the deployer's known_hosts)."""
+    gpu_resource_name: str = "NVIDIA-GPU"
+    """Kind of the generic resource each GPU node's daemon advertises (`node-generic-resources` in
+    `/etc/docker/daemon.json`, e.g. `["NVIDIA-GPU=GPU-<uuid>", ...]`). Default `NVIDIA-GPU`."""
+    converge_timeout_seconds: int = Field(600, ge=30, le=7200)
+    """How long `pulumi up` waits for every training task to run (image pulled, GPUs reserved) before it fails
+    instead of leaving tasks pending (30..7200). Default 600."""
+
+
 class ClusterConfig(_Section):
-    """Which Kubernetes cluster the stack runs on and how its API is reached."""
+    """Which cluster the stack runs on and how its API is reached."""
 
     mode: str = "eks"
-    """The cluster target (`cluster_targets/`). `eks`: provision an EKS cluster. `existing`: adopt a cluster
-    reached by the `kubeconfig` secret (or `context`); nothing is provisioned in AWS for it. Default `eks`."""
+    """The cluster target (`cluster_targets/`). `eks`: provision an EKS cluster. `existing`: adopt a Kubernetes
+    cluster reached by the `kubeconfig` secret (or `context`); nothing is provisioned in AWS for it. `swarm`: a
+    Docker Swarm of GPU servers reached over SSH (`cluster.swarm`). Default `eks`."""
     endpoint_public_access: bool = False
     """EKS only. Expose the API server endpoint publicly, restricted to `publicAccessCidrs`. Default false
     (private endpoint, reachable from inside the VPC)."""
@@ -76,6 +94,8 @@ class ClusterConfig(_Section):
     gpu_node_taint: bool = True
     """Taint GPU nodes `nvidia.com/gpu=true:NoSchedule` so only pods that ask for GPUs land there. Default
     true."""
+    swarm: SwarmConfig | None = None
+    """Swarm mode only (required there): how to reach the swarm."""
 
 
 class NetworkConfig(_Section):
@@ -303,9 +323,11 @@ class AutoscalingConfig(_Section):
 class StorageConfig(_Section):
     """Shared ReadWriteMany storage for data and checkpoints."""
 
-    kind: Literal["none", "efs", "fsx-lustre", "existing"] = "none"
+    kind: Literal["none", "efs", "fsx-lustre", "existing", "nfs", "host-path"] = "none"
     """`efs`: Amazon EFS. `fsx-lustre`: FSx for Lustre. `existing`: a StorageClass already in the cluster.
-    `none`: checkpoints go to an emptyDir (lost with the pod; dev only). Default `none`."""
+    `nfs` (Swarm): an NFS export every GPU server mounts (`nfsServer`, `nfsPath`). `host-path` (Swarm): a
+    directory that exists on every GPU server (`hostPath`, e.g. a shared mount). `none`: checkpoints go to
+    node-local scratch (lost with the pod or task; dev only). Default `none`."""
     existing_storage_class: str | None = None
     """StorageClass name for `existing`."""
     size_gib: int = Field(1200, ge=1)
@@ -314,6 +336,14 @@ class StorageConfig(_Section):
     """FSx for Lustre deployment type. Default `PERSISTENT_2`."""
     fsx_throughput_per_unit: Literal[125, 250, 500, 1000] = 125
     """FSx PERSISTENT_2 throughput MB/s per TiB. Default 125."""
+    nfs_server: str | None = None
+    """`nfs` only: the NFS server's address (IP or DNS name reachable from every GPU server)."""
+    nfs_path: str | None = None
+    """`nfs` only: the exported path, e.g. `/export/training`."""
+    nfs_options: str = "nfsvers=4.1,rw"
+    """`nfs` only: mount options (without `addr=`). Default `nfsvers=4.1,rw`."""
+    host_path: str | None = None
+    """`host-path` only: the directory on every GPU server, owned by uid/gid 10001 (the trainer's user)."""
     mount_path: str = "/mnt/shared"
     """Where the volume is mounted in every worker (checkpoints under `<mountPath>/checkpoints/<job>`, data
     under `<mountPath>/data`). Default `/mnt/shared`."""
@@ -371,6 +401,9 @@ class StackConfig(BaseModel):
     lifecycle: LifecycleConfig
     tags: dict[str, str]
     kubeconfig: SecretStr | None = None
+    swarm_secrets: SecretStr | None = None
+    """Swarm only: the `swarmSecrets` secret, a JSON map of name → value; each becomes a Docker secret mounted
+    read-only at `/run/secrets/<name>` in every training task."""
     registry_password: SecretStr | None = None
 
     # --- derived facts (computed, never stored) ---------------------------------------------------------
@@ -414,7 +447,9 @@ class NodeFacts:
 
 
 def node_facts(mode: str, group: GpuNodeGroupConfig) -> NodeFacts:
-    if mode == "existing":
+    """From the instance catalog where the stack provisions the nodes (EKS); from config where it adopts them
+    (an existing cluster, a Swarm), since they can't be discovered offline."""
+    if mode != "eks":
         return NodeFacts(group.gpus_per_node or 0, group.gpu_model or "unknown", group.architecture or "amd64", 0)
     first = GPU_INSTANCE_TYPES[group.instance_types[0]]
     # A group may mix types; it is only as wide as its smallest member.

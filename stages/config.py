@@ -7,22 +7,37 @@ any resource is registered.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 import cluster_targets
 import stack_config
 import workload_kinds
-from stack_config import StackConfig
+from stack_config import Problem, StackConfig
 from stack_config.rules import Rule
 
 CHOICES: dict[str, list[str]] = {
     "cluster.mode": sorted(cluster_targets.TARGETS),
     "workload.kind": workload_kinds.CONFIGURABLE,
 }
+
+
+def check_platform(config: StackConfig) -> Iterator[Problem]:
+    """The workload kind runs on what the cluster target provides (Kubernetes or a Docker Swarm)."""
+    kind = workload_kinds.for_config(config)
+    target = cluster_targets.for_config(config)
+    if kind is not None and kind.platform != target.platform:
+        fitting = sorted(name for name in workload_kinds.CONFIGURABLE
+                         if name in workload_kinds.KINDS and workload_kinds.KINDS[name].platform == target.platform)
+        yield Problem("workload.kind", f"{kind.name!r} runs on {kind.platform}, but cluster.mode "
+                                       f"{config.cluster.mode!r} is a {target.platform} cluster; use "
+                                       f"{' or '.join(fitting + ['none'])}")
+
+
 RULES: tuple[Rule, ...] = (
     (cluster_targets.check, ("cluster",)),
     (workload_kinds.check, ("workload", "autoscaling", "cluster")),
+    (check_platform, ("workload", "autoscaling", "cluster")),
 )
 
 

@@ -37,6 +37,10 @@ class Gpu:
 
 
 def build_gpu(config: StackConfig, cluster: Cluster, image_ref: pulumi.Input[str]) -> Gpu:
+    if cluster.target.platform != "kubernetes":
+        # A Swarm's servers advertise their GPUs as generic resources in the daemons' own config: nothing to
+        # install, and each training service waits until its tasks run (components/swarm_training.py).
+        return Gpu(ready=[])
     device_plugin = NvidiaDevicePlugin("nvidia", device_plugin_args(config, cluster.provider))
     device_plugin_namespace = device_plugin.namespace.metadata["name"]
     gpu_plugins: list[pulumi.Resource] = [device_plugin.release] if device_plugin.release else []

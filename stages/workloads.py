@@ -15,7 +15,10 @@ import pulumi
 import cluster_targets
 import workload_kinds
 from cluster_targets import Cluster
+from cluster_targets.swarm import swarm_secrets
 from components.shared_storage import SharedStorage, SharedStorageArgs
+from components.swarm_training import constraints_for
+from components.training_image import registry_server
 from components.training_namespace import QuotaSize, TrainingNamespace, TrainingNamespaceArgs
 from components.training_operators import TrainingOperators, TrainingOperatorsArgs
 from components.training_pod import PodShape, bench_args, checkpoint_dir, trainer_args
@@ -30,7 +33,7 @@ from conventions.names import (
 from stack_config import StackConfig
 from stack_config.derived import gpus_per_pod
 from stages.gpu import Gpu
-from workload_kinds import WorkloadContext, WorkloadKind
+from workload_kinds import KubernetesWorkloadKind, SwarmContext, SwarmWorkloadKind, WorkloadContext
 
 
 @dataclass
@@ -43,6 +46,10 @@ def build_workloads(config: StackConfig, cluster: Cluster, image_ref: pulumi.Inp
     kind = workload_kinds.for_config(config)
     if kind is None:
         return Workloads()
+    if isinstance(kind, SwarmWorkloadKind):
+        deployment = kind.deploy(swarm_context(config, cluster, image_ref))
+        return Workloads(exports={"watch": deployment.watch, **deployment.exports})
+    assert isinstance(kind, KubernetesWorkloadKind)  # the platform rule (stages/config.py) matched it
     namespace = training_namespace(config.stack)
     operators = TrainingOperators("operators", TrainingOperatorsArgs(
         provider=cluster.provider, **{flag.replace("-", "_"): True for flag in kind.needs_operators(config)},
@@ -61,7 +68,7 @@ def build_workloads(config: StackConfig, cluster: Cluster, image_ref: pulumi.Inp
     return Workloads(exports={"watch": {"namespace": namespace, **deployment.watch}, **deployment.exports})
 
 
-def build_namespace(config: StackConfig, cluster: Cluster, kind: WorkloadKind,
+def build_namespace(config: StackConfig, cluster: Cluster, kind: KubernetesWorkloadKind,
                     operators: TrainingOperators) -> TrainingNamespace:
     workload = config.workload
     facts = config.node_facts(workload.node_group)
@@ -132,3 +139,21 @@ def pod_shape(config: StackConfig, cluster: Cluster, image_ref: pulumi.Input[str
         storage_volume=storage_volume, mount_path=config.storage.mount_path, checkpoint_dir=checkpoints,
         module=f"trainer.{workload.entrypoint}", trainer_args=args,
     )
+
+
+def swarm_context(config: StackConfig, cluster: Cluster, image_ref: pulumi.Input[str]) -> SwarmContext:
+    """What a Swarm kind needs: the manager's provider, where the GPU servers are, registry and secrets."""
+    workload, image = config.workload, config.image
+    group = workload.node_group
+    target = cluster_targets.for_config(config)
+    facts = config.node_facts(group)
+    registry_auth = None
+    if image.registry == "existing" and image.existing_registry and config.registry_password is not None:
+        registry_auth = {"server_address": registry_server(image.existing_registry),
+                         "username": image.existing_registry_username or "",
+                         "password": pulumi.Output.secret(config.registry_password.get_secret_value())}
+    return SwarmContext(
+        config=config, image=image_ref, provider=cluster.docker_provider,
+        constraints=constraints_for(target.node_selector(config, group), facts.architecture),
+        gpus_per_node=facts.num_gpus, registry_auth=registry_auth,
+        secrets={name: pulumi.Output.secret(value) for name, value in swarm_secrets(config).items()})

@@ -15,7 +15,7 @@ from tests.conftest import ROOT, plan_stack
 GOLDEN = ROOT / "tests" / "golden"
 
 
-@pytest.mark.parametrize("stack", ["dev", "edge", "prod"])
+@pytest.mark.parametrize("stack", ["dev", "edge", "edge-swarm", "prod"])
 def test_plan_matches_golden(stack: str) -> None:
     resources, manifests = gtp_plan.render(plan_stack(stack))
     directory = GOLDEN / stack

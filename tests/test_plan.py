@@ -17,7 +17,7 @@ from tools.validate import Report, close_schema, validate_objects
 from tests.conftest import ROOT, plan_modified, plan_stack
 
 
-@pytest.mark.parametrize("stack", ["dev", "edge", "prod"])
+@pytest.mark.parametrize("stack", ["dev", "edge", "edge-swarm", "prod"])
 def test_plan_renders_and_is_deterministic(stack: str) -> None:
     first = gtp_plan.render(plan_stack(stack))
     second = gtp_plan.render(gtp_plan.run(stack))

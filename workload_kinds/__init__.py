@@ -14,15 +14,25 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from stack_config import Problem, StackConfig
-from workload_kinds.base import Deployment, JobMaster, WorkloadContext, WorkloadKind
+from workload_kinds.base import (
+    Deployment,
+    JobMaster,
+    KubernetesWorkloadKind,
+    SwarmContext,
+    SwarmWorkloadKind,
+    WorkloadContext,
+    WorkloadKind,
+)
 from workload_kinds.elasticjob import ElasticJobKind
 from workload_kinds.pytorchjob import PyTorchJobKind
 from workload_kinds.scaledjob import ScaledJobKind
+from workload_kinds.swarm import SwarmKind
 
 KINDS: dict[str, WorkloadKind] = {kind.name: kind for kind in (
     PyTorchJobKind(),
     ElasticJobKind(),
     ScaledJobKind(),
+    SwarmKind(),
 )}
 NO_WORKLOAD = "none"
 SELECTED_BY_AUTOSCALING = {"scaledjob": "scaledjob"}
@@ -30,8 +40,8 @@ SELECTED_BY_AUTOSCALING = {"scaledjob": "scaledjob"}
 CONFIGURABLE = sorted({*KINDS} - set(SELECTED_BY_AUTOSCALING.values()) | {NO_WORKLOAD})
 """Values `workload.kind` accepts."""
 
-__all__ = ["CONFIGURABLE", "KINDS", "Deployment", "JobMaster", "WorkloadContext", "WorkloadKind", "for_config",
-           "check", "kind_of_resource"]
+__all__ = ["CONFIGURABLE", "KINDS", "Deployment", "JobMaster", "KubernetesWorkloadKind", "SwarmContext",
+           "SwarmWorkloadKind", "WorkloadContext", "WorkloadKind", "check", "for_config", "kind_of_resource"]
 
 
 def for_config(config: StackConfig) -> WorkloadKind | None:
@@ -55,9 +65,9 @@ def check(config: StackConfig) -> Iterator[Problem]:
     yield from kind.check(config)
 
 
-def kind_of_resource(body: Mapping[str, Any]) -> WorkloadKind | None:
-    """The kind whose custom resource `body` is (by its `kind`), if any."""
+def kind_of_resource(body: Mapping[str, Any]) -> KubernetesWorkloadKind | None:
+    """The Kubernetes kind whose custom resource `body` is (by its `kind`), if any."""
     for kind in KINDS.values():
-        if body.get("kind") == kind.resource_kind:
+        if isinstance(kind, KubernetesWorkloadKind) and body.get("kind") == kind.resource_kind:
             return kind
     return None

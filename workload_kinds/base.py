@@ -20,6 +20,7 @@ import pulumi_kubernetes as k8s
 from components.training_operators import TrainingOperators
 from components.training_pod import PodShape
 from conventions.kubernetes import PodSecurityLevel
+from conventions.names import Platform
 from stack_config import Problem, StackConfig
 
 
@@ -64,10 +65,25 @@ class Deployment:
 
 
 class WorkloadKind(ABC):
-    """One way to run training. Subclasses set the class attributes and implement `deploy` and `pod_templates`."""
+    """One way to run training, on one platform (`KubernetesWorkloadKind`, `SwarmWorkloadKind`)."""
 
     name: ClassVar[str]
     """The kind's name: the value of `workload.kind` (or, for `scaledjob`, of `autoscaling.mode`)."""
+    platform: ClassVar[Platform]
+    """What must run it: the cluster target's platform has to match."""
+    entrypoints: ClassVar[frozenset[str]] = frozenset({"train"})
+    """Values of `workload.entrypoint` the kind can run."""
+
+    def check(self, config: StackConfig) -> Iterator[Problem]:
+        """Config problems specific to this kind (run with every other rule, before anything is registered)."""
+        return iter(())
+
+
+class KubernetesWorkloadKind(WorkloadKind):
+    """A kind whose controller runs training pods. Subclasses set the class attributes and implement `deploy`
+    and `pod_templates`."""
+
+    platform: ClassVar[Platform] = "kubernetes"
     resource_kind: ClassVar[str]
     """Kind of the custom resource it creates (`PyTorchJob`)."""
     operators: ClassVar[frozenset[str]]
@@ -79,16 +95,10 @@ class WorkloadKind(ABC):
     job_master: ClassVar[JobMaster | None] = None
     keda_reads_aws: ClassVar[bool] = False
     """KEDA's operator reads an AWS service (a queue) for this kind: it gets a Pod Identity role."""
-    entrypoints: ClassVar[frozenset[str]] = frozenset({"train"})
-    """Values of `workload.entrypoint` the kind can run."""
 
     def needs_operators(self, config: StackConfig) -> frozenset[str]:
         """Operators to install for this stack (the kind's own, plus KEDA when something scales it)."""
         return self.operators
-
-    def check(self, config: StackConfig) -> Iterator[Problem]:
-        """Config problems specific to this kind (run with every other rule, before anything is registered)."""
-        return iter(())
 
     @abstractmethod
     def deploy(self, context: WorkloadContext) -> Deployment:
@@ -106,3 +116,29 @@ class WorkloadKind(ABC):
         if config.autoscaling.mode != "none":
             pods = max(pods, config.autoscaling.max_replicas)
         return pods
+
+
+@dataclass
+class SwarmContext:
+    """What a Swarm kind deploys with."""
+
+    config: StackConfig
+    image: pulumi.Input[str]
+    """The training image, by digest."""
+    provider: Any
+    """The Swarm manager's `docker.Provider`."""
+    constraints: list[str]
+    """Placement constraints selecting the workload's GPU servers."""
+    gpus_per_node: int
+    registry_auth: dict[str, pulumi.Input[str]] | None = None
+    secrets: dict[str, pulumi.Input[str]] = field(default_factory=dict)
+
+
+class SwarmWorkloadKind(WorkloadKind):
+    """A kind that runs training as Docker Swarm services."""
+
+    platform: ClassVar[Platform] = "swarm"
+
+    @abstractmethod
+    def deploy(self, context: SwarmContext) -> Deployment:
+        """Register the workload's services and say how to watch them (resource names are state: keep them)."""

@@ -16,7 +16,7 @@ from components.training_pod import ElasticRange, PodShape, pod_template
 from conventions.kubernetes import PodSecurityLevel, app_labels
 from conventions.quantities import quantity_gib, whole_cores
 from stack_config import Problem, StackConfig
-from workload_kinds.base import Deployment, JobMaster, WorkloadContext, WorkloadKind
+from workload_kinds.base import Deployment, JobMaster, KubernetesWorkloadKind, WorkloadContext
 
 API_VERSION = "elastic.iml.github.io/v1alpha1"
 POD_LABEL = "elasticjob.dlrover/name"
@@ -56,7 +56,7 @@ def elastic_job_body(name: str, shape: PodShape, *, elastic: ElasticRange) -> di
     }
 
 
-class ElasticJobKind(WorkloadKind):
+class ElasticJobKind(KubernetesWorkloadKind):
     name: ClassVar[str] = "elasticjob"
     resource_kind: ClassVar[str] = "ElasticJob"
     operators: ClassVar[frozenset[str]] = frozenset({"dlrover"})

@@ -16,7 +16,7 @@ from components.training_pod import ElasticRange, PodShape, RunPolicy, pod_templ
 from conventions.kubernetes import app_labels
 from conventions.names import PROMETHEUS_URL
 from stack_config import Problem, StackConfig
-from workload_kinds.base import Deployment, WorkloadContext, WorkloadKind
+from workload_kinds.base import Deployment, KubernetesWorkloadKind, WorkloadContext
 
 API_VERSION = "kubeflow.org/v1"
 POD_LABEL = "training.kubeflow.org/job-name"
@@ -61,7 +61,7 @@ def run_policy(config: StackConfig) -> RunPolicy:
     return RunPolicy(workload.backoff_limit, workload.ttl_seconds_after_finished, workload.clean_pod_policy)
 
 
-class PyTorchJobKind(WorkloadKind):
+class PyTorchJobKind(KubernetesWorkloadKind):
     name: ClassVar[str] = "pytorchjob"
     resource_kind: ClassVar[str] = "PyTorchJob"
     operators: ClassVar[frozenset[str]] = frozenset({"training-operator"})

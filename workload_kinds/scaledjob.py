@@ -13,11 +13,11 @@ from typing import Any, ClassVar
 
 from components.keda_scaling import KedaScaling, KedaScalingArgs
 from stack_config import Problem, StackConfig
-from workload_kinds.base import Deployment, WorkloadContext, WorkloadKind
+from workload_kinds.base import Deployment, KubernetesWorkloadKind, WorkloadContext
 from workload_kinds.pytorchjob import POD_LABEL as PYTORCH_JOB_LABEL
 
 
-class ScaledJobKind(WorkloadKind):
+class ScaledJobKind(KubernetesWorkloadKind):
     name: ClassVar[str] = "scaledjob"
     resource_kind: ClassVar[str] = "ScaledJob"
     operators: ClassVar[frozenset[str]] = frozenset({"keda"})
