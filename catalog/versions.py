@@ -25,15 +25,34 @@ SUPPORTED_KUBERNETES_VERSIONS: tuple[str, ...] = ("1.32", "1.33", "1.34", "1.35"
 
 # EKS managed add-ons, pinned per add-on. `aws eks describe-addon-versions --kubernetes-version <v>` lists
 # the builds EKS offers; these are the newest builds compatible with 1.32-1.35 at the time of pinning.
+# kube-proxy is the exception: its minor must equal the cluster's (kube-proxy may not be newer than the API
+# server, nor more than three minors older), so it is pinned per Kubernetes version in EKS_KUBE_PROXY below.
 EKS_ADDONS: dict[str, str] = {
     "vpc-cni": "v1.20.4-eksbuild.1",
     "coredns": "v1.12.4-eksbuild.1",
-    "kube-proxy": "v1.34.1-eksbuild.2",
     "eks-pod-identity-agent": "v1.3.9-eksbuild.3",
     "aws-ebs-csi-driver": "v1.51.1-eksbuild.1",
     "aws-efs-csi-driver": "v2.1.13-eksbuild.1",
     "aws-fsx-csi-driver": "v1.7.0-eksbuild.1",
 }
+
+# kube-proxy add-on build per Kubernetes minor: the EKS user guide's "kube-proxy versions" table
+# (docs.aws.amazon.com/eks/latest/userguide/managing-kube-proxy.html; 1.32-1.34 from the revision that listed
+# v1.34.1-eksbuild.2, 1.35 from the first revision listing 1.35).
+EKS_KUBE_PROXY: dict[str, str] = {
+    "1.32": "v1.32.9-eksbuild.2",
+    "1.33": "v1.33.5-eksbuild.2",
+    "1.34": "v1.34.1-eksbuild.2",
+    "1.35": "v1.35.3-eksbuild.2",
+}
+
+
+def eks_addon_version(addon: str, kubernetes_version: str) -> str:
+    """The pinned build of an EKS managed add-on for a cluster of `kubernetes_version` (a supported minor)."""
+    if addon == "kube-proxy":
+        return EKS_KUBE_PROXY[kubernetes_version]
+    return EKS_ADDONS[addon]
+
 
 # --- GPU enablement -------------------------------------------------------------------------------------
 # https://github.com/NVIDIA/k8s-device-plugin (chart bundles GFD and NFD as a dependency).

@@ -88,6 +88,7 @@ class EksCluster(pulumi.ComponentResource):
 
     def __init__(self, name: str, args: EksClusterArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("gtp:cluster:EksCluster", name, None, opts)
+        self._kubernetes_version = args.kubernetes_version
         child = pulumi.ResourceOptions(parent=self)
         protected = pulumi.ResourceOptions(parent=self, protect=args.protect)
 
@@ -209,7 +210,8 @@ class EksCluster(pulumi.ComponentResource):
             extra["configuration_values"] = configuration
         return aws.eks.Addon(
             f"{name}-{addon}", cluster_name=self.cluster.name, addon_name=addon,
-            addon_version=versions.EKS_ADDONS[addon], resolve_conflicts_on_create="OVERWRITE",
+            addon_version=versions.eks_addon_version(addon, self._kubernetes_version),
+            resolve_conflicts_on_create="OVERWRITE",
             resolve_conflicts_on_update="OVERWRITE", **extra,
             opts=pulumi.ResourceOptions(parent=self, depends_on=depends_on or []))
 

@@ -61,6 +61,20 @@ def _check_cluster(config: StackConfig) -> Iterator[Problem]:
             yield Problem(f"cluster.adminRoleArns[{index}]", f"{role!r} is not an IAM role ARN")
     if cluster.deployer_role_arn is not None and not arn.match(cluster.deployer_role_arn):
         yield Problem("cluster.deployerRoleArn", f"{cluster.deployer_role_arn!r} is not an IAM role ARN")
+    # EKS keeps one access entry per principal: a second `aws.eks.AccessEntry` for the same ARN fails at `up`
+    # with ResourceInUseException, after everything before it was created.
+    seen: dict[str, str] = {}
+    if cluster.deployer_role_arn is not None:
+        seen[cluster.deployer_role_arn] = "cluster.deployerRoleArn"
+    for index, role in enumerate(cluster.admin_role_arns):
+        if role in seen:
+            yield Problem(f"cluster.adminRoleArns[{index}]",
+                          f"{role!r} is already {seen[role]} and would get a second EKS access entry (one per "
+                          "principal); remove it here, the deployer is a cluster admin already"
+                          if seen[role] == "cluster.deployerRoleArn" else
+                          f"{role!r} is listed twice (also {seen[role]}); EKS allows one access entry per principal")
+        else:
+            seen[role] = f"cluster.adminRoleArns[{index}]"
 
 
 def _check_network(config: StackConfig) -> Iterator[Problem]:

@@ -1,0 +1,66 @@
+"""Issue 14: updates that AWS must replace or reject — add-on builds per Kubernetes version, one access entry
+per principal."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from catalog import versions
+from tests.conftest import plan_modified, plan_stack
+from stack_config import ConfigError
+from tools import plan as gtp_plan
+
+
+@pytest.mark.parametrize("kubernetes_version", versions.SUPPORTED_KUBERNETES_VERSIONS)
+def test_every_supported_kubernetes_version_has_a_build_of_every_addon(kubernetes_version: str) -> None:
+    for addon in (*versions.EKS_ADDONS, "kube-proxy"):
+        assert versions.eks_addon_version(addon, kubernetes_version).startswith("v")
+    # kube-proxy's minor is the cluster's own (version skew policy: never newer than the API server).
+    assert versions.eks_addon_version("kube-proxy", kubernetes_version).startswith(f"v{kubernetes_version}.")
+
+
+def test_kube_proxy_follows_the_stacks_kubernetes_version(tmp_path: Path) -> None:
+    def kube_proxy(plan: gtp_plan.Plan) -> str:
+        addons = {a.inputs["addonName"]: a for a in plan.by_type("aws:eks/addon:Addon")}
+        return addons["kube-proxy"].inputs["addonVersion"]
+
+    dev = plan_stack("dev")
+    assert kube_proxy(dev).startswith("v" + dev.one("aws:eks/cluster:Cluster").inputs["version"] + ".")
+
+    def older(config: dict[str, Any]) -> None:
+        config["gtp:kubernetesVersion"] = "1.32"
+
+    assert kube_proxy(plan_modified(tmp_path, "dev", older)) == versions.EKS_KUBE_PROXY["1.32"]
+
+
+def _admins(deployer: str | None, admins: list[str]):
+    def edit(config: dict[str, Any]) -> None:
+        cluster = config.setdefault("gtp:cluster", {})
+        cluster["adminRoleArns"] = admins
+        if deployer is None:
+            cluster.pop("deployerRoleArn", None)
+        else:
+            cluster["deployerRoleArn"] = deployer
+    return edit
+
+
+ROLE_A = "arn:aws:iam::123456789012:role/platform-admin"
+ROLE_B = "arn:aws:iam::123456789012:role/gtp-deployer"
+
+
+@pytest.mark.parametrize(("deployer", "admins", "expected"), [
+    (ROLE_B, [ROLE_A, ROLE_B], r"cluster\.adminRoleArns\[1\]: .*already cluster\.deployerRoleArn.*second EKS access entry"),
+    (None, [ROLE_A, ROLE_A], r"cluster\.adminRoleArns\[1\]: .*listed twice \(also cluster\.adminRoleArns\[0\]\)"),
+])
+def test_a_principal_gets_one_access_entry(tmp_path: Path, deployer, admins, expected) -> None:
+    with pytest.raises(ConfigError, match=expected):
+        plan_modified(tmp_path, "dev", _admins(deployer, admins))
+
+
+def test_distinct_principals_each_get_one_access_entry(tmp_path: Path) -> None:
+    plan = plan_modified(tmp_path, "dev", _admins(ROLE_B, [ROLE_A]))
+    principals = [e.inputs["principalArn"] for e in plan.by_type("aws:eks/accessEntry:AccessEntry")]
+    assert sorted(principals) == sorted([ROLE_A, ROLE_B])
