@@ -57,7 +57,11 @@ class Network(pulumi.ComponentResource):
             self.register_outputs({"vpcId": self.vpc_id})
             return
         child = pulumi.ResourceOptions(parent=self)
-        zones = aws.get_availability_zones(state="available", opts=pulumi.InvokeOptions(parent=self))
+        # Regular zones only: Local and Wavelength Zones (listed once opted in) offer few instance types, no EKS
+        # control-plane ENIs and no FSx/EFS mount targets, and their names sort before the regular zones'.
+        zones = aws.get_availability_zones(state="available",
+                                           filters=[{"name": "zone-type", "values": ["availability-zone"]}],
+                                           opts=pulumi.InvokeOptions(parent=self))
         layout = subnet_layout(args.vpc_cidr, sorted(zones.names)[: args.num_availability_zones])
 
         vpc = aws.ec2.Vpc(f"{name}-vpc", cidr_block=args.vpc_cidr, enable_dns_hostnames=True, enable_dns_support=True,

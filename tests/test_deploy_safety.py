@@ -64,3 +64,17 @@ def test_distinct_principals_each_get_one_access_entry(tmp_path: Path) -> None:
     plan = plan_modified(tmp_path, "dev", _admins(ROLE_B, [ROLE_A]))
     principals = [e.inputs["principalArn"] for e in plan.by_type("aws:eks/accessEntry:AccessEntry")]
     assert sorted(principals) == sorted([ROLE_A, ROLE_B])
+
+
+def test_subnets_never_land_in_local_or_wavelength_zones() -> None:
+    # The offline plan's zone list holds a Local Zone and a Wavelength Zone whose names sort first (see
+    # tools.plan.fake_zones); the program must filter them out by zone type, as EC2 would on its answer.
+    from tools.plan import fake_zones
+    for stack in ("dev", "prod"):
+        plan = plan_stack(stack)
+        region = plan.one("aws:index/provider:Provider").inputs["region"] if plan.by_type(
+            "aws:index/provider:Provider") else None
+        zones = {s.inputs["availabilityZone"] for s in plan.by_type("aws:ec2/subnet:Subnet")}
+        region = region or next(iter(zones))[:-1]
+        regular = {zone["name"] for zone in fake_zones(region) if zone["zoneType"] == "availability-zone"}
+        assert zones and zones <= regular, (stack, zones - regular)

@@ -40,10 +40,8 @@ FAKE_ACCOUNT = "123456789012"
 def fake_data_sources(region: str) -> dict[str, dict[str, Any]]:
     """What each data source answers under mocks. Documented here because the plan shows these values."""
     return {
-        "aws:index/getAvailabilityZones:getAvailabilityZones": {
-            "id": region, "names": [f"{region}a", f"{region}b", f"{region}c"],
-            "zoneIds": ["usw2-az1", "usw2-az2", "usw2-az3"], "state": "available",
-        },
+        # Filtered per call by `_zones_answer`, as EC2 DescribeAvailabilityZones would.
+        "aws:index/getAvailabilityZones:getAvailabilityZones": {"id": region},
         "aws:index/getCallerIdentity:getCallerIdentity": {
             "id": FAKE_ACCOUNT, "accountId": FAKE_ACCOUNT, "userId": "AROAFAKEDEPLOYER:ci",
             "arn": f"arn:aws:sts::{FAKE_ACCOUNT}:assumed-role/gtp-deployer/ci",
@@ -62,6 +60,32 @@ def fake_data_sources(region: str) -> dict[str, dict[str, Any]]:
             "proxyEndpoint": f"https://{FAKE_ACCOUNT}.dkr.ecr.{region}.amazonaws.com",
         },
     }
+
+
+# The region's zones as EC2 lists them with `all-availability-zones`: three regular zones plus a Local Zone and a
+# Wavelength Zone (opted in). A Local Zone's name sorts before the regular ones ("us-west-2-lax-1a" <
+# "us-west-2a"), so a program that takes "the first N zones" without filtering by zone type lands its
+# subnets and node groups there (fewer instance types, no EKS control-plane ENIs).
+def fake_zones(region: str) -> list[dict[str, str]]:
+    return [
+        {"name": f"{region}a", "zoneId": "usw2-az1", "zoneType": "availability-zone"},
+        {"name": f"{region}b", "zoneId": "usw2-az2", "zoneType": "availability-zone"},
+        {"name": f"{region}c", "zoneId": "usw2-az3", "zoneType": "availability-zone"},
+        {"name": f"{region}-lax-1a", "zoneId": "usw2-lax1-az1", "zoneType": "local-zone"},
+        {"name": f"{region}-wl1-sfo-wlz-1", "zoneId": "usw2-wl1-sfo-wlz1", "zoneType": "wavelength-zone"},
+    ]
+
+
+def _zones_answer(region: str, arguments: dict[str, Any]) -> dict[str, Any]:
+    """getAvailabilityZones under mocks, honouring its `filters` on zone-type (the only filter the program uses)."""
+    zones = fake_zones(region)
+    for entry in arguments.get("filters") or []:
+        if entry.get("name") == "zone-type":
+            zones = [zone for zone in zones if zone["zoneType"] in entry.get("values", [])]
+        else:
+            raise NotImplementedError(f"the offline plan's getAvailabilityZones has no filter {entry.get('name')!r}")
+    return {"id": region, "names": [zone["name"] for zone in zones], "zoneIds": [zone["zoneId"] for zone in zones],
+            "state": arguments.get("state") or "available"}
 
 
 def _strip_provider_ref(reference: str) -> str | None:
@@ -87,6 +111,8 @@ def _make_monitor(region: str, plan: Plan):
             if args.token not in self.data_sources:
                 raise NotImplementedError(f"the offline plan has no fake answer for data source {args.token}; add "
                                           "one to tools.plan.fake_data_sources")
+            if args.token == "aws:index/getAvailabilityZones:getAvailabilityZones":
+                return _zones_answer(region, dict(args.args)), []
             return self.data_sources[args.token], []
 
     class PlanMonitor(mocks.MockMonitor):
