@@ -22,6 +22,9 @@ class TrainingJobArgs:
     depends_on: list[pulumi.Resource] = field(default_factory=list)
     """The job's operator and the GPU readiness gate: destroy removes the job before its controller, and the
     job is submitted only once GPUs are schedulable."""
+    ignore_changes: list[str] = field(default_factory=list)
+    """Fields another controller owns once the job exists (e.g. the Worker replicas KEDA scales): Pulumi never
+    resets them on the next `up`."""
 
 
 class TrainingJob(pulumi.ComponentResource):
@@ -36,6 +39,7 @@ class TrainingJob(pulumi.ComponentResource):
             f"{name}-{self.body['kind'].lower()}",
             api_version=self.body["apiVersion"], kind=self.body["kind"], metadata=self.body["metadata"],
             spec=self.body["spec"],
-            opts=pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=args.depends_on),
+            opts=pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=args.depends_on,
+                                        ignore_changes=args.ignore_changes or None),
         )
         self.register_outputs({"name": self.body["metadata"]["name"]})

@@ -214,5 +214,6 @@ class ElasticRange:
 @dataclass(frozen=True)
 class RunPolicy:
     backoff_limit: int
-    ttl_seconds_after_finished: int
+    ttl_seconds_after_finished: int | None
+    """None: the finished job object stays (a job Pulumi owns must not disappear behind its back)."""
     clean_pod_policy: str

@@ -213,6 +213,12 @@ def _check_workload(config: StackConfig) -> Iterator[Problem]:
             yield Problem("workload.gpuResource", f"'shared' with {ranks} ranks: NCCL refuses two ranks on one "
                           "physical GPU, even under MPS, so a distributed job must request whole GPUs "
                           "(gpuResource: whole) or run a single rank")
+    if workload.ttl_seconds_after_finished is not None and config.autoscaling.mode != "scaledjob":
+        yield Problem("workload.ttlSecondsAfterFinished",
+                      f"{workload.ttl_seconds_after_finished} would let the operator delete the finished "
+                      f"{workload.kind} that Pulumi owns, and the next `pulumi up --refresh` would create it again "
+                      "and train again; remove the key (finished jobs stay; cleanPodPolicy removes their pods) — it "
+                      "applies only to autoscaling.mode scaledjob")
     if not re.match(r"^\d+[KMG]?(,\d+[KMG]?)*$", workload.bench_sizes):
         yield Problem("workload.benchSizes", f"{workload.bench_sizes!r} is not a comma-separated size list like "
                                              "'1M,16M,128M'")

@@ -291,8 +291,12 @@ class WorkloadConfig(_Section):
     """Size limit of the memory-backed `/dev/shm`. Default `16Gi`."""
     backoff_limit: int = Field(3, ge=0, le=100)
     """Job-level retries. Default 3."""
-    ttl_seconds_after_finished: int = Field(86400, ge=0)
-    """Delete the finished job after this many seconds. Default 86400."""
+    ttl_seconds_after_finished: int | None = Field(None, ge=0)
+    """`autoscaling.mode: scaledjob` only: delete each finished Job (KEDA creates one per queued request) after
+    this many seconds; default there 86400. Not allowed for jobs the stack itself owns (the PyTorchJob or
+    ElasticJob of `autoscaling.mode` none/scaledobject): their finished object stays, because once the operator
+    deleted it, the next `pulumi up --refresh` would create it again and train again. To run such a job again,
+    change `workload.name` (or `pulumi up --replace` its URN)."""
     clean_pod_policy: Literal["None", "Running", "All"] = "None"
     """Which pods to delete when the job finishes. Default `None` (keep logs)."""
     termination_grace_period_seconds: int = Field(300, ge=30, le=3600)

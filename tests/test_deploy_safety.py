@@ -78,3 +78,49 @@ def test_subnets_never_land_in_local_or_wavelength_zones() -> None:
         region = region or next(iter(zones))[:-1]
         regular = {zone["name"] for zone in fake_zones(region) if zone["zoneType"] == "availability-zone"}
         assert zones and zones <= regular, (stack, zones - regular)
+
+
+def test_keda_owns_the_scaled_worker_count_and_pulumi_ignores_it() -> None:
+    from workload_kinds.pytorchjob import SCALED_REPLICAS
+    prod = plan_stack("prod")
+    scaled = prod.one("kubernetes:keda.sh/v1alpha1:ScaledObject")
+    target = scaled.inputs["spec"]["scaleTargetRef"]
+    job = next(r for r in prod.by_type(f"kubernetes:{target['apiVersion']}:{target['kind']}")
+               if r.inputs["metadata"]["name"] == target["name"])
+    assert SCALED_REPLICAS in job.options["ignoreChanges"]
+    # The path names a field that exists in the body (a typo would silently ignore nothing).
+    node: Any = job.inputs
+    for key in SCALED_REPLICAS.split("."):
+        node = node[key]
+    assert isinstance(node, int)
+
+
+def test_jobs_without_keda_ignore_nothing() -> None:
+    for stack in ("dev", "edge"):
+        for job in plan_stack(stack).resources:
+            if job.type.startswith("kubernetes:kubeflow.org/") or job.type.startswith("kubernetes:elastic.iml.github.io/"):
+                assert not job.options.get("ignoreChanges"), (stack, job.name)
+
+
+def test_pulumi_owned_jobs_keep_their_finished_object(tmp_path: Path) -> None:
+    prod = plan_stack("prod")
+    job = next(r for r in prod.by_type("kubernetes:kubeflow.org/v1:PyTorchJob"))
+    assert "ttlSecondsAfterFinished" not in job.inputs["spec"]["runPolicy"]
+
+    def with_ttl(config: dict[str, Any]) -> None:
+        config["gtp:workload"]["ttlSecondsAfterFinished"] = 3600
+
+    with pytest.raises(ConfigError, match=r"workload\.ttlSecondsAfterFinished: 3600 would let the operator delete"):
+        plan_modified(tmp_path, "prod", with_ttl)
+
+
+def test_keda_jobs_still_expire(tmp_path: Path) -> None:
+    dev = plan_stack("dev")
+    scaled_job = dev.one("kubernetes:keda.sh/v1alpha1:ScaledJob")
+    assert scaled_job.inputs["spec"]["jobTargetRef"]["ttlSecondsAfterFinished"] == 86400
+
+    def with_ttl(config: dict[str, Any]) -> None:
+        config["gtp:workload"]["ttlSecondsAfterFinished"] = 600
+
+    assert plan_modified(tmp_path, "dev", with_ttl).one("kubernetes:keda.sh/v1alpha1:ScaledJob").inputs[
+        "spec"]["jobTargetRef"]["ttlSecondsAfterFinished"] == 600

@@ -30,12 +30,11 @@ def pytorch_job_body(name: str, shape: PodShape, *, num_nodes: int, elastic: Ela
     args = torchrun_args(shape.num_gpus, shape.trainer_args, module=shape.module)
     labels = app_labels(name)
     template = pod_template(shape, command=["torchrun"], args=args, labels=labels)
-    spec: dict[str, Any] = {
-        "nprocPerNode": str(shape.num_gpus),
-        "runPolicy": {"backoffLimit": run_policy.backoff_limit,
-                      "ttlSecondsAfterFinished": run_policy.ttl_seconds_after_finished,
-                      "cleanPodPolicy": run_policy.clean_pod_policy},
-    }
+    policy: dict[str, Any] = {"backoffLimit": run_policy.backoff_limit}
+    if run_policy.ttl_seconds_after_finished is not None:
+        policy["ttlSecondsAfterFinished"] = run_policy.ttl_seconds_after_finished
+    policy["cleanPodPolicy"] = run_policy.clean_pod_policy
+    spec: dict[str, Any] = {"nprocPerNode": str(shape.num_gpus), "runPolicy": policy}
     if elastic is not None:
         # No `metrics`: KEDA (keda_scaling.py) is the only autoscaler; two HPAs on one target fight.
         spec["elasticPolicy"] = {"minReplicas": elastic.min_nodes, "maxReplicas": elastic.max_nodes,
@@ -61,6 +60,11 @@ def run_policy(config: StackConfig) -> RunPolicy:
     return RunPolicy(workload.backoff_limit, workload.ttl_seconds_after_finished, workload.clean_pod_policy)
 
 
+# The field the CRD's scale subresource maps `.spec.replicas` to (training-operator v1.9.4
+# manifests/base/crds/kubeflow.org_pytorchjobs.yaml: specReplicasPath .spec.pytorchReplicaSpecs.Worker.replicas).
+SCALED_REPLICAS = "spec.pytorchReplicaSpecs.Worker.replicas"
+
+
 class PyTorchJobKind(KubernetesWorkloadKind):
     name: ClassVar[str] = "pytorchjob"
     resource_kind: ClassVar[str] = "PyTorchJob"
@@ -82,7 +86,10 @@ class PyTorchJobKind(KubernetesWorkloadKind):
                                 elastic=elastic_range(config), run_policy=run_policy(config))
         job = TrainingJob("job", TrainingJobArgs(
             body=body, provider=context.provider,
-            depends_on=[context.operators.installed["training-operator"], *context.ready]))
+            depends_on=[context.operators.installed["training-operator"], *context.ready],
+            # KEDA owns the Worker count through the /scale subresource; without this the next `up` would set
+            # it back to elastic.minNodes under a running job.
+            ignore_changes=[SCALED_REPLICAS] if autoscaling.mode == "scaledobject" else []))
         if autoscaling.mode == "scaledobject":
             KedaScaling("scaling", KedaScalingArgs(
                 mode="scaledobject", job_name=workload.name, namespace=context.shape.namespace,

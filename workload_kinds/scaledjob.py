@@ -36,7 +36,9 @@ class ScaledJobKind(KubernetesWorkloadKind):
             mode="scaledjob", job_name=workload.name, namespace=context.shape.namespace,
             max_replicas=autoscaling.max_replicas, polling_interval_seconds=autoscaling.polling_interval_seconds,
             shape=context.shape, backoff_limit=workload.backoff_limit,
-            ttl_seconds_after_finished=workload.ttl_seconds_after_finished, region=context.region,
+            ttl_seconds_after_finished=(86400 if workload.ttl_seconds_after_finished is None
+                                        else workload.ttl_seconds_after_finished),
+            region=context.region,
             training_role=context.training_role, keda_operator_role=context.operators.keda_operator_role,
             aws_opts=context.aws_opts, provider=context.provider,
             depends_on=[context.operators.installed["keda"], *context.ready],
