@@ -103,6 +103,7 @@ class EksTarget(ClusterTarget):
             yield Problem("cluster.swarm", "only applies to mode 'swarm'")
         for name, group in config.gpu_node_groups.items():
             yield from check_gpu_node_group(f"gpuNodeGroups.{name}", group)
+            yield from check_zone(f"gpuNodeGroups.{name}", config.region, group)
             if group.instance_types and group.instance_types[0] in GPU_INSTANCE_TYPES:
                 sharing = config.sharing_for(name)
                 if bottlerocket(ami_type(group)) and sharing.mode != "none":
@@ -116,6 +117,8 @@ class EksTarget(ClusterTarget):
             cluster_name=config.cluster_name,
             vpc_cidr=config.network.vpc_cidr,
             num_availability_zones=config.network.num_availability_zones,
+            required_zones=sorted({group.availability_zone for group in config.gpu_node_groups.values()
+                                   if group.availability_zone is not None}),
             single_nat_gateway=config.network.nat_gateways == "single",
             existing_vpc_id=config.network.existing_vpc_id,
             existing_private_subnet_ids=list(config.network.existing_private_subnet_ids),
@@ -148,7 +151,8 @@ class EksTarget(ClusterTarget):
                 cluster_name=eks.cluster.name,
                 cluster_name_plain=config.cluster_name,
                 node_role_arn=eks.node_role.arn,
-                subnet_ids=network.private_subnet_ids,
+                subnet_ids=(network.private_subnet_ids if group.availability_zone is None
+                            else network.private_subnets_in(group.availability_zone)),
                 security_group_id=eks.security_group_id,
                 instance_types=list(group.instance_types),
                 capacity_type=group.capacity_type,
@@ -196,6 +200,20 @@ class EksTarget(ClusterTarget):
                 "artifactsBucket": identity.bucket.bucket,
             },
         )
+
+
+def check_zone(path: str, region: str, group: GpuNodeGroupConfig) -> Iterator[Problem]:
+    """A reservation's capacity exists in one zone only; EKS places nodes in any subnet it is given."""
+    reserved = group.capacity_reservation_id is not None or group.capacity_type == "CAPACITY_BLOCK"
+    if group.availability_zone is None:
+        if reserved:
+            yield Problem(f"{path}.availabilityZone", "is required with a capacity reservation or Capacity Block: "
+                          "set the reservation's zone (aws ec2 describe-capacity-reservations "
+                          "--capacity-reservation-ids <id> --query 'CapacityReservations[0].AvailabilityZone')")
+        return
+    if not re.fullmatch(re.escape(region) + r"[a-z]", group.availability_zone):
+        yield Problem(f"{path}.availabilityZone", f"{group.availability_zone!r} is not a regular zone of region "
+                      f"{region!r} (like '{region}a'); Local and Wavelength Zones are not supported")
 
 
 def check_gpu_node_group(path: str, group: GpuNodeGroupConfig) -> Iterator[Problem]:

@@ -39,6 +39,9 @@ class NetworkArgs:
     """One NAT gateway for all zones (cheap) instead of one per zone (zone-failure tolerant)."""
     existing_vpc_id: str | None = None
     """Adopt this VPC: nothing is created."""
+    required_zones: list[str] = field(default_factory=list)
+    """Zones that must have a private subnet (node groups pinned to a reservation's zone), added after the first
+    `num_availability_zones` zones if missing there — appended, so existing subnets keep their CIDRs."""
     existing_private_subnet_ids: list[str] = field(default_factory=list)
     existing_public_subnet_ids: list[str] = field(default_factory=list)
 
@@ -54,6 +57,8 @@ class Network(pulumi.ComponentResource):
             self.vpc_id = pulumi.Output.from_input(args.existing_vpc_id)
             self.private_subnet_ids = pulumi.Output.from_input(list(args.existing_private_subnet_ids))
             self.public_subnet_ids = pulumi.Output.from_input(list(args.existing_public_subnet_ids))
+            self._existing_private = list(args.existing_private_subnet_ids)
+            self._private_by_zone: dict[str, pulumi.Output[str]] = {}
             self.register_outputs({"vpcId": self.vpc_id})
             return
         child = pulumi.ResourceOptions(parent=self)
@@ -62,7 +67,8 @@ class Network(pulumi.ComponentResource):
         zones = aws.get_availability_zones(state="available",
                                            filters=[{"name": "zone-type", "values": ["availability-zone"]}],
                                            opts=pulumi.InvokeOptions(parent=self))
-        layout = subnet_layout(args.vpc_cidr, sorted(zones.names)[: args.num_availability_zones])
+        chosen = sorted(zones.names)[: args.num_availability_zones]
+        layout = subnet_layout(args.vpc_cidr, chosen + [zone for zone in args.required_zones if zone not in chosen])
 
         vpc = aws.ec2.Vpc(f"{name}-vpc", cidr_block=args.vpc_cidr, enable_dns_hostnames=True, enable_dns_support=True,
                           tags={"Name": f"{args.cluster_name}"}, opts=child)
@@ -103,6 +109,26 @@ class Network(pulumi.ComponentResource):
             private_subnets.append(private)
 
         self.vpc_id = vpc.id
+        self._existing_private = []
+        self._private_by_zone = {plan.availability_zone: subnet.id for plan, subnet in zip(layout, private_subnets)}
         self.private_subnet_ids = pulumi.Output.all(*[s.id for s in private_subnets])
         self.public_subnet_ids = pulumi.Output.all(*[s.id for s in public_subnets])
         self.register_outputs({"vpcId": self.vpc_id, "privateSubnetIds": self.private_subnet_ids})
+
+    def private_subnets_in(self, zone: str) -> pulumi.Output[list[str]]:
+        """The private subnet(s) in `zone`: the stack's own, or those of the adopted VPC's subnets that EC2 says
+        lie there (an error at `up` when none does, rather than nodes launched outside the reservation)."""
+        if zone in self._private_by_zone:
+            return self._private_by_zone[zone].apply(lambda subnet: [subnet])
+        found = aws.ec2.get_subnets_output(
+            filters=[{"name": "subnet-id", "values": self._existing_private},
+                     {"name": "availability-zone", "values": [zone]}],
+            opts=pulumi.InvokeOptions(parent=self))
+
+        def require(ids: list[str]) -> list[str]:
+            if not ids:
+                raise ValueError(f"no private subnet of the adopted VPC lies in {zone}: add one there to "
+                                 "network.existingPrivateSubnetIds")
+            return sorted(ids)
+        return found.ids.apply(require)
+

@@ -168,6 +168,13 @@ class GpuNodeGroupConfig(_Section):
     never with a reservation or capacity block (it can shrink the usable reservation)."""
     capacity_reservation_id: str | None = None
     """Target an On-Demand Capacity Reservation or Capacity Block by id (`cr-...`). Not with SPOT."""
+    availability_zone: str | None = None
+    """Zone of the group's nodes (a regular zone of `region`, e.g. `us-east-1b`). Required with
+    `capacityReservationId` / `CAPACITY_BLOCK`: the reservation's own zone (`aws ec2
+    describe-capacity-reservations --capacity-reservation-ids cr-... --query
+    'CapacityReservations[0].AvailabilityZone'`); instances launched elsewhere don't use it. A stack-created VPC
+    gets a subnet there even beyond `network.numAvailabilityZones`. Default: all private subnets, or the first
+    one for EFA / placement-group groups (which must stay in one zone)."""
     mig_strategy: Literal["none", "single", "mixed"] = "none"
     """MIG strategy of the device plugin for this group. MIG and MPS exclude each other. Default `none`."""
     sharing: SharingConfig | None = None

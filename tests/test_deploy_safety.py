@@ -124,3 +124,39 @@ def test_keda_jobs_still_expire(tmp_path: Path) -> None:
 
     assert plan_modified(tmp_path, "dev", with_ttl).one("kubernetes:keda.sh/v1alpha1:ScaledJob").inputs[
         "spec"]["jobTargetRef"]["ttlSecondsAfterFinished"] == 600
+
+
+def _reserved_zone(zone: str | None, zones: int = 3):
+    def edit(config: dict[str, Any]) -> None:
+        config["gtp:network"]["numAvailabilityZones"] = zones
+        group = config["gtp:gpuNodeGroups"]["h100"]
+        if zone is None:
+            group.pop("availabilityZone", None)
+        else:
+            group["availabilityZone"] = zone
+    return edit
+
+
+def test_a_reserved_group_must_name_its_zone(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"gpuNodeGroups\.h100\.availabilityZone: is required with a capacity "
+                                          r"reservation"):
+        plan_modified(tmp_path, "prod", _reserved_zone(None))
+
+
+@pytest.mark.parametrize("zone", ["us-east-1-bos-1a", "us-west-2a", "use1-az4"])
+def test_the_zone_is_a_regular_zone_of_the_region(tmp_path: Path, zone: str) -> None:
+    with pytest.raises(ConfigError, match=rf"gpuNodeGroups\.h100\.availabilityZone: '{zone}' is not a regular zone"):
+        plan_modified(tmp_path, "prod", _reserved_zone(zone))
+
+
+def test_a_reserved_group_launches_only_in_its_zone_even_beyond_the_spread(tmp_path: Path) -> None:
+    plan = plan_modified(tmp_path, "prod", _reserved_zone("us-east-1c", zones=2))
+    private = {s.name: s for s in plan.by_type("aws:ec2/subnet:Subnet") if "private" in s.name}
+    # The first two zones keep their CIDRs; the reservation's zone is appended with the next block.
+    assert {s.inputs["availabilityZone"] for s in private.values()} == {"us-east-1a", "us-east-1b", "us-east-1c"}
+    base = plan_stack("prod")
+    for name in ("network-private-us-east-1a", "network-private-us-east-1b"):
+        assert private[name].inputs["cidrBlock"] == base.one("aws:ec2/subnet:Subnet", name).inputs["cidrBlock"]
+    group = next(r for r in plan.by_type("aws:eks/nodeGroup:NodeGroup") if r.name == "h100-nodes")
+    subnet_deps = [d for d in group.depends_on if "aws:ec2/subnet:Subnet" in d]
+    assert [d.rsplit("::", 1)[-1] for d in subnet_deps] == ["network-private-us-east-1c"]

@@ -113,6 +113,11 @@ def _make_monitor(region: str, plan: Plan):
                                           "one to tools.plan.fake_data_sources")
             if args.token == "aws:index/getAvailabilityZones:getAvailabilityZones":
                 return _zones_answer(region, dict(args.args)), []
+            if args.token == "aws:ec2/getSubnets:getSubnets":
+                # An adopted VPC's subnet zones can't be known offline: the answer keeps every subnet asked about.
+                ids = [value for entry in args.args.get("filters") or [] if entry.get("name") == "subnet-id"
+                       for value in entry.get("values", [])]
+                return {"id": region, "ids": ids}, []
             return self.data_sources[args.token], []
 
     class PlanMonitor(mocks.MockMonitor):
