@@ -16,6 +16,7 @@ at the root and a pattern that matches a directory excludes everything below it.
 from __future__ import annotations
 
 import hashlib
+import stat
 import os
 import re
 from collections.abc import Iterator, Mapping
@@ -154,15 +155,20 @@ def _walk(context_dir: Path) -> Iterator[str]:
 
 
 def context_digest(context_dir: Path) -> str:
-    """SHA-256 (hex) over the path, executable bit and bytes of every file in the filtered build context."""
+    """SHA-256 (hex) over the path, mode and bytes of every file in the filtered build context.
+
+    The whole mode string, as pulumi-docker hashes it (provider/hash.go `hashPath`: path, `fileMode.String()`,
+    sha256 of the bytes): a checkout whose files are 0664 (umask 002) makes pulumi-docker rebuild, and if the
+    tag stayed the same that rebuild would be pushed over an existing tag, which an immutable repository
+    rejects. So whatever pulumi-docker would rebuild gets its own tag."""
     digest = hashlib.sha256()
     for relative_path in context_files(context_dir):
         path = context_dir / relative_path
         if path.is_symlink():
             kind, payload = "link", os.readlink(path).encode()
         else:
-            # COPY keeps the mode, so flipping the executable bit changes the image.
-            kind = "exec" if path.stat().st_mode & 0o111 else "file"
+            # COPY keeps the mode too, so the image itself differs as well.
+            kind = stat.filemode(path.stat().st_mode)
             payload = path.read_bytes()
         digest.update(f"{relative_path}\0{kind}\0{hashlib.sha256(payload).hexdigest()}\n".encode())
     return digest.hexdigest()

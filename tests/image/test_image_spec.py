@@ -113,6 +113,17 @@ def test_executable_bit_changes_the_tag(context: Path) -> None:
     assert image_spec.image_tag(context) != before
 
 
+def test_any_mode_change_pulumi_docker_would_rebuild_for_changes_the_tag(context: Path) -> None:
+    # A checkout under umask 002 (group-writable files): pulumi-docker hashes fileMode.String() and rebuilds.
+    path = context / "trainer" / "__init__.py"
+    path.chmod(0o644)
+    before = image_spec.image_tag(context)
+    path.chmod(0o664)
+    assert image_spec.image_tag(context) != before
+    path.chmod(0o644)
+    assert image_spec.image_tag(context) == before
+
+
 @pytest.mark.parametrize(
     "ignored_file",
     ["tests/x.py", "trainer/__pycache__/x.cpython-311.pyc", "trainer/x.pyc", ".pytest_cache/v/x",
