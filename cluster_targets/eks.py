@@ -73,6 +73,7 @@ class EksTarget(ClusterTarget):
 
     def check(self, config: StackConfig) -> Iterator[Problem]:
         cluster = config.cluster
+        yield from check_node_group_names(config)
         if cluster.endpoint_public_access and not cluster.public_access_cidrs:
             yield Problem("cluster.publicAccessCidrs", "is empty, but endpointPublicAccess is true: list the CIDRs "
                                                        "allowed to reach the API (never 0.0.0.0/0)")
@@ -200,6 +201,28 @@ class EksTarget(ClusterTarget):
                 "artifactsBucket": identity.bucket.bucket,
             },
         )
+
+
+# EKS node group names are at most 63 characters; with `node_group_name_prefix` the provider appends a
+# 26-character unique suffix (terraform-plugin-sdk helper/id: UniqueIDSuffixLength = 26).
+NODE_GROUP_NAME_MAX = 63
+UNIQUE_SUFFIX_LENGTH = 26
+
+
+def check_node_group_names(config: StackConfig) -> Iterator[Problem]:
+    room = NODE_GROUP_NAME_MAX - UNIQUE_SUFFIX_LENGTH
+    system_prefix = f"{config.cluster_name}-system-"
+    if len(system_prefix) > room:
+        yield Problem("namePrefix", f"{config.name_prefix!r} makes the system node group's name prefix "
+                      f"{system_prefix!r} {len(system_prefix)} characters long; EKS allows {NODE_GROUP_NAME_MAX} "
+                      f"including a {UNIQUE_SUFFIX_LENGTH}-character suffix, so at most {room}: shorten namePrefix "
+                      f"by {len(system_prefix) - room}")
+    for name in config.gpu_node_groups:
+        prefix = f"{config.cluster_name}-{name}-"
+        if len(prefix) > room:
+            yield Problem(f"gpuNodeGroups.{name}", f"name prefix {prefix!r} is {len(prefix)} characters; EKS "
+                          f"allows {NODE_GROUP_NAME_MAX} including a {UNIQUE_SUFFIX_LENGTH}-character suffix: "
+                          f"use a group name of at most {max(1, room - len(config.cluster_name) - 2)} characters")
 
 
 def check_zone(path: str, region: str, group: GpuNodeGroupConfig) -> Iterator[Problem]:

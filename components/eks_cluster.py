@@ -159,7 +159,8 @@ class EksCluster(pulumi.ComponentResource):
         self.system_node_group = aws.eks.NodeGroup(
             f"{name}-system",
             cluster_name=self.cluster.name,
-            node_group_name=f"{args.cluster_name}-system",
+            # A prefix: changing the instance types replaces the group, and a fixed name would collide.
+            node_group_name_prefix=f"{args.cluster_name}-system-",
             node_role_arn=self.node_role.arn,
             subnet_ids=args.private_subnet_ids,
             instance_types=list(args.system_instance_types),

@@ -78,7 +78,8 @@ class GpuNodeGroup(pulumi.ComponentResource):
         full_name = f"{args.cluster_name_plain}-{name}"
         placement = None
         if args.placement_group:
-            placement = aws.ec2.PlacementGroup(f"{name}-placement", name=full_name, strategy="cluster", opts=child).name
+            # Auto-named (Pulumi appends a random suffix): a changed strategy replaces it without a name clash.
+            placement = aws.ec2.PlacementGroup(f"{name}-placement", strategy="cluster", opts=child).name
         capacity_block = args.capacity_type == "CAPACITY_BLOCK"
         template = aws.ec2.LaunchTemplate(f"{name}-nodes", **launch_template_args(
             name=full_name, disk_size_gib=args.disk_size_gib, tags=args.resource_tags,
@@ -91,7 +92,9 @@ class GpuNodeGroup(pulumi.ComponentResource):
         self.node_group = aws.eks.NodeGroup(
             f"{name}-nodes",
             cluster_name=args.cluster_name,
-            node_group_name=full_name,
+            # A prefix, not a fixed name: instance types, capacity type, AMI type and subnets force replacement,
+            # and a fixed name would collide with the group being replaced (EKS appends a 26-character suffix).
+            node_group_name_prefix=f"{full_name}-",
             node_role_arn=args.node_role_arn,
             subnet_ids=subnets,
             instance_types=list(args.instance_types),
@@ -106,7 +109,13 @@ class GpuNodeGroup(pulumi.ComponentResource):
             tags=tags,
             # cluster-autoscaler owns the desired size once the group exists.
             opts=pulumi.ResourceOptions(parent=self, depends_on=args.depends_on,
-                                        ignore_changes=["scalingConfig.desiredSize"]),
+                                        ignore_changes=["scalingConfig.desiredSize"],
+                                        # Reserved capacity (a reservation or Capacity Block) is sized for the
+                                        # old group's nodes: the new group could not launch until the old one
+                                        # released them, so it must be deleted first. On-demand and spot groups
+                                        # are replaced create-first, keeping the jobs' capacity meanwhile.
+                                        delete_before_replace=args.capacity_reservation_id is not None
+                                        or args.capacity_type == "CAPACITY_BLOCK"),
         )
         # Node group tags don't reach its Auto Scaling group, and the autoscaler reads the ASG's tags.
         asg_name = self.node_group.resources.apply(lambda resources: resources[0].autoscaling_groups[0].name)

@@ -160,3 +160,28 @@ def test_a_reserved_group_launches_only_in_its_zone_even_beyond_the_spread(tmp_p
     group = next(r for r in plan.by_type("aws:eks/nodeGroup:NodeGroup") if r.name == "h100-nodes")
     subnet_deps = [d for d in group.depends_on if "aws:ec2/subnet:Subnet" in d]
     assert [d.rsplit("::", 1)[-1] for d in subnet_deps] == ["network-private-us-east-1c"]
+
+
+def test_node_groups_are_named_by_prefix_so_a_replacement_never_collides() -> None:
+    prod = plan_stack("prod")
+    for group in prod.by_type("aws:eks/nodeGroup:NodeGroup"):
+        assert "nodeGroupName" not in group.inputs
+        prefix = group.inputs["nodeGroupNamePrefix"]
+        assert prefix.startswith("gtp-prod-") and prefix.endswith("-") and len(prefix) + 26 <= 63
+    for placement in prod.by_type("aws:ec2/placementGroup:PlacementGroup"):
+        assert "name" not in placement.inputs  # auto-named
+    # Reserved capacity is released before the new group launches; other groups are replaced create-first.
+    groups = {g.name: g for g in prod.by_type("aws:eks/nodeGroup:NodeGroup")}
+    assert groups["h100-nodes"].options["deleteBeforeReplace"] is True
+    assert groups["a100-nodes"].options["deleteBeforeReplace"] is False
+
+
+def test_long_group_names_are_rejected_before_eks_does(tmp_path: Path) -> None:
+    def long_name(config: dict[str, Any]) -> None:
+        groups = config["gtp:gpuNodeGroups"]
+        groups["a-very-long-node-group-name-for-h100s"] = groups.pop("h100")
+        config["gtp:workload"]["nodeGroup"] = "a-very-long-node-group-name-for-h100s"
+
+    with pytest.raises(ConfigError, match=r"gpuNodeGroups\.a-very-long-node-group-name-for-h100s: name prefix "
+                                          r"'gtp-prod-a-very-long-node-group-name-for-h100s-' is 47 characters"):
+        plan_modified(tmp_path, "prod", long_name)
