@@ -179,10 +179,11 @@ def test_scaled_object_never_scales_the_pytorchjob_to_zero():
         scaled_object_body(min_replicas=0, **kwargs)
 
 
-def test_gpu_utilization_query_uses_exported_labels():
+def test_gpu_utilization_query_uses_the_exporters_pod_labels():
     query = gpu_utilization_query("training-prod", "gpt")
     assert query.startswith("avg(DCGM_FI_DEV_GPU_UTIL{")
-    assert 'exported_namespace="training-prod"' in query and 'exported_pod=~"gpt-worker-[0-9]+"' in query
+    assert 'namespace="training-prod"' in query and 'pod=~"gpt-worker-[0-9]+"' in query
+    assert "exported_" not in query
 
 
 def test_scaled_job_runs_the_same_pod_shape_standalone():
