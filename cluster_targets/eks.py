@@ -163,6 +163,8 @@ class EksTarget(ClusterTarget):
                 max_size=group.max_size,
                 disk_size_gib=group.disk_size_gib,
                 num_gpus=facts.num_gpus,
+                gpu_slices_per_gpu=(0 if config.sharing_for(group_name).mode == "none"
+                                    else config.sharing_for(group_name).replicas),
                 labels=node_labels(config, group_name),
                 taints=node_taints(config, group_name),
                 num_efa_interfaces=facts.num_efa_interfaces,

@@ -8,25 +8,42 @@ import pulumi
 import pulumi_aws as aws
 
 from components.launch_template import launch_template_args
-from conventions.names import EFA_RESOURCE, WHOLE_GPU_RESOURCE
+from conventions.names import EFA_RESOURCE, SHARED_GPU_RESOURCE, WHOLE_GPU_RESOURCE
 
 EKS_TAINT_EFFECTS = {"NO_SCHEDULE": "NoSchedule", "NO_EXECUTE": "NoExecute", "PREFER_NO_SCHEDULE": "PreferNoSchedule"}
 
 
 def autoscaler_tags(cluster_name: str, num_gpus: int, labels: dict[str, str], taints: dict[str, tuple[str, str]],
-                    num_efa_interfaces: int = 0) -> dict[str, str]:
+                    num_efa_interfaces: int = 0, *, disk_size_gib: int, gpu_slices_per_gpu: int = 0) -> dict[str, str]:
     """Auto Scaling group tags that let cluster-autoscaler scale a group up from zero.
 
     With no node running, the autoscaler can't see what a node would offer; these node-template tags tell it
-    (GPUs, EFA devices, labels, taints), so a pending GPU pod makes the group grow from 0.
+    (GPUs, ephemeral storage, EFA devices, labels, taints), so a pending GPU pod makes the group grow from 0.
     https://github.com/kubernetes/autoscaler/blob/master/cluster-autoscaler/cloudprovider/aws/README.md
+
+    The AWS provider (cluster-autoscaler-1.34.x, chart 9.52.1: cluster-autoscaler/cloudprovider/aws/aws_manager.go,
+    `buildNodeFromTemplate` and `extractAllocatableResourcesFromAsg`) starts the template node from the instance
+    type (CPU, memory, `nvidia.com/gpu` = the type's GPU count) and then overwrites capacity with every
+    `node-template/resources/<name>` tag, each value read with `resource.ParseQuantity` — so values are Kubernetes
+    quantities (`200Gi`), and a resource no tag names is absent (ephemeral-storage: every training pod requests
+    it, so without the tag no pod ever fits the template and a min-0 group never scales up).
+
+    `gpu_slices_per_gpu` > 0 marks a shared group (MPS / time-slicing with `renameByDefault`, see
+    components/nvidia_device_plugin.py): its nodes advertise `nvidia.com/gpu.shared` = GPUs × slices and no whole
+    `nvidia.com/gpu`, so the template says so — `nvidia.com/gpu` is set to 0 explicitly to overwrite the
+    instance type's GPU count.
     """
     prefix = "k8s.io/cluster-autoscaler/node-template"
     tags = {
         "k8s.io/cluster-autoscaler/enabled": "true",
         f"k8s.io/cluster-autoscaler/{cluster_name}": "owned",
-        f"{prefix}/resources/{WHOLE_GPU_RESOURCE}": str(num_gpus),
+        f"{prefix}/resources/ephemeral-storage": f"{disk_size_gib}Gi",
     }
+    if gpu_slices_per_gpu:
+        tags[f"{prefix}/resources/{WHOLE_GPU_RESOURCE}"] = "0"
+        tags[f"{prefix}/resources/{SHARED_GPU_RESOURCE}"] = str(num_gpus * gpu_slices_per_gpu)
+    else:
+        tags[f"{prefix}/resources/{WHOLE_GPU_RESOURCE}"] = str(num_gpus)
     if num_efa_interfaces:
         tags[f"{prefix}/resources/{EFA_RESOURCE}"] = str(num_efa_interfaces)
     for key, value in sorted(labels.items()):
@@ -58,6 +75,8 @@ class GpuNodeGroupArgs:
     disk_size_gib: int
     num_gpus: int
     """GPUs per node (the smallest instance type's), for scale-from-zero tags."""
+    gpu_slices_per_gpu: int = 0
+    """Shared slices per GPU when the group's GPUs are shared (renamed to `nvidia.com/gpu.shared`); 0: whole GPUs."""
     labels: dict[str, str] = field(default_factory=dict)
     taints: dict[str, tuple[str, str]] = field(default_factory=dict)
     """Taint key -> (value, EKS effect)."""
@@ -88,7 +107,8 @@ class GpuNodeGroup(pulumi.ComponentResource):
             capacity_block=capacity_block), opts=child)
         single_zone = args.num_efa_interfaces > 0 or args.placement_group
         subnets = pulumi.Output.from_input(args.subnet_ids).apply(lambda ids: ids[:1] if single_zone else ids)
-        tags = autoscaler_tags(args.cluster_name_plain, args.num_gpus, args.labels, args.taints, args.num_efa_interfaces)
+        tags = autoscaler_tags(args.cluster_name_plain, args.num_gpus, args.labels, args.taints, args.num_efa_interfaces,
+                               disk_size_gib=args.disk_size_gib, gpu_slices_per_gpu=args.gpu_slices_per_gpu)
         self.node_group = aws.eks.NodeGroup(
             f"{name}-nodes",
             cluster_name=args.cluster_name,

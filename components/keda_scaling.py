@@ -30,10 +30,17 @@ GPU_UTILIZATION_METRIC = "DCGM_FI_DEV_GPU_UTIL"
 
 
 def gpu_utilization_query(namespace: str, job_name: str) -> str:
-    """Average GPU utilization of the job's worker pods. dcgm-exporter is the scraped target, so the training
-    pod's labels arrive as `exported_namespace` / `exported_pod`; with GPU sharing the value is per physical GPU."""
-    return (f'avg({GPU_UTILIZATION_METRIC}{{exported_namespace="{namespace}",'
-            f'exported_pod=~"{job_name}-worker-[0-9]+"}})')
+    """Average GPU utilization of the job's worker pods; with GPU sharing the value is per physical GPU.
+
+    dcgm-exporter attributes each GPU's series to the pod using it with its own `namespace` / `pod` labels.
+    Prometheus scrapes dcgm-exporter through its annotated Service with the prometheus chart's
+    `kubernetes-service-endpoints` job (chart 27.39.0, charts/prometheus/values.yaml lines 997-1050), which sets
+    `honor_labels: true` (line 998): on a clash between a scraped label and a target label (the job's relabeling
+    writes `namespace` = dcgm-exporter's own namespace), the scraped one is kept and nothing is renamed to
+    `exported_*` (that renaming happens only with honor_labels false). So the training pod's labels arrive as
+    `namespace` / `pod`; tests/workloads/test_keda_query.py checks this against the chart's scrape config."""
+    return (f'avg({GPU_UTILIZATION_METRIC}{{namespace="{namespace}",'
+            f'pod=~"{job_name}-worker-[0-9]+"}})')
 
 
 def scaled_object_body(*, job_name: str, namespace: str, scale_target: Mapping[str, str], prometheus_url: str,

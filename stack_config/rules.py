@@ -204,6 +204,13 @@ def _check_workload(config: StackConfig) -> Iterator[Problem]:
     if workload.elastic is not None and workload.elastic.max_nodes < workload.elastic.min_nodes:
         yield Problem("workload.elastic.maxNodes", f"{workload.elastic.max_nodes} is less than minNodes "
                                                    f"{workload.elastic.min_nodes}")
+    if workload.gpu_resource == "whole" and sharing.mode != "none":
+        # The device plugin renames every shared slice (renameByDefault, components/nvidia_device_plugin.py), so
+        # such a node advertises nvidia.com/gpu.shared and 0 nvidia.com/gpu: a whole-GPU pod never schedules.
+        yield Problem("workload.gpuResource", f"'whole' requests nvidia.com/gpu, but node group "
+                                              f"'{workload.node_group}' shares its GPUs ({sharing.mode}): its nodes "
+                                              "offer only nvidia.com/gpu.shared; set its sharing mode 'none' or "
+                                              "gpuResource 'shared' (single rank)")
     if workload.gpu_resource == "shared":
         if sharing.mode == "none":
             yield Problem("workload.gpuResource", f"'shared' needs GPU sharing on node group "

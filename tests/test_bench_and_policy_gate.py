@@ -50,7 +50,9 @@ def test_generated_bench_stack_plans_with_ttl_tags_everywhere_and_passes_ephemer
     assert not any(r.options["protect"] for r in plan.resources)
     assert not plan.by_type("docker:index/image:Image")  # reuses the digest, no rebuild
     job = plan.one("kubernetes:kubeflow.org/v1:PyTorchJob")
-    container = job.inputs["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]["containers"][0]
+    # Two nodes: Workers only (a Master would make training-operator inject a non-restricted init container).
+    assert set(job.inputs["spec"]["pytorchReplicaSpecs"]) == {"Worker"}
+    container = job.inputs["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]
     assert container["image"] == IMAGE
     assert container["args"][container["args"].index("-m") + 1] == "trainer.bench"
     assert "--sizes=1M,16M,128M,1G,4G" in container["args"] and container["args"][-1] == "<computed>"  # s3 prefix

@@ -105,7 +105,11 @@ def test_efa_interfaces_and_placement_groups() -> None:
 def test_scale_from_zero_tags_for_a_min_zero_group() -> None:
     dev = plan_stack("dev")
     tags = {t.inputs["tag"]["key"]: t.inputs["tag"]["value"] for t in dev.by_type("aws:autoscaling/tag:Tag")}
-    assert tags["k8s.io/cluster-autoscaler/node-template/resources/nvidia.com/gpu"] == "1"
+    # dev shares its one L4 as 4 MPS slices (renamed): the template node offers 4 nvidia.com/gpu.shared and no
+    # whole GPU, plus the root volume (200 GiB) as ephemeral storage, which every training pod requests.
+    assert tags["k8s.io/cluster-autoscaler/node-template/resources/nvidia.com/gpu.shared"] == "4"
+    assert tags["k8s.io/cluster-autoscaler/node-template/resources/nvidia.com/gpu"] == "0"
+    assert tags["k8s.io/cluster-autoscaler/node-template/resources/ephemeral-storage"] == "200Gi"
     assert tags["k8s.io/cluster-autoscaler/node-template/taint/nvidia.com/gpu"] == "true:NoSchedule"
     assert tags["k8s.io/cluster-autoscaler/node-template/label/gtp.dev/node-group"] == "g6"
     group = dev.one("aws:eks/nodeGroup:NodeGroup", "g6-nodes")
@@ -118,9 +122,31 @@ def test_scale_from_zero_tags_for_a_min_zero_group() -> None:
 
 
 def test_autoscaler_tags_pure() -> None:
-    tags = autoscaler_tags("c", 8, {"a": "b"}, {"nvidia.com/gpu": ("true", "NO_SCHEDULE")}, num_efa_interfaces=32)
-    assert tags["k8s.io/cluster-autoscaler/node-template/resources/vpc.amazonaws.com/efa"] == "32"
-    assert tags["k8s.io/cluster-autoscaler/node-template/label/a"] == "b"
+    tags = autoscaler_tags("c", 8, {"a": "b"}, {"nvidia.com/gpu": ("true", "NO_SCHEDULE")}, num_efa_interfaces=32,
+                           disk_size_gib=500)
+    prefix = "k8s.io/cluster-autoscaler/node-template"
+    assert tags[f"{prefix}/resources/vpc.amazonaws.com/efa"] == "32"
+    assert tags[f"{prefix}/label/a"] == "b"
+    assert tags[f"{prefix}/resources/nvidia.com/gpu"] == "8"
+    assert f"{prefix}/resources/nvidia.com/gpu.shared" not in tags
+    assert tags[f"{prefix}/resources/ephemeral-storage"] == "500Gi"
+
+
+def test_autoscaler_tags_of_a_shared_group_offer_slices_not_whole_gpus() -> None:
+    tags = autoscaler_tags("c", 8, {}, {}, disk_size_gib=100, gpu_slices_per_gpu=4)
+    prefix = "k8s.io/cluster-autoscaler/node-template/resources"
+    assert tags[f"{prefix}/nvidia.com/gpu.shared"] == "32"
+    # 0, not absent: the AWS provider seeds nvidia.com/gpu from the instance type before applying the tags.
+    assert tags[f"{prefix}/nvidia.com/gpu"] == "0"
+
+
+def test_autoscaler_resource_tags_are_kubernetes_quantities() -> None:
+    """The AWS provider parses every resources/ tag with resource.ParseQuantity (aws_manager.go)."""
+    import re
+    quantity = re.compile(r"^[0-9]+(\.[0-9]+)?([KMGTPE]i?|[mkMGTPE]|[eE][0-9]+)?$")
+    tags = autoscaler_tags("c", 1, {}, {}, disk_size_gib=200, gpu_slices_per_gpu=2)
+    resources = {k: v for k, v in tags.items() if "/node-template/resources/" in k}
+    assert resources and all(quantity.match(v) for v in resources.values()), resources
 
 
 def test_capacity_block_launch_template() -> None:

@@ -1,8 +1,14 @@
 """`pytorchjob`: a Kubeflow PyTorchJob (training-operator v1.9.4), optionally elastic and scaled by KEDA.
 
-Master + Workers (rank 0 is the Master), or — with `workload.elastic` — Workers only with an `elasticPolicy`:
-the operator then hands torchrun a c10d rendezvous on the first worker through PET_* env. With
-`autoscaling.mode: scaledobject`, KEDA scales the Worker replicas through the CRD's `/scale` subresource.
+One node: a Master only. Several nodes: Workers only with an `elasticPolicy` (min = max = the node count for a
+fixed-size job, the configured range with `workload.elastic`): the operator then hands torchrun a c10d rendezvous
+on the first worker through PET_* env. Never a Master with Workers: training-operator v1.9.4 then injects an
+`init-pytorch` init container into every Worker (pkg/controller.v1/pytorch/initcontainer.go, `setInitContainer`:
+"Set the init container only if the master is specified and the current rtype is worker") from a built-in
+template with no securityContext and a root image, which the `restricted` training namespace refuses. The
+template could be replaced (`--pytorch-init-container-template-file`), but only by patching the operator's
+Deployment and still pulling a second image; a Master-less job needs neither. With `autoscaling.mode:
+scaledobject`, KEDA scales the Worker replicas through the CRD's `/scale` subresource.
 """
 
 from __future__ import annotations
@@ -25,8 +31,10 @@ POD_LABEL = "training.kubeflow.org/job-name"
 
 def pytorch_job_body(name: str, shape: PodShape, *, num_nodes: int, elastic: ElasticRange | None,
                      run_policy: RunPolicy) -> dict[str, Any]:
-    """A PyTorchJob: Master + (num_nodes - 1) Workers, or — elastic — Workers only with `elasticPolicy` (the
-    operator then hands torchrun a c10d rendezvous on the first worker through PET_* env)."""
+    """A PyTorchJob: a Master alone for one node, otherwise Workers only with `elasticPolicy` (the operator then
+    hands torchrun a c10d rendezvous on the first worker through PET_* env; pkg/controller.v1/pytorch/elastic.go
+    at v1.9.4). A fixed-size multi-node job is elastic with min = max = num_nodes, so no Master exists and the
+    operator injects no `init-pytorch` container (see the module docstring)."""
     args = torchrun_args(shape.num_gpus, shape.trainer_args, module=shape.module)
     labels = app_labels(name)
     template = pod_template(shape, command=["torchrun"], args=args, labels=labels)
@@ -41,11 +49,13 @@ def pytorch_job_body(name: str, shape: PodShape, *, num_nodes: int, elastic: Ela
                                  "rdzvBackend": "c10d", "maxRestarts": elastic.max_restarts}
         spec["pytorchReplicaSpecs"] = {"Worker": {"replicas": elastic.min_nodes, "restartPolicy": "OnFailure",
                                                   "template": template}}
+    elif num_nodes > 1:
+        # Fixed size: no maxRestarts (torchrun's default 0); a failed pod is retried by runPolicy.backoffLimit.
+        spec["elasticPolicy"] = {"minReplicas": num_nodes, "maxReplicas": num_nodes, "rdzvBackend": "c10d"}
+        spec["pytorchReplicaSpecs"] = {"Worker": {"replicas": num_nodes, "restartPolicy": "OnFailure",
+                                                  "template": template}}
     else:
-        replicas = {"Master": {"replicas": 1, "restartPolicy": "OnFailure", "template": template}}
-        if num_nodes > 1:
-            replicas["Worker"] = {"replicas": num_nodes - 1, "restartPolicy": "OnFailure", "template": template}
-        spec["pytorchReplicaSpecs"] = replicas
+        spec["pytorchReplicaSpecs"] = {"Master": {"replicas": 1, "restartPolicy": "OnFailure", "template": template}}
     return {"apiVersion": API_VERSION, "kind": "PyTorchJob",
             "metadata": {"name": name, "namespace": shape.namespace, "labels": labels}, "spec": spec}
 
@@ -101,7 +111,8 @@ class PyTorchJobKind(KubernetesWorkloadKind):
                 provider=context.provider, depends_on=[context.operators.installed["keda"], job.job],
             ))
         namespace = context.shape.namespace
-        rank0 = f"{workload.name}-worker-0" if workload.elastic else f"{workload.name}-master-0"
+        multi_node = workload.elastic or workload.num_nodes > 1
+        rank0 = f"{workload.name}-worker-0" if multi_node else f"{workload.name}-master-0"
         return Deployment(watch={
             "jobs": f"kubectl -n {namespace} get pytorchjobs {workload.name}",
             "pods": f"kubectl -n {namespace} get pods -l {POD_LABEL}={workload.name} -o wide",

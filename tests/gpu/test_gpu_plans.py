@@ -67,12 +67,13 @@ def test_prod_no_sharing_and_efa_plugin_on_efa_groups(plans):
     assert any(t["key"] == "nvidia.com/gpu" for t in efa.inputs["values"]["tolerations"])
 
 
-def test_edge_mps_2_on_existing_cluster_nodes(plans):
+def test_edge_whole_gpus_on_existing_cluster_nodes(plans):
+    # Edge's DLRover job runs several ranks, which need whole GPUs (NCCL refuses two ranks on one GPU).
     plan = plans("edge")
     release = plan.one(RELEASE, "nvidia-release")
     values = release.inputs["values"]
-    assert values["config"]["default"] == "mps-2"
-    assert sharing_of(release)["mps-2"]["sharing"]["mps"]["resources"][0]["replicas"] == 2
+    assert values["config"]["default"] == "none"
+    assert sharing_of(release) == {"none": {"version": "v1", "flags": {"migStrategy": "none"}}}
     assert node_affinity_terms(values) == [
         {"matchExpressions": [{"key": "nvidia.com/gpu.present", "operator": "In", "values": ["true"]}]}]
     assert values["nfd"]["enabled"] is True

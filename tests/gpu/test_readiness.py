@@ -30,10 +30,10 @@ def test_prod_expectations_whole_gpus_and_efa_for_min_size(config_of):
     assert "minSize is 0" in expectations["skipped"][0]["reason"]
 
 
-def test_edge_expectations_are_shared_slices_on_existing_nodes(config_of):
+def test_edge_expectations_are_whole_gpus_on_existing_nodes(config_of):
     expectations = readiness_expectations(config_of("edge"))
     assert expectations["groups"] == [{"name": "orin", "selector": {"nvidia.com/gpu.present": "true"},
-                                       "minNodes": 1, "resources": {"nvidia.com/gpu.shared": 2}}]
+                                       "minNodes": 1, "resources": {"nvidia.com/gpu": 1}}]
 
 
 def test_shared_slices_are_gpus_times_replicas_times_min_size(config_of):

@@ -11,7 +11,35 @@ from stack_config import ConfigError
 def test_checked_in_stacks_are_valid(config_of):
     assert config_of("dev").sharing_for("g6").replicas == 4
     assert config_of("prod").sharing_for("h100").mode == "none"
-    assert config_of("edge").sharing_for("orin").mode == "mps"
+    assert config_of("edge").sharing_for("orin").mode == "none"
+
+
+def test_whole_gpu_workload_on_a_shared_group_is_rejected(config_of):
+    """A shared group's slices are renamed nvidia.com/gpu.shared: its nodes offer no whole nvidia.com/gpu."""
+    def edit(raw):
+        raw["workload"]["gpuResource"] = "whole"
+
+    with pytest.raises(ConfigError, match=re.escape("workload.gpuResource: 'whole' requests nvidia.com/gpu, but "
+                                                    "node group 'g6' shares its GPUs (mps)")):
+        config_of("dev", edit)
+
+
+def test_whole_gpu_workload_on_a_time_sliced_group_is_rejected(config_of):
+    def edit(raw):
+        raw["workload"]["gpuResource"] = "whole"
+        raw["gpu"]["sharing"] = {"mode": "time-slicing", "replicas": 2}
+
+    with pytest.raises(ConfigError, match=r"workload\.gpuResource: 'whole' .* \(time-slicing\)"):
+        config_of("dev", edit)
+
+
+def test_edge_with_mps_and_whole_gpu_workers_is_rejected(config_of):
+    def edit(raw):
+        raw["gpu"]["sharing"] = {"mode": "mps", "replicas": 2}
+
+    with pytest.raises(ConfigError, match=r"workload\.gpuResource: 'whole' requests nvidia\.com/gpu, but node group "
+                                          r"'orin' shares its GPUs \(mps\)"):
+        config_of("edge", edit)
 
 
 @pytest.mark.parametrize("replicas", [1, 49, 100])

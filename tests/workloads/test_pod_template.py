@@ -133,12 +133,14 @@ def test_quantity_gib_rejects_nonsense():
 POLICY = RunPolicy(backoff_limit=3, ttl_seconds_after_finished=60, clean_pod_policy="None")
 
 
-def test_pytorch_job_master_and_workers():
+def test_multi_node_pytorch_job_is_workers_only_so_the_operator_injects_no_init_container():
+    """training-operator v1.9.4 adds `init-pytorch` (no securityContext: refused by a `restricted` namespace)
+    to Worker pods whenever a Master replica exists (pkg/controller.v1/pytorch/initcontainer.go)."""
     body = pytorch_job_body("job", make_shape(), num_nodes=3, elastic=None, run_policy=POLICY)
     replicas = body["spec"]["pytorchReplicaSpecs"]
-    assert replicas["Master"]["replicas"] == 1 and replicas["Worker"]["replicas"] == 2
+    assert set(replicas) == {"Worker"} and replicas["Worker"]["replicas"] == 3
+    assert body["spec"]["elasticPolicy"] == {"minReplicas": 3, "maxReplicas": 3, "rdzvBackend": "c10d"}
     assert body["spec"]["nprocPerNode"] == "8"
-    assert "elasticPolicy" not in body["spec"]
     assert body["spec"]["runPolicy"] == {"backoffLimit": 3, "ttlSecondsAfterFinished": 60, "cleanPodPolicy": "None"}
     assert all(r["restartPolicy"] == "OnFailure" for r in replicas.values())
 
@@ -179,10 +181,11 @@ def test_scaled_object_never_scales_the_pytorchjob_to_zero():
         scaled_object_body(min_replicas=0, **kwargs)
 
 
-def test_gpu_utilization_query_uses_exported_labels():
+def test_gpu_utilization_query_uses_the_exporters_pod_labels():
     query = gpu_utilization_query("training-prod", "gpt")
     assert query.startswith("avg(DCGM_FI_DEV_GPU_UTIL{")
-    assert 'exported_namespace="training-prod"' in query and 'exported_pod=~"gpt-worker-[0-9]+"' in query
+    assert 'namespace="training-prod"' in query and 'pod=~"gpt-worker-[0-9]+"' in query
+    assert "exported_" not in query
 
 
 def test_scaled_job_runs_the_same_pod_shape_standalone():
@@ -204,10 +207,11 @@ def test_scaled_job_runs_the_same_pod_shape_standalone():
 
 
 def test_checkov_pod_templates_one_per_replica_role():
-    objects = [pytorch_job_body("job", make_shape(), num_nodes=2, elastic=None, run_policy=POLICY),
+    objects = [pytorch_job_body("one", make_shape(), num_nodes=1, elastic=None, run_policy=POLICY),
+               pytorch_job_body("job", make_shape(), num_nodes=2, elastic=None, run_policy=POLICY),
                elastic_job_body("edge", make_shape(), elastic=ElasticRange(1, 2, 3)),
                {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x"}}]
     documents = pod_templates_for_checkov(objects)
-    assert [d["metadata"]["name"] for d in documents] == ["job-master", "job-worker", "edge-worker"]
+    assert [d["metadata"]["name"] for d in documents] == ["one-master", "job-worker", "edge-worker"]
     assert all(d["kind"] == "PodTemplate" and d["template"]["spec"]["containers"][0]["name"] == "pytorch"
                for d in documents)
