@@ -38,10 +38,9 @@ import sys
 import threading
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Callable, Mapping, Sequence
 
-from tools.orphans import Orphan, format_orphans
+from tools.orphans import Orphan, format_orphans, stack_region
 
 # What AWS says while a deletion waits on something that is itself still being deleted (ENIs draining from a
 # subnet/security group, a load balancer releasing its ENIs). Each pattern is matched against one line.
@@ -261,25 +260,6 @@ def state_resources(cwd: str | None = None, env: Mapping[str, str] | None = None
                 if r.get("custom") and not r["type"].startswith("pulumi:providers:")]
 
     return run
-
-
-def stack_region(stack: str, cwd: str | None = None) -> str | None:
-    """``gtp:region`` (the program's AWS region; else ``aws:region``) from the stack's config file, read as
-    plain YAML so no secret is decrypted."""
-    import yaml
-
-    base = Path(cwd or ".")
-    for path in (base / "stacks" / f"Pulumi.{stack}.yaml", base / f"Pulumi.{stack}.yaml"):
-        if path.exists():
-            config = (yaml.safe_load(path.read_text()) or {}).get("config") or {}
-            region = config.get("gtp:region") or config.get("aws:region")
-            if isinstance(region, str):
-                return region
-            project = base / "Pulumi.yaml"  # the project's default for gtp:region
-            if project.exists():
-                default = ((yaml.safe_load(project.read_text()) or {}).get("config") or {}).get("region") or {}
-                return default.get("default") if isinstance(default, dict) else None
-    return None
 
 
 def delete_control_plane_log_group(cluster_name: str | None = None, region: str | None = None

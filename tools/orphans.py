@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Iterable, Iterator, Mapping, Sequence
 
@@ -95,6 +96,25 @@ def ownership_reason(tags: Mapping[str, str], *, stack: str, cluster_name: str |
 def control_plane_log_group(cluster_name: str) -> str:
     """EKS writes control-plane logs here and keeps the group after the cluster is deleted."""
     return f"/aws/eks/{cluster_name}/cluster"
+
+
+def stack_region(stack: str, cwd: str | None = None) -> str | None:
+    """``gtp:region`` (the program's AWS region; else ``aws:region``) from the stack's config file, read as
+    plain YAML so no secret is decrypted."""
+    import yaml  # lazily, as boto3: the pure part loads without it
+
+    base = Path(cwd or ".")
+    for path in (base / "stacks" / f"Pulumi.{stack}.yaml", base / f"Pulumi.{stack}.yaml"):
+        if path.exists():
+            config = (yaml.safe_load(path.read_text()) or {}).get("config") or {}
+            region = config.get("gtp:region") or config.get("aws:region")
+            if isinstance(region, str):
+                return region
+            project = base / "Pulumi.yaml"  # the project's default for gtp:region
+            if project.exists():
+                default = ((yaml.safe_load(project.read_text()) or {}).get("config") or {}).get("region") or {}
+                return default.get("default") if isinstance(default, dict) else None
+    return None
 
 
 def format_orphans(orphans: Sequence[Orphan]) -> str:
@@ -318,8 +338,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--region", help="AWS region (default: the stack's gtp:region, else the environment)")
     args = parser.parse_args(argv)
     import boto3
-
-    from tools.destroy import stack_region  # lazily: tools.destroy imports this module
 
     region = args.region or stack_region(args.stack)
     orphans = audit(boto3.Session(region_name=region), args.stack, cluster_name=args.cluster_name)
