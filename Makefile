@@ -20,7 +20,7 @@ help:
 	@echo "make check                 scanners: Checkov, kubernetes-validate, policy pack, yamllint, hadolint, zizmor, actionlint"
 	@echo "make golden                refresh tests/golden after an intended infra change"
 	@echo "make bench-stack NAME=n TTL=hours   create an ephemeral benchmark stack file"
-	@echo "make destroy STACK=...     pulumi destroy with retries, then an orphan audit"
+	@echo "make destroy STACK=...     preview, confirm, destroy (retries, time limit), orphan audit"
 
 # Idempotent: re-runs only when a requirements file changed.
 setup: $(STAMP)

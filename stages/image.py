@@ -30,7 +30,11 @@ def build_image(config: StackConfig, cluster: Cluster) -> TrainingImage:
                                     if config.registry_password else None),
         keep_tagged_images=image.keep_tagged_images,
         expire_untagged_days=image.expire_untagged_days,
-        force_delete=lifecycle.ephemeral,
+        # A destroy must finish once an image was pushed (ECR refuses to delete a non-empty repository, and
+        # docker.Image deletes no pushed images): every stack that may be destroyed force-deletes its repository.
+        # Not a protected stack (its images are the record of what ran), and not the shared repository that other
+        # stacks pull by digest.
+        force_delete=not lifecycle.protect and not image.shared_repository,
         protect=lifecycle.protect,
         kms_deletion_window_days=lifecycle.kms_deletion_window,
     ), opts=cluster.aws_opts)

@@ -19,7 +19,7 @@ def test_ecr_repository_settings() -> None:
     assert repository.inputs["imageTagMutability"] == "IMMUTABLE"
     assert repository.inputs["imageScanningConfiguration"] == {"scanOnPush": True}
     assert repository.inputs["encryptionConfigurations"][0]["encryptionType"] == "KMS"
-    assert repository.inputs["forceDelete"] is False
+    assert repository.inputs["forceDelete"] is True  # dev is not protected: its destroy must finish
     assert dev.one("aws:kms/key:Key", "trainer-ecr").inputs["enableKeyRotation"] is True
     assert not dev.by_type("aws:ecr/repositoryPolicy:RepositoryPolicy")
     rules = json.loads(dev.one("aws:ecr/lifecyclePolicy:LifecyclePolicy").inputs["policy"])["rules"]
@@ -29,12 +29,21 @@ def test_ecr_repository_settings() -> None:
     assert plan_stack("prod").one("aws:ecr/repository:Repository").options["protect"] is True
 
 
-def test_force_delete_only_on_ephemeral_stacks(tmp_path: Path) -> None:
+def test_force_delete_unless_protected_or_shared(tmp_path: Path) -> None:
     def ephemeral(config: dict) -> None:
         config["gtp:lifecycle"] = {"ephemeral": True, "ttlHours": 2, "createdAt": "2026-12-02T13:00:00Z"}
 
     plan = plan_modified(tmp_path, "dev", ephemeral)
     assert plan.one("aws:ecr/repository:Repository").inputs["forceDelete"] is True
+    assert plan_stack("prod").one("aws:ecr/repository:Repository").inputs["forceDelete"] is False
+
+    def shared(config: dict) -> None:
+        config.setdefault("gtp:image", {})["sharedRepository"] = True
+
+    shared_dir = tmp_path / "shared"
+    shared_dir.mkdir()
+    plan = plan_modified(shared_dir, "dev", shared)
+    assert plan.one("aws:ecr/repository:Repository").inputs["forceDelete"] is False
 
 
 def test_image_build_inputs_come_from_stack_config() -> None:

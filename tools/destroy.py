@@ -1,6 +1,19 @@
 """Destroy a stack, retrying only AWS's transient ordering errors, then audit for orphans.
 
-    python -m tools.destroy STACK [--retries N] [--cwd DIR] [--cluster-name NAME] [--region REGION]
+    python -m tools.destroy STACK [--yes] [--timeout-minutes M] [--retries N] [--cwd DIR] [--cluster-name NAME]
+                                  [--region REGION]
+
+Without ``--yes`` it first shows ``pulumi destroy --preview-only`` and asks the person to type the stack name;
+anything else aborts with nothing deleted. ``--timeout-minutes`` (default 60) bounds the whole run by the wall
+clock: a destroy still running at the limit is stopped, and the report lists what remains — the resources still in
+the stack's state (``pulumi stack export``, without ``--show-secrets``: nothing is decrypted) and the orphans.
+The audit runs in the stack's region (``gtp:region`` in ``stacks/Pulumi.<stack>.yaml``) unless ``--region``.
+
+After a successful destroy the EKS control-plane log group ``/aws/eks/<cluster>/cluster`` is deleted if it exists:
+EKS writes to it while the cluster is being deleted, which re-creates it after Pulumi deleted the stack's own
+``LogGroup``, and the next ``pulumi up`` then fails with "already exists". Deleting it here (rather than adopting it
+with ``import`` in the program) keeps ``up`` a plain create whether or not a previous cluster existed: ``import``
+fails when the group is absent, and the program cannot know which case it is in offline.
 
 `pulumi destroy` deletes in dependency order, but AWS keeps some deletions pending after the API said yes: a
 subnet or security group stays "in use" until the ENIs that EKS, the VPC CNI or a load balancer created are gone,
@@ -16,15 +29,18 @@ credentials for the audit.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import re
+import signal
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import dataclass, field
 from typing import Callable, Mapping, Sequence
 
-from tools.orphans import Orphan, format_orphans
+from tools.orphans import Orphan, format_orphans, stack_region
 
 # What AWS says while a deletion waits on something that is itself still being deleted (ENIs draining from a
 # subnet/security group, a load balancer releasing its ENIs). Each pattern is matched against one line.
@@ -37,6 +53,7 @@ TRANSIENT_ERROR_PATTERNS: tuple[re.Pattern[str], ...] = (
 )
 
 DEFAULT_RETRIES = 3
+DEFAULT_TIMEOUT_MINUTES = 60.0
 DEFAULT_BACKOFF_SECONDS = 30.0
 MAX_BACKOFF_SECONDS = 300.0
 
@@ -62,10 +79,14 @@ class DestroyOutcome:
     orphans: list[Orphan] = field(default_factory=list)
     error: str | None = None
     """Why the destroy or the audit failed, as one line for a report."""
+    remaining: list[str] = field(default_factory=list)
+    """Resources still in the stack's state after the run (``type  name``)."""
+    cleaned: list[str] = field(default_factory=list)
+    """What the run deleted after the destroy (the control-plane log group)."""
 
     @property
     def ok(self) -> bool:
-        return self.destroyed and self.error is None and not self.orphans
+        return self.destroyed and self.error is None and not self.orphans and not self.remaining
 
     @property
     def exit_code(self) -> int:
@@ -94,8 +115,17 @@ def destroy_stack(
     backoff_base: float = DEFAULT_BACKOFF_SECONDS,
     sleep: Callable[[float], None] | None = None,
     log: Callable[[str], None] = print,
+    deadline: float | None = None,
+    clock: Callable[[], float] = time.monotonic,
+    remaining: Callable[[str], list[str]] | None = None,
+    cleanup: Callable[[str], list[str]] | None = None,
 ) -> DestroyOutcome:
-    """Destroy ``stack`` with up to ``retries`` extra attempts on transient errors, then run ``audit``."""
+    """Destroy ``stack`` with up to ``retries`` extra attempts on transient errors, then run ``audit``.
+
+    ``deadline`` (a ``clock()`` value) stops retrying once passed; the runner is expected to stop at it too.
+    ``cleanup`` runs after a successful destroy and returns what it deleted; ``remaining`` lists what is left in the
+    stack's state (after a failed or timed-out destroy).
+    """
     if retries < 0:
         raise ValueError(f"retries must be >= 0, got {retries}")
     sleep = sleep or time.sleep
@@ -103,6 +133,9 @@ def destroy_stack(
     while True:
         outcome.attempts += 1
         result = runner(stack)
+        if result.returncode == TIMED_OUT or (deadline is not None and clock() >= deadline and result.returncode):
+            outcome.error = "wall-clock limit reached; pulumi destroy stopped"
+            break
         if result.returncode == 0:
             outcome.destroyed = True
             break
@@ -114,9 +147,22 @@ def destroy_stack(
             outcome.error = f"pulumi destroy still failing after {outcome.attempts} attempts: {transient}"
             break
         delay = backoff_seconds(outcome.attempts, backoff_base)
+        if deadline is not None and clock() + delay >= deadline:
+            outcome.error = f"wall-clock limit reached after {outcome.attempts} attempt(s): {transient}"
+            break
         log(f"[{stack}] transient AWS error, retrying in {delay:.0f}s ({outcome.attempts}/{retries}): {transient}")
         sleep(delay)
 
+    if outcome.destroyed and cleanup is not None:
+        try:
+            outcome.cleaned = list(cleanup(stack))
+        except Exception as exc:  # noqa: BLE001 - reported, and the audit still shows what is left
+            outcome.error = f"cleanup failed: {type(exc).__name__}: {exc}"
+    if not outcome.destroyed and remaining is not None:
+        try:
+            outcome.remaining = list(remaining(stack))
+        except Exception as exc:  # noqa: BLE001
+            outcome.remaining = [f"(cannot read the stack's state: {type(exc).__name__}: {exc})"]
     try:
         outcome.orphans = list(audit(stack))
     except Exception as exc:  # noqa: BLE001 - any audit failure must fail the run, with its message
@@ -130,8 +176,13 @@ def report(outcome: DestroyOutcome) -> str:
     lines = []
     if outcome.destroyed:
         lines.append(f"[{outcome.stack}] destroyed after {outcome.attempts} attempt(s)")
+    for item in outcome.cleaned:
+        lines.append(f"[{outcome.stack}] deleted {item}")
     if outcome.error:
         lines.append(f"[{outcome.stack}] ERROR: {outcome.error}")
+    if outcome.remaining:
+        lines.append(f"[{outcome.stack}] {len(outcome.remaining)} resource(s) remain in the stack's state:")
+        lines.extend(f"    {item}" for item in outcome.remaining)
     if outcome.orphans:
         lines.append(f"[{outcome.stack}] resources still exist (delete them or fix their tags):")
     lines.append(format_orphans(outcome.orphans))
@@ -141,12 +192,25 @@ def report(outcome: DestroyOutcome) -> str:
 # --- real runner and audit ---------------------------------------------------------------------------------------
 
 
+TIMED_OUT = 124
+"""The runner's exit status when it stopped the CLI at the deadline."""
+
+
 def pulumi_destroy_command(stack: str) -> list[str]:
     return ["pulumi", "destroy", "--yes", "--non-interactive", "--skip-preview", "--stack", stack]
 
 
-def subprocess_runner(cwd: str | None = None, env: Mapping[str, str] | None = None) -> Runner:
-    """Runs the Pulumi CLI, echoing its output live (a destroy takes minutes) and keeping it for classification."""
+def pulumi_preview_command(stack: str) -> list[str]:
+    return ["pulumi", "destroy", "--preview-only", "--non-interactive", "--stack", stack]
+
+
+def subprocess_runner(cwd: str | None = None, env: Mapping[str, str] | None = None,
+                      deadline: float | None = None) -> Runner:
+    """Runs the Pulumi CLI, echoing its output live (a destroy takes minutes) and keeping it for classification.
+
+    At ``deadline`` (a ``time.monotonic()`` value) the CLI gets SIGINT — Pulumi's own graceful stop, which finishes
+    the operations in flight and saves the state — then, a minute later, is killed; the result is ``TIMED_OUT``.
+    """
 
     def run(stack: str) -> CommandResult:
         process = subprocess.Popen(
@@ -157,14 +221,79 @@ def subprocess_runner(cwd: str | None = None, env: Mapping[str, str] | None = No
             stderr=subprocess.STDOUT,
             text=True,
         )
-        captured = []
+        captured: list[str] = []
         assert process.stdout is not None
-        for line in process.stdout:
-            sys.stdout.write(line)
-            captured.append(line)
-        return CommandResult(process.wait(), "".join(captured))
+        stdout = process.stdout
+
+        def pump() -> None:
+            for line in stdout:
+                sys.stdout.write(line)
+                captured.append(line)
+
+        reader = threading.Thread(target=pump, daemon=True)
+        reader.start()
+        timeout = None if deadline is None else max(0.0, deadline - time.monotonic())
+        try:
+            code = process.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            process.send_signal(signal.SIGINT)
+            try:
+                process.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+            code = TIMED_OUT
+        reader.join(timeout=5)
+        return CommandResult(code, "".join(captured))
 
     return run
+
+
+def state_resources(cwd: str | None = None, env: Mapping[str, str] | None = None) -> Callable[[str], list[str]]:
+    """What is left in a stack's state, from ``pulumi stack export`` (never ``--show-secrets``)."""
+
+    def run(stack: str) -> list[str]:
+        result = subprocess.run(["pulumi", "stack", "export", "--stack", stack], cwd=cwd, capture_output=True,
+                                text=True, check=True, env={**os.environ, **(env or {})}, timeout=300)
+        resources = (json.loads(result.stdout).get("deployment") or {}).get("resources") or []
+        return [f"{r['type']}  {r['urn'].rsplit('::', 1)[-1]}" for r in resources
+                if r.get("custom") and not r["type"].startswith("pulumi:providers:")]
+
+    return run
+
+
+def delete_control_plane_log_group(cluster_name: str | None = None, region: str | None = None
+                                   ) -> Callable[[str], list[str]]:
+    """Deletes ``/aws/eks/<cluster>/cluster`` if EKS re-created it during the destroy (see the module docstring)."""
+
+    def run(stack: str) -> list[str]:
+        import boto3
+
+        from tools.orphans import control_plane_log_group, default_cluster_name
+
+        name = control_plane_log_group(cluster_name or default_cluster_name(stack))
+        logs = boto3.Session(region_name=region).client("logs")
+        groups = logs.describe_log_groups(logGroupNamePrefix=name).get("logGroups", [])
+        if not any(group["logGroupName"] == name for group in groups):
+            return []
+        logs.delete_log_group(logGroupName=name)
+        return [f"log group {name} (re-created by EKS during the cluster's deletion)"]
+
+    return run
+
+
+def confirm(stack: str, *, cwd: str | None, ask: Callable[[str], str] | None = None) -> bool:
+    """Show the destroy preview and ask for the stack's name; True only when it is typed back exactly."""
+    preview = subprocess.run(pulumi_preview_command(stack), cwd=cwd, check=False)
+    if preview.returncode != 0:
+        print(f"error: the destroy preview of {stack} failed (exit {preview.returncode}); nothing deleted",
+              file=sys.stderr)
+        return False
+    try:
+        answer = (ask or input)(f"Destroy every resource of stack {stack!r} above? Type the stack name to confirm: ")
+    except EOFError:
+        answer = ""
+    return answer.strip() == stack
 
 
 def boto3_audit(cluster_name: str | None = None, region: str | None = None) -> Audit:
@@ -185,15 +314,29 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help=f"extra attempts on transient AWS errors (default {DEFAULT_RETRIES})")
     parser.add_argument("--cwd", default=None, help="Pulumi project directory (default: current directory)")
     parser.add_argument("--cluster-name", default=None, help="EKS cluster name for the audit (default gtp-<stack>)")
-    parser.add_argument("--region", default=None, help="AWS region for the audit (default: environment)")
+    parser.add_argument("--region", default=None,
+                        help="AWS region for the audit (default: the stack's gtp:region, else the environment)")
+    parser.add_argument("--yes", action="store_true", help="skip the preview and the confirmation (CI, the reaper)")
+    parser.add_argument("--timeout-minutes", type=float, default=DEFAULT_TIMEOUT_MINUTES,
+                        help=f"wall-clock limit for the whole run (default {DEFAULT_TIMEOUT_MINUTES:.0f})")
     args = parser.parse_args(argv)
     if args.retries < 0:
         parser.error("--retries must be >= 0")
+    if args.timeout_minutes <= 0:
+        parser.error("--timeout-minutes must be > 0")
+    if not args.yes and not confirm(args.stack, cwd=args.cwd):
+        print(f"[{args.stack}] not confirmed: nothing deleted")
+        return 1
+    deadline = time.monotonic() + args.timeout_minutes * 60
+    region = args.region or stack_region(args.stack, args.cwd)
     outcome = destroy_stack(
         args.stack,
-        runner=subprocess_runner(args.cwd),
-        audit=boto3_audit(args.cluster_name, args.region),
+        runner=subprocess_runner(args.cwd, deadline=deadline),
+        audit=boto3_audit(args.cluster_name, region),
         retries=args.retries,
+        deadline=deadline,
+        remaining=state_resources(args.cwd),
+        cleanup=delete_control_plane_log_group(args.cluster_name, region),
     )
     print(report(outcome))
     return outcome.exit_code

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Iterable, Iterator, Mapping, Sequence
 
@@ -95,6 +96,25 @@ def ownership_reason(tags: Mapping[str, str], *, stack: str, cluster_name: str |
 def control_plane_log_group(cluster_name: str) -> str:
     """EKS writes control-plane logs here and keeps the group after the cluster is deleted."""
     return f"/aws/eks/{cluster_name}/cluster"
+
+
+def stack_region(stack: str, cwd: str | None = None) -> str | None:
+    """``gtp:region`` (the program's AWS region; else ``aws:region``) from the stack's config file, read as
+    plain YAML so no secret is decrypted."""
+    import yaml  # lazily, as boto3: the pure part loads without it
+
+    base = Path(cwd or ".")
+    for path in (base / "stacks" / f"Pulumi.{stack}.yaml", base / f"Pulumi.{stack}.yaml"):
+        if path.exists():
+            config = (yaml.safe_load(path.read_text()) or {}).get("config") or {}
+            region = config.get("gtp:region") or config.get("aws:region")
+            if isinstance(region, str):
+                return region
+            project = base / "Pulumi.yaml"  # the project's default for gtp:region
+            if project.exists():
+                default = ((yaml.safe_load(project.read_text()) or {}).get("config") or {}).get("region") or {}
+                return default.get("default") if isinstance(default, dict) else None
+    return None
 
 
 def format_orphans(orphans: Sequence[Orphan]) -> str:
@@ -244,6 +264,21 @@ def _log_groups(logs: Any, stack: str, cluster_name: str, region: str) -> list[O
     return orphans
 
 
+def _ecr_repositories(ecr: Any, stack: str, cluster_name: str, region: str) -> list[Orphan]:
+    """Repositories read directly (their tags and image count): a repository left behind with images is what made
+    a destroy fail, and the person needs to know whether deleting it loses images."""
+    orphans = []
+    for repository in _paginate(ecr, "describe_repositories", "repositories"):
+        tags = tags_to_dict(ecr.list_tags_for_resource(resourceArn=repository["repositoryArn"]).get("tags"))
+        reason = ownership_reason(tags, stack=stack, cluster_name=cluster_name)
+        if reason:
+            images = sum(1 for _ in _paginate(ecr, "list_images", "imageIds",
+                                              repositoryName=repository["repositoryName"]))
+            orphans.append(Orphan("ecr:repository", repository["repositoryArn"], region,
+                                  f"{reason}; {images} image(s)"))
+    return orphans
+
+
 def _tagged_via_tagging_api(
     tagging: Any, stack: str, cluster_name: str, region: str, resource_types: Sequence[str]
 ) -> list[Orphan]:
@@ -270,7 +305,7 @@ def audit(session: "boto3.Session", stack: str, *, cluster_name: str | None = No
     """Every resource in the session's region that still belongs to ``stack``. Raises on AWS errors.
 
     Reads only (Describe*/List*/GetResources); the IAM policy of the caller needs those for ec2, elasticloadbalancing,
-    logs and tag. S3 buckets are global but the tagging API reports them from the region they live in.
+    logs, ecr and tag. S3 buckets are global but the tagging API reports them from the region they live in.
     """
     cluster = cluster_name or default_cluster_name(stack)
     region = session.region_name
@@ -289,7 +324,10 @@ def audit(session: "boto3.Session", stack: str, *, cluster_name: str | None = No
     )
     # The control-plane log group is reported by name above; the tagging API may report it again by ARN.
     control_plane_arn_part = f":log-group:{control_plane_log_group(cluster)}"
-    orphans += [orphan for orphan in tagged if control_plane_arn_part not in orphan.id]
+    repositories = _ecr_repositories(session.client("ecr"), stack, cluster, region)
+    orphans += repositories
+    seen = {orphan.id for orphan in repositories}
+    orphans += [orphan for orphan in tagged if control_plane_arn_part not in orphan.id and orphan.id not in seen]
     return sorted(set(orphans), key=lambda o: (o.kind, o.id))
 
 
@@ -297,11 +335,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tools.orphans", description=__doc__.splitlines()[0])
     parser.add_argument("stack")
     parser.add_argument("--cluster-name", help="EKS cluster name (default: gtp-<stack>)")
-    parser.add_argument("--region", help="AWS region (default: from the environment / profile)")
+    parser.add_argument("--region", help="AWS region (default: the stack's gtp:region, else the environment)")
     args = parser.parse_args(argv)
     import boto3
 
-    orphans = audit(boto3.Session(region_name=args.region), args.stack, cluster_name=args.cluster_name)
+    region = args.region or stack_region(args.stack)
+    orphans = audit(boto3.Session(region_name=region), args.stack, cluster_name=args.cluster_name)
     print(format_orphans(orphans))
     return 1 if orphans else 0
 

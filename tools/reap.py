@@ -4,7 +4,11 @@
 
 Rules (:func:`decide`, pure; each stack gets exactly one decision):
 
+- a production stack (``prod``, ``production``, ``prod-*``) → ``keep``, whatever its config says;
 - no ``gtp:lifecycle`` or ``ephemeral: false``  → ``keep``: persistent stacks are never touched;
+- ephemeral but not named ``bench-*``           → ``keep``: both marks are required, so one mistyped flag on
+  another stack cannot get it destroyed;
+- any resource in the state with ``protect``    → ``keep``: Pulumi would refuse, and it is someone's intent;
 - ephemeral with ``protect: true``              → ``problem``: Pulumi refuses to delete protected resources;
 - ephemeral without ``ttlHours``/``createdAt``  → ``problem``: never destroyed, fix its config;
 - ephemeral, ``createdAt + ttlHours > now``     → ``keep``;
@@ -15,9 +19,14 @@ Rules (:func:`decide`, pure; each stack gets exactly one decision):
 A failed destroy is reported and the other stacks are still processed. Exit status: 0 when every destroy
 succeeded and no stack has a problem; 1 otherwise. ``--dry-run`` prints the decisions and destroys nothing.
 
-The adapter (:func:`open_workspace`, :func:`read_stack_states`) uses the Pulumi Automation API, which drives the
-``pulumi`` CLI: run it where the CLI is installed and logged in to the backend (``--backend-url`` or
-``PULUMI_BACKEND_URL``), from the project directory (``Pulumi.yaml``), with AWS credentials for the orphan audit.
+The adapter (:class:`CliWorkspace`, :func:`read_stack_states`) drives the ``pulumi`` CLI and never decrypts a
+secret: the TTL is read with ``pulumi config --json`` *without* ``--show-secrets`` (the CLI then uses a blinding
+decrypter: secret values come back as ``[secret]``, see pulumi/pulumi ``pkg/cmd/pulumi/config.go``), and protection
+with ``pulumi stack export`` (also without ``--show-secrets``). So one stack whose secrets this runner cannot
+decrypt is still decided on its own lifecycle instead of failing the nightly run. The orphan audit of each stack
+runs in the stack's own region (``gtp:region``). Run it where the CLI is installed and logged in to the backend
+(``--backend-url`` or ``PULUMI_BACKEND_URL``), from the project directory (``Pulumi.yaml``), with AWS credentials
+for the orphan audit.
 """
 
 from __future__ import annotations
@@ -25,12 +34,15 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import subprocess
 import sys
+import time
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import Any, Callable, Iterable, Literal, Mapping, Protocol, Sequence
 
-from tools.destroy import DestroyOutcome, boto3_audit, destroy_stack, report, subprocess_runner
+from tools.destroy import (DEFAULT_TIMEOUT_MINUTES, DestroyOutcome, boto3_audit, delete_control_plane_log_group,
+                           destroy_stack, report, state_resources, subprocess_runner)
 
 LIFECYCLE_KEY = "gtp:lifecycle"
 
@@ -46,6 +58,10 @@ class StackState:
     """The parsed ``gtp:lifecycle`` object, or None when the stack has none."""
     resource_count: int | None = None
     """Resources in the stack's state (None: unknown)."""
+    protected: bool = False
+    """Some resource in the stack's state has ``protect: true``."""
+    region: str | None = None
+    """The stack's AWS region (``gtp:region``), where its orphans are audited."""
 
 
 @dataclass(frozen=True)
@@ -68,12 +84,26 @@ def _format_time(moment: datetime) -> str:
     return moment.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+REAPABLE_PREFIX = "bench-"
+PRODUCTION_NAMES = ("prod", "production")
+
+
+def is_production(name: str) -> bool:
+    return name in PRODUCTION_NAMES or name.startswith(tuple(f"{n}-" for n in PRODUCTION_NAMES))
+
+
 def decide_one(state: StackState, now: datetime) -> Decision:
     lifecycle = state.lifecycle
+    if is_production(state.name):
+        return Decision(state.name, "keep", "production stack, never reaped")
     if lifecycle is None:
         return Decision(state.name, "keep", f"no {LIFECYCLE_KEY} config: persistent, never reaped")
     if not lifecycle.get("ephemeral", False):
         return Decision(state.name, "keep", "persistent (ephemeral: false), never reaped")
+    if not state.name.startswith(REAPABLE_PREFIX):
+        return Decision(state.name, "keep", f"ephemeral but not named {REAPABLE_PREFIX}*, never reaped")
+    if state.protected:
+        return Decision(state.name, "keep", "has protected resources in its state, never reaped")
     if lifecycle.get("protect"):
         return Decision(
             state.name, "problem",
@@ -175,7 +205,8 @@ def lifecycle_from_config(config: Mapping[str, Any]) -> Mapping[str, Any] | None
     return value
 
 
-def read_stack_states(workspace: Workspace, log: Callable[[str], None] = print) -> list[StackState]:
+def read_stack_states(workspace: Workspace, log: Callable[[str], None] = print,
+                      protected: Callable[[str], bool] | None = None) -> list[StackState]:
     """Every stack of the project with its lifecycle.
 
     A stack created elsewhere (a bench run in CI) may have no ``stacks/Pulumi.<stack>.yaml`` here; then its config is
@@ -192,18 +223,63 @@ def read_stack_states(workspace: Workspace, log: Callable[[str], None] = print) 
                 workspace.refresh_config(name)
                 config = workspace.get_all_config(name)
             lifecycle = lifecycle_from_config(config)
+            region_entry = config.get(REGION_KEY)
+            region = getattr(region_entry, "value", region_entry)
         except Exception as exc:  # noqa: BLE001 - reported per stack, the others go on
             log(f"{name}: cannot read {LIFECYCLE_KEY}: {type(exc).__name__}: {exc}")
             lifecycle = {"ephemeral": True, "protect": False, "ttlHours": None, "createdAt": None}
-        states.append(StackState(name, lifecycle, getattr(summary, "resource_count", None)))
+            region = None
+        try:
+            is_protected = bool(protected(name)) if protected else False
+        except Exception as exc:  # noqa: BLE001 - unknown protection: treat as protected, never destroy
+            log(f"{name}: cannot read its state ({type(exc).__name__}: {exc}); treated as protected")
+            is_protected = True
+        states.append(StackState(name, lifecycle, getattr(summary, "resource_count", None), is_protected,
+                                 region if isinstance(region, str) else None))
     return states
 
 
-def open_workspace(work_dir: str, backend_url: str | None) -> Workspace:
-    from pulumi import automation
+REGION_KEY = "gtp:region"
 
-    env_vars = {"PULUMI_BACKEND_URL": backend_url} if backend_url else None
-    return automation.LocalWorkspace(work_dir=work_dir, env_vars=env_vars)
+
+@dataclass(frozen=True)
+class CliStackSummary:
+    name: str
+    resource_count: int | None
+
+
+class CliWorkspace:
+    """The Workspace the reaper needs, on the ``pulumi`` CLI, never with ``--show-secrets``."""
+
+    def __init__(self, cwd: str, env: Mapping[str, str] | None = None) -> None:
+        self.cwd, self.env = cwd, {**os.environ, **(env or {})}
+
+    def _run(self, *args: str) -> str:
+        result = subprocess.run(["pulumi", *args, "--non-interactive"], cwd=self.cwd, env=self.env,
+                                capture_output=True, text=True, check=False, timeout=300)
+        if result.returncode:
+            raise RuntimeError(f"pulumi {' '.join(args)} failed: {result.stderr.strip()[-500:]}")
+        return result.stdout
+
+    def list_stacks(self) -> list[CliStackSummary]:
+        return [CliStackSummary(item["name"], item.get("resourceCount"))
+                for item in json.loads(self._run("stack", "ls", "--json") or "[]")]
+
+    def get_all_config(self, stack_name: str) -> dict[str, Any]:
+        entries = json.loads(self._run("config", "--json", "--stack", stack_name) or "{}")
+        # Secret entries carry no value without --show-secrets (nothing is decrypted); objects come as JSON text.
+        return {key: entry.get("value") for key, entry in entries.items() if not entry.get("secret")}
+
+    def refresh_config(self, stack_name: str) -> None:
+        self._run("config", "refresh", "--force", "--stack", stack_name)
+
+    def protected(self, stack_name: str) -> bool:
+        exported = json.loads(self._run("stack", "export", "--stack", stack_name) or "{}")
+        return any(r.get("protect") for r in (exported.get("deployment") or {}).get("resources") or [])
+
+
+def open_workspace(work_dir: str, backend_url: str | None) -> CliWorkspace:
+    return CliWorkspace(work_dir, {"PULUMI_BACKEND_URL": backend_url} if backend_url else None)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -213,7 +289,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--backend-url", default=os.environ.get("PULUMI_BACKEND_URL"),
                         help="Pulumi backend (default: $PULUMI_BACKEND_URL, else the CLI's login)")
     parser.add_argument("--cwd", default=".", help="Pulumi project directory (default: current directory)")
-    parser.add_argument("--region", default=None, help="AWS region for the orphan audit (default: environment)")
+    parser.add_argument("--region", default=None,
+                        help="AWS region for the orphan audit (default: each stack's gtp:region)")
+    parser.add_argument("--timeout-minutes", type=float, default=DEFAULT_TIMEOUT_MINUTES,
+                        help="wall-clock limit per stack's destroy")
     args = parser.parse_args(argv)
     try:
         now = parse_timestamp(args.now) if args.now else datetime.now(timezone.utc)
@@ -221,7 +300,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error(f"--now: {exc}")
     try:
         workspace = open_workspace(args.cwd, args.backend_url)
-        states = read_stack_states(workspace)
+        states = read_stack_states(workspace, protected=workspace.protected)
     except Exception as exc:  # noqa: BLE001 - no CLI, not logged in, no Pulumi.yaml: say so and stop
         print(f"error: cannot list the project's stacks ({type(exc).__name__}: {exc}); the reaper needs the "
               "pulumi CLI on PATH, logged in to the backend (--backend-url), run from the project directory",
@@ -229,10 +308,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     decisions = decide(states, now)
     env = {"PULUMI_BACKEND_URL": args.backend_url} if args.backend_url else None
-    runner = subprocess_runner(args.cwd, env)
+    regions = {state.name: args.region or state.region for state in states}
 
     def destroy(stack: str) -> DestroyOutcome:
-        return destroy_stack(stack, runner=runner, audit=boto3_audit(region=args.region))
+        deadline = time.monotonic() + args.timeout_minutes * 60
+        return destroy_stack(stack, runner=subprocess_runner(args.cwd, env, deadline=deadline),
+                             audit=boto3_audit(region=regions[stack]), deadline=deadline,
+                             remaining=state_resources(args.cwd, env),
+                             cleanup=delete_control_plane_log_group(region=regions[stack]))
 
     return reap(decisions, destroy=destroy, dry_run=args.dry_run)
 

@@ -119,14 +119,16 @@ def test_backoff_is_exponential_and_capped():
 def test_cli_wires_runner_audit_and_retries(monkeypatch, capsys):
     seen = {}
 
-    def fake_runner(cwd, env=None):
+    def fake_runner(cwd, env=None, deadline=None):
         seen["cwd"] = cwd
         return ScriptedRunner(CommandResult(1, SUBNET_IN_USE), CommandResult(0, ""))
 
     monkeypatch.setattr(destroy_module, "subprocess_runner", fake_runner)
     monkeypatch.setattr(destroy_module, "boto3_audit", lambda cluster_name, region: no_orphans)
     monkeypatch.setattr(destroy_module.time, "sleep", lambda seconds: None)
-    assert destroy_module.main(["bench-x", "--retries", "1", "--cwd", "/proj"]) == 0
+    monkeypatch.setattr(destroy_module, "state_resources", lambda cwd: lambda stack: [])
+    monkeypatch.setattr(destroy_module, "delete_control_plane_log_group", lambda cluster, region: lambda stack: [])
+    assert destroy_module.main(["bench-x", "--yes", "--retries", "1", "--cwd", "/proj"]) == 0
     assert seen["cwd"] == "/proj"
     assert "[bench-x] destroyed after 2 attempt(s)" in capsys.readouterr().out
 

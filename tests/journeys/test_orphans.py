@@ -153,3 +153,35 @@ def test_format_orphans_table():
         "elbv2:load-balancer    arn:aws:elasticloadbalancing:us-east-1:1:loadbalancer/net/k8s/1  us-east-1  tag elbv2.k8s.aws/cluster=gtp-dev",
         "2 orphaned resource(s)",
     ]
+
+
+MANIFEST = ('{"schemaVersion": 2, "mediaType": "application/vnd.docker.distribution.manifest.v2+json", '
+            '"config": {"digest": "sha256:aa", "size": 1, "mediaType": "x"}, "layers": []}')
+
+
+def test_a_non_empty_repository_and_bucket_left_behind_are_reported(session):
+    """What made dev's destroy fail: a repository with pushed images and a bucket with results still exist."""
+    ecr = session.client("ecr")
+    ours = ecr.create_repository(repositoryName="gtp-dev-trainer", tags=[{"Key": "gtp:stack", "Value": "dev"}])
+    ecr.put_image(repositoryName="gtp-dev-trainer", imageManifest=MANIFEST, imageTag="v1")
+    ecr.create_repository(repositoryName="other-trainer", tags=[{"Key": "gtp:stack", "Value": "prod"}])
+    s3 = session.client("s3")
+    s3.create_bucket(Bucket="gtp-dev-results")
+    s3.put_bucket_tagging(Bucket="gtp-dev-results", Tagging={"TagSet": [{"Key": "gtp:stack", "Value": "dev"}]})
+    s3.put_object(Bucket="gtp-dev-results", Key="bench/result.json", Body=b"{}")
+    orphans = audit(session, "dev")
+    assert Orphan("ecr:repository", ours["repository"]["repositoryArn"], REGION,
+                  "tag gtp:stack=dev; 1 image(s)") in orphans
+    assert Orphan("s3:bucket", "arn:aws:s3:::gtp-dev-results", REGION, "tag gtp:stack=dev") in orphans
+    assert len(orphans) == 2
+
+
+def test_orphans_cli_audits_in_the_stack_region(session, monkeypatch, capsys):
+    from tests.conftest import ROOT
+    from tools import orphans as orphans_module
+
+    monkeypatch.chdir(ROOT)
+    logs = boto3.client("logs", region_name="eu-central-1")
+    logs.create_log_group(logGroupName="/aws/eks/gtp-edge/cluster")
+    assert orphans_module.main(["edge"]) == 1  # stacks/Pulumi.edge.yaml: gtp:region eu-central-1
+    assert "/aws/eks/gtp-edge/cluster  eu-central-1" in capsys.readouterr().out
