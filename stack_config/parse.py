@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Iterator, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import pulumi
@@ -12,6 +13,7 @@ from pydantic import BaseModel, SecretStr, ValidationError
 from stack_config.problems import ConfigError, Problem, did_you_mean
 from stack_config.rules import Rule, check_rules
 from stack_config.rules import snake as _snake
+from stack_config.source import StackSource, read_stack_source
 from stack_config.schema import (
     AutoscalingConfig,
     ClusterConfig,
@@ -54,15 +56,16 @@ KNOWN_KEYS = (*SCALAR_DEFAULTS, *SECTIONS, *MAP_SECTIONS, *STRING_MAP_SECTIONS, 
 def parse_stack_config(
     raw: Mapping[str, Any], *, project: str, stack: str, secret_keys: Iterable[str] = (),
     choices: Mapping[str, Sequence[str]] | None = None, rules: Iterable[Rule] = (),
+    source: StackSource | None = None,
 ) -> StackConfig:
     """Parse the `gtp:` namespace of a stack (keys without the namespace) into a `StackConfig`.
 
     Values may be decoded objects or JSON strings (the Pulumi runtime hands structured config over as
     JSON). `choices` ("section.field" → allowed values) and `rules` come from the registries above this
-    package (cluster targets, workload kinds; see `stages/config.py`). Raises `ConfigError` listing every
-    problem.
+    package (cluster targets, workload kinds; see `stages/config.py`). `source` is what the stack file itself
+    says (duplicate keys, key lines; `stack_config.source`). Raises `ConfigError` listing every problem.
     """
-    problems: list[Problem] = []
+    problems: list[Problem] = list(source.problems) if source is not None else []
     secret_keys = set(secret_keys)
     for key in raw:
         if key not in KNOWN_KEYS:
@@ -136,9 +139,12 @@ def parse_stack_config(
     return config
 
 
-def load(*, choices: Mapping[str, Sequence[str]] | None = None, rules: Iterable[Rule] = ()) -> StackConfig:
+def load(*, choices: Mapping[str, Sequence[str]] | None = None, rules: Iterable[Rule] = (),
+         stack_file: Path | None = None) -> StackConfig:
     """Read the `gtp:` namespace from the Pulumi runtime (real engine or mocks) and parse it once (see
-    `parse_stack_config` for `choices` and `rules`)."""
+    `parse_stack_config` for `choices` and `rules`). The stack file (default `stacks/Pulumi.<stack>.yaml` under
+    the project directory, where the CLI runs the program) is read too, strictly: the runtime only sees the
+    values left after YAML's last-one-wins, so a duplicate key can only be caught there."""
     prefix = NAMESPACE + ":"
     raw: dict[str, Any] = {}
     secret_keys = []
@@ -154,8 +160,10 @@ def load(*, choices: Mapping[str, Sequence[str]] | None = None, rules: Iterable[
         raw[key] = runtime_config.get_config(full_key)
         if runtime_config.is_config_secret(full_key) or full_key in runtime_config.get_config_secret_keys_env():
             secret_keys.append(key)
-    return parse_stack_config(raw, project=pulumi.get_project(), stack=pulumi.get_stack(), secret_keys=secret_keys,
-                              choices=choices, rules=rules)
+    stack = pulumi.get_stack()
+    source = read_stack_source(stack_file or Path.cwd() / "stacks" / f"Pulumi.{stack}.yaml")
+    return parse_stack_config(raw, project=pulumi.get_project(), stack=stack, secret_keys=secret_keys,
+                              choices=choices, rules=rules, source=source)
 
 
 def _decode(value: Any, key: str, problems: list[Problem]) -> Any:

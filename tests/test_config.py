@@ -244,3 +244,44 @@ def test_every_config_field_has_a_docstring() -> None:
     missing = [f"{model.__name__}.{name}" for model in models for name, field in model.model_fields.items()
                if not field.description]
     assert missing == []
+
+
+DUPLICATED = """\
+config:
+  gtp:region: us-west-2
+  gtp:gpuNodeGroups:
+    train:
+      instanceTypes: [g6.xlarge]
+      maxSize: 2
+    train:
+      instanceTypes: [g6e.xlarge]
+      maxSize: 1
+  gtp:workload:
+    kind: pytorchjob
+    nodeGroup: train
+  gtp:region: us-east-1
+"""
+
+
+def test_duplicate_keys_in_the_stack_file_name_both_lines_and_the_key_path() -> None:
+    from stack_config.source import stack_source
+
+    source = stack_source(DUPLICATED)
+    assert [str(p) for p in source.problems] == [
+        "gpuNodeGroups.train: duplicate key 'train' (lines 4 and 7): YAML keeps only the last one, so the first "
+        "would be silently lost; merge them into one",
+        "region: duplicate key 'gtp:region' (lines 2 and 13): YAML keeps only the last one, so the first would be "
+        "silently lost; merge them into one"]
+    assert source.lines["gpuNodeGroups.train.maxSize"] == 6 and source.lines["workload.nodeGroup"] == 12
+    # The values alone (what the engine hands the program) are valid: only the file shows the duplicate.
+    with pytest.raises(ConfigError) as caught:
+        parse_stack_config(BASE, project="gtp", stack="t", source=source)
+    assert any(str(p).startswith("gpuNodeGroups.train: duplicate key 'train' (lines 4 and 7)")
+               for p in caught.value.problems)
+
+
+def test_a_stack_file_without_duplicates_has_no_source_problems() -> None:
+    from stack_config.source import read_stack_source
+
+    for stack in ("dev", "edge", "prod", "edge-swarm"):
+        assert read_stack_source(ROOT / "stacks" / f"Pulumi.{stack}.yaml").problems == ()
