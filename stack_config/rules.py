@@ -10,6 +10,7 @@ from datetime import timezone
 from catalog import versions
 from catalog.gpu_instances import GPU_INSTANCE_TYPES
 from conventions.names import config_name
+from conventions.quantities import cpu_cores, quantity_gib
 from stack_config.derived import gpus_per_pod, num_ranks
 from stack_config.problems import Problem
 from stack_config.schema import SharingConfig, StackConfig
@@ -209,6 +210,27 @@ def _check_workload(config: StackConfig) -> Iterator[Problem]:
                       f"{max_pods} pods don't fit on node group '{workload.node_group}' (maxSize {group.max_size})")
 
 
+def _check_quantities(config: StackConfig) -> Iterator[Problem]:
+    """The pod's Kubernetes quantities, parsed here so that a malformed one is a config problem with its key path,
+    not a `ValueError` from a component after the cluster was registered."""
+    workload = config.workload
+    amounts: dict[str, float] = {}
+    for key, value, parse in (("cpu", workload.cpu, cpu_cores), ("memory", workload.memory, quantity_gib),
+                              ("shmSize", workload.shm_size, quantity_gib),
+                              ("ephemeralStorage", workload.ephemeral_storage, quantity_gib)):
+        try:
+            amounts[key] = parse(value)
+        except ValueError as error:
+            yield Problem(f"workload.{key}", str(error))
+            continue
+        if amounts[key] <= 0:
+            yield Problem(f"workload.{key}", f"{value!r} must be more than zero")
+    if 0 < amounts.get("memory", 0) < amounts.get("shmSize", 0):
+        yield Problem("workload.shmSize", f"{workload.shm_size!r} is more than workload.memory {workload.memory!r}: "
+                                          "/dev/shm is memory-backed and counts against the pod's memory limit; "
+                                          f"use at most {workload.memory!r}")
+
+
 def _check_autoscaling(config: StackConfig) -> Iterator[Problem]:
     autoscaling = config.autoscaling
     workload = config.workload
@@ -287,6 +309,7 @@ _RULES = (
     (_check_sharing, ("gpu", "cluster")),
     (_check_image, ("image", "cluster")),
     (_check_workload, ("workload", "gpuNodeGroups", "gpu", "cluster", "autoscaling")),
+    (_check_quantities, ("workload",)),
     (_check_autoscaling, ("autoscaling", "workload", "gpu", "cluster")),
     (_check_storage, ("storage", "cluster")),
     (_check_lifecycle, ("lifecycle", "gpuNodeGroups")),
