@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import json
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
@@ -72,16 +73,18 @@ def parse_stack_config(
             problems.append(Problem(key, f"unknown key{did_you_mean(key, KNOWN_KEYS)}; allowed: "
                                          f"{', '.join(sorted(KNOWN_KEYS))}"))
 
+    blocked: list[str] = []  # key paths of invalid fields, replaced by their defaults so the rest is still checked
     scalars = {key: str(raw.get(key, default)) for key, default in SCALAR_DEFAULTS.items()}
     parsed: dict[str, Any] = {}
     for key, model in SECTIONS.items():
         value = _decode(raw.get(key, {}), key, problems)
         if value is not None:
-            parsed[key] = _validate(model, value, key, problems)
+            parsed[key] = _validate(model, value, key, problems, blocked)
     for key, model in MAP_SECTIONS.items():
         value = _decode(raw.get(key, {}), key, problems)
         if isinstance(value, dict):
-            parsed[key] = {name: _validate(model, entry, f"{key}.{name}", problems) for name, entry in value.items()}
+            parsed[key] = {name: _validate(model, entry, f"{key}.{name}", problems, blocked)
+                           for name, entry in value.items()}
         elif value is not None:
             problems.append(Problem(key, f"{value!r} is not a map of name to object"))
     for key in STRING_MAP_SECTIONS:
@@ -133,7 +136,8 @@ def parse_stack_config(
         kubeconfig=secrets["kubeconfig"], registry_password=secrets["registryPassword"],
         swarm_secrets=secrets["swarmSecrets"],
     )
-    problems.extend(check_rules(config, failed=failed, extra=rules))
+    partial = {path.split(".", 1)[0] for path in blocked}
+    problems.extend(check_rules(config, failed=failed, extra=rules, partial=partial, blocked=blocked))
     if problems:
         raise ConfigError(stack, problems)
     return config
@@ -176,13 +180,48 @@ def _decode(value: Any, key: str, problems: list[Problem]) -> Any:
     return value
 
 
-def _validate(model: type[_Section], value: Any, path: str, problems: list[Problem]) -> Any:
+def _validate(model: type[_Section], value: Any, path: str, problems: list[Problem], blocked: list[str]) -> Any:
+    """The section, or `None` when it isn't an object. Invalid fields are reported, then dropped so that they take
+    their defaults and the section's other fields are still validated and checked (their paths go to `blocked`,
+    so that no rule reports a problem caused by such a default)."""
     try:
         return model.model_validate(value)
     except ValidationError as error:
-        for detail in error.errors():
+        details = error.errors()
+        for detail in details:
             problems.append(_problem_from_pydantic(path, detail))
-        return None
+        if not isinstance(value, dict):
+            return None
+        pruned = copy.deepcopy(value)
+        for detail in details:
+            loc = _field_loc(detail["loc"])
+            if not loc or not _drop(pruned, loc):
+                return None
+            blocked.append(path + "".join(f".{part}" for part in loc))
+        try:
+            return model.model_validate(pruned)
+        except ValidationError:
+            return None
+
+
+def _field_loc(loc: Sequence[Any]) -> list[str]:
+    """The loc of an invalid value up to the field holding it (a list is dropped whole)."""
+    parts: list[str] = []
+    for part in loc:
+        if isinstance(part, int):
+            break
+        parts.append(str(part))
+    return parts
+
+
+def _drop(raw: dict[str, Any], loc: list[str]) -> bool:
+    node: Any = raw
+    for part in loc[:-1]:
+        node = node.get(part) if isinstance(node, dict) else None
+    if isinstance(node, dict) and loc[-1] in node:
+        del node[loc[-1]]
+        return True
+    return False
 
 
 def _problem_from_pydantic(path: str, detail: Mapping[str, Any]) -> Problem:

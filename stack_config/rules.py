@@ -32,15 +32,34 @@ Rule = tuple[Callable[[StackConfig], Iterable[Problem]], tuple[str, ...]]
 """A check and the top-level keys it reads: it runs only when every one of them parsed."""
 
 
-def check_rules(config: StackConfig, failed: Iterable[str] = (), extra: Iterable[Rule] = ()) -> list[Problem]:
+def check_rules(config: StackConfig, failed: Iterable[str] = (), extra: Iterable[Rule] = (),
+                partial: Iterable[str] = (), blocked: Iterable[str] = ()) -> list[Problem]:
     """Run every rule (the core ones here, then `extra`: the cluster targets' and workload kinds' own checks)
-    whose sections all parsed (`failed` names the ones that didn't)."""
+    whose sections all parsed (`failed` names the ones that didn't).
+
+    A `partial` section parsed with its invalid fields (`blocked`, key paths) at their defaults: the rules of
+    that section (the first it reads) still run, so independent problems come out together, and any problem
+    they report about a blocked field, or naming one next to it, is dropped (the default caused it). Rules that
+    only read a partial section from elsewhere don't run."""
     failed = set(failed)
+    partial = set(partial)
+    blocked = list(blocked)
     problems: list[Problem] = []
     for rule, needs in (*_RULES, *extra):
-        if not failed.intersection(needs):
-            problems.extend(rule(config))
+        if failed.intersection(needs) or partial.intersection(needs[1:]):
+            continue
+        problems.extend(p for p in rule(config) if not _caused_by_blocked(p, blocked))
     return problems
+
+
+def _caused_by_blocked(problem: Problem, blocked: list[str]) -> bool:
+    for path in blocked:
+        if problem.path == path or problem.path.startswith((path + ".", path + "[")):
+            return True
+        parent, _, leaf = path.rpartition(".")
+        if problem.path.rpartition(".")[0] == parent and re.search(rf"\b{re.escape(leaf)}\b", problem.message):
+            return True
+    return False
 
 
 def _check_scalars(config: StackConfig) -> Iterator[Problem]:

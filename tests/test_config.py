@@ -291,3 +291,34 @@ def test_a_stack_file_without_duplicates_has_no_source_problems() -> None:
 
     for stack in ("dev", "edge", "prod", "edge-swarm"):
         assert read_stack_source(ROOT / "stacks" / f"Pulumi.{stack}.yaml").problems == ()
+
+
+def test_an_invalid_field_does_not_hide_the_other_checks_of_its_section() -> None:
+    raw = copy.deepcopy(BASE)
+    # workload: a type error, a range error, and two independent cross-field problems in the same section
+    raw["workload"].update({"maxSteps": "many", "numNodes": 0, "name": "My Job", "memory": "64GB"})
+    problems = problems_of(raw)
+    for expected in ("workload.maxSteps: 'many' is not allowed", "workload.numNodes: 0 is not allowed",
+                     "workload.name: 'My Job' must be a lowercase DNS label",
+                     "workload.memory: '64GB' is not a memory quantity"):
+        assert any(p.startswith(expected) for p in problems), (expected, problems)
+    assert len(problems) == 4, problems
+    # a node group: a type error next to a min/max mistake and a bad instance type
+    raw = copy.deepcopy(BASE)
+    raw["gpuNodeGroups"]["train"].update({"diskSizeGib": "big", "minSize": 3, "instanceTypes": ["g6.xlarg"]})
+    problems = problems_of(raw)
+    for expected in ("gpuNodeGroups.train.diskSizeGib: 'big' is not allowed",
+                     "gpuNodeGroups.train.maxSize: 2 is less than minSize 3",
+                     "gpuNodeGroups.train.instanceTypes[0]: 'g6.xlarg' is not a supported GPU instance type"):
+        assert any(p.startswith(expected) for p in problems), (expected, problems)
+
+
+def test_a_default_standing_in_for_an_invalid_field_causes_no_problem() -> None:
+    raw = copy.deepcopy(BASE)
+    raw["gpuNodeGroups"]["train"].update({"minSize": "two", "maxSize": 2, "desiredSize": 1})
+    raw["workload"]["numNodes"] = "four"  # the default 1 fits; no "pods don't fit" from it
+    assert sorted(problems_of(raw)) == [
+        "gpuNodeGroups.train.minSize: 'two' is not allowed: input should be a valid integer, unable to parse string "
+        "as an integer",
+        "workload.numNodes: 'four' is not allowed: input should be a valid integer, unable to parse string as an "
+        "integer"]
