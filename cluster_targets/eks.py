@@ -32,6 +32,7 @@ from conventions.names import (
     training_namespace,
 )
 from stack_config import Problem, StackConfig, ami_type, placement_group_enabled
+from stack_config.problems import did_you_mean
 from stack_config.rules import check_sizes
 from stack_config.schema import GpuNodeGroupConfig
 
@@ -207,7 +208,8 @@ def check_gpu_node_group(path: str, group: GpuNodeGroupConfig) -> Iterator[Probl
         facts = GPU_INSTANCE_TYPES.get(instance_type)
         if facts is None:
             yield Problem(f"{path}.instanceTypes[{index}]", f"{instance_type!r} is not a supported GPU instance "
-                          f"type; allowed: {', '.join(GPU_INSTANCE_TYPES)}")
+                          f"type{did_you_mean(instance_type, GPU_INSTANCE_TYPES)}; allowed: "
+                          f"{', '.join(GPU_INSTANCE_TYPES)}")
         else:
             known.append(facts)
     if not known:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -138,6 +139,8 @@ def parse_stack_config(
     )
     partial = {path.split(".", 1)[0] for path in blocked}
     problems.extend(check_rules(config, failed=failed, extra=rules, partial=partial, blocked=blocked))
+    if source is not None:  # in file order (stable: problems of one key keep their order)
+        problems.sort(key=lambda problem: source.line_of(problem.path))
     if problems:
         raise ConfigError(stack, problems)
     return config
@@ -189,7 +192,7 @@ def _validate(model: type[_Section], value: Any, path: str, problems: list[Probl
     except ValidationError as error:
         details = error.errors()
         for detail in details:
-            problems.append(_problem_from_pydantic(path, detail))
+            problems.append(_problem_from_pydantic(path, detail, model))
         if not isinstance(value, dict):
             return None
         pruned = copy.deepcopy(value)
@@ -224,7 +227,10 @@ def _drop(raw: dict[str, Any], loc: list[str]) -> bool:
     return False
 
 
-def _problem_from_pydantic(path: str, detail: Mapping[str, Any]) -> Problem:
+_RANGE_ERRORS = ("greater_than", "greater_than_equal", "less_than", "less_than_equal")
+
+
+def _problem_from_pydantic(path: str, detail: Mapping[str, Any], model: type[BaseModel] | None = None) -> Problem:
     loc = path
     for part in detail["loc"]:
         loc += f"[{part}]" if isinstance(part, int) else f".{part}"
@@ -232,7 +238,56 @@ def _problem_from_pydantic(path: str, detail: Mapping[str, Any]) -> Problem:
         return Problem(loc, "required key is missing")
     message = detail["msg"]
     message = message[0].lower() + message[1:]
+    if detail["type"] in _RANGE_ERRORS and model is not None:
+        bounds = _bounds(model, detail["loc"])
+        if bounds:
+            return Problem(loc, f"{detail['input']!r} is out of range: allowed {bounds}")
+    if detail["type"] == "literal_error" and isinstance(detail["input"], str):
+        allowed = re.findall(r"'([^']*)'", str(detail.get("ctx", {}).get("expected", "")))
+        message += did_you_mean(detail["input"], allowed)
     return Problem(loc, f"{detail['input']!r} is not allowed: {message}")
+
+
+def _bounds(model: type[BaseModel], loc: Sequence[Any]) -> str | None:
+    """Both bounds of the field at `loc` ("2..6", ">= 1 (no upper bound)"), from its constraints."""
+    field = None
+    for part in loc:
+        if isinstance(part, int) or not isinstance(model, type) or not issubclass(model, BaseModel):
+            return None
+        field = next((f for name, f in model.model_fields.items() if part in (name, f.alias)), None)
+        if field is None:
+            return None
+        model = _model_of(field.annotation)
+    if field is None:
+        return None
+    low = high = None
+    low_text = high_text = ""
+    for constraint in field.metadata:
+        for attr, is_low, strict in (("ge", True, False), ("gt", True, True), ("le", False, False),
+                                     ("lt", False, True)):
+            value = getattr(constraint, attr, None)
+            if value is None:
+                continue
+            if is_low:
+                low, low_text = value, ("> " if strict else ">= ") + f"{value:g}"
+            else:
+                high, high_text = value, ("< " if strict else "<= ") + f"{value:g}"
+    if low is not None and high is not None:
+        if low_text.startswith(">=") and high_text.startswith("<="):
+            return f"{low:g}..{high:g}"
+        return f"{low_text} and {high_text}"
+    if low is not None:
+        return f"{low_text} (no upper bound)"
+    if high is not None:
+        return f"{high_text} (no lower bound)"
+    return None
+
+
+def _model_of(annotation: Any) -> Any:
+    for candidate in (annotation, *getattr(annotation, "__args__", ())):
+        if isinstance(candidate, type) and issubclass(candidate, BaseModel):
+            return candidate
+    return None
 
 
 def _unknown_keys(model: BaseModel, path: str) -> Iterator[Problem]:

@@ -30,5 +30,6 @@ class ConfigError(pulumi.RunError):
 
 
 def did_you_mean(key: str, allowed: Iterable[str]) -> str:
-    close = difflib.get_close_matches(key, list(allowed), n=1, cutoff=0.6)
+    """` (did you mean 'x'?)` for the closest of `allowed` (keys and values alike), or nothing."""
+    close = difflib.get_close_matches(str(key), [str(a) for a in allowed], n=1, cutoff=0.6)
     return f" (did you mean '{close[0]}'?)" if close else ""

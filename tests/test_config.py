@@ -112,13 +112,17 @@ RULES = [
     (BASE, "cluster.adminRoleArns", ["admin"], r"^cluster\.adminRoleArns\[0\]: 'admin' is not an IAM role ARN"),
     (BASE, "cluster.systemNodeGroup", {"minSize": 3, "maxSize": 2}, r"^cluster\.systemNodeGroup\.maxSize: 2 is less than minSize 3"),
     (BASE, "network.vpcCidr", "10.0.0.0/8", r"^network\.vpcCidr: '10\.0\.0\.0/8' must be an IPv4 /16\.\./20"),
-    (BASE, "network.numAvailabilityZones", 1, r"^network\.numAvailabilityZones: 1 is not allowed: input should be greater than or equal to 2"),
+    (BASE, "network.numAvailabilityZones", 1, r"^network\.numAvailabilityZones: 1 is out of range: allowed 2\.\.6$"),
     (BASE, "network.existingVpcId", "vpc-1", r"^network\.existingPrivateSubnetIds: an adopted VPC needs at least two private subnets"),
+    (BASE, "gpuNodeGroups.train.instanceTypes", ["g6.xlarg"], r"^gpuNodeGroups\.train\.instanceTypes\[0\]: 'g6\.xlarg' is not a supported GPU instance type \(did you mean 'g6\.xlarge'\?\)"),
+    (BASE, "gpu.sharing.mode", "time-slice", r"^gpu\.sharing\.mode: 'time-slice' is not allowed: input should be 'none', 'mps' or 'time-slicing' \(did you mean 'time-slicing'\?\)$"),
+    (BASE, "gpu.readinessTimeoutSeconds", 30, r"^gpu\.readinessTimeoutSeconds: 30 is out of range: allowed 60\.\.7200$"),
+    (BASE, "lifecycle.ttlHours", 0, r"^lifecycle\.ttlHours: 0 is out of range: allowed > 0 and <= 720$"),
     (BASE, "gpuNodeGroups.train.instanceTypes", ["m7i.large"], r"^gpuNodeGroups\.train\.instanceTypes\[0\]: 'm7i\.large' is not a supported GPU instance type"),
     (BASE, "gpuNodeGroups.train.instanceTypes", ["g6.xlarge", "g5g.xlarge"], r"^gpuNodeGroups\.train\.instanceTypes: \['g6\.xlarge', 'g5g\.xlarge'\] mixes architectures"),
     (BASE, "gpuNodeGroups.train.amiType", "AL2023_ARM_64_NVIDIA", r"^gpuNodeGroups\.train\.amiType: 'AL2023_ARM_64_NVIDIA' is for arm64, but the instance types are amd64"),
     (BASE, "gpuNodeGroups.train.efa", True, r"^gpuNodeGroups\.train\.efa: true, but g6\.xlarge has no EFA support"),
-    (BASE, "gpuNodeGroups.train.maxSize", 0, r"^gpuNodeGroups\.train\.maxSize: 0 is not allowed: input should be greater than or equal to 1"),
+    (BASE, "gpuNodeGroups.train.maxSize", 0, r"^gpuNodeGroups\.train\.maxSize: 0 is out of range: allowed >= 1 \(no upper bound\)$"),
     (with_(BASE, "gpuNodeGroups.train.minSize", 1), "gpuNodeGroups.train.desiredSize", 3, r"^gpuNodeGroups\.train\.desiredSize: 3 is outside minSize\.\.maxSize \(1\.\.2\)"),
     (with_(BASE, "gpuNodeGroups.train.capacityType", "SPOT"), "gpuNodeGroups.train.capacityReservationId", "cr-0123456789abcdef0",
      r"^gpuNodeGroups\.train\.capacityReservationId: a SPOT group can't target a capacity reservation"),
@@ -298,7 +302,7 @@ def test_an_invalid_field_does_not_hide_the_other_checks_of_its_section() -> Non
     # workload: a type error, a range error, and two independent cross-field problems in the same section
     raw["workload"].update({"maxSteps": "many", "numNodes": 0, "name": "My Job", "memory": "64GB"})
     problems = problems_of(raw)
-    for expected in ("workload.maxSteps: 'many' is not allowed", "workload.numNodes: 0 is not allowed",
+    for expected in ("workload.maxSteps: 'many' is not allowed", "workload.numNodes: 0 is out of range: allowed >= 1",
                      "workload.name: 'My Job' must be a lowercase DNS label",
                      "workload.memory: '64GB' is not a memory quantity"):
         assert any(p.startswith(expected) for p in problems), (expected, problems)
@@ -322,3 +326,30 @@ def test_a_default_standing_in_for_an_invalid_field_causes_no_problem() -> None:
         "as an integer",
         "workload.numNodes: 'four' is not allowed: input should be a valid integer, unable to parse string as an "
         "integer"]
+
+
+def test_problems_come_in_file_order() -> None:
+    from stack_config.source import stack_source
+
+    text = """\
+config:
+  gtp:workload:
+    kind: pytorchjob
+    nodeGroup: train
+    memory: 64GB
+  gtp:gpuNodeGroups:
+    train:
+      instanceTypes: [g6.xlarge]
+      minSize: 3
+      maxSize: 2
+  gtp:region: us-west-2
+  gtp:gpu:
+    sharing: {mode: mpss}
+"""
+    raw = {"workload": {"kind": "pytorchjob", "nodeGroup": "train", "memory": "64GB"},
+           "gpuNodeGroups": {"train": {"instanceTypes": ["g6.xlarge"], "minSize": 3, "maxSize": 2}},
+           "gpu": {"sharing": {"mode": "mpss"}}}
+    with pytest.raises(ConfigError) as caught:
+        parse_stack_config(raw, project="gtp", stack="t", source=stack_source(text))
+    assert [p.path for p in caught.value.problems] == ["workload.memory", "gpuNodeGroups.train.maxSize",
+                                                       "gpu.sharing.mode"]
