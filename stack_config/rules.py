@@ -8,11 +8,12 @@ from collections.abc import Callable, Iterable, Iterator
 from datetime import timezone
 
 from catalog import versions
+from catalog.aws_regions import REGIONS
 from catalog.gpu_instances import GPU_INSTANCE_TYPES
 from conventions.names import config_name
 from conventions.quantities import cpu_cores, quantity_gib
 from stack_config.derived import gpus_per_pod, num_ranks
-from stack_config.problems import Problem
+from stack_config.problems import Problem, did_you_mean
 from stack_config.schema import SharingConfig, StackConfig
 
 NAMESPACE = "gtp"
@@ -69,8 +70,39 @@ def _check_scalars(config: StackConfig) -> Iterator[Problem]:
     if not DNS_LABEL.match(config.cluster_name) or len(config.cluster_name) > 40:
         yield Problem("namePrefix", f"{config.name_prefix!r} makes cluster name {config.cluster_name!r}, which "
                                     "must be a lowercase DNS label of at most 40 characters")
-    if not re.match(r"^[a-z]{2}(-gov)?-[a-z]+-\d$", config.region):
-        yield Problem("region", f"{config.region!r} is not an AWS region name like 'us-west-2'")
+    if config.region not in REGIONS:
+        yield Problem("region", f"{config.region!r} is not an AWS region{did_you_mean(config.region, REGIONS)}; "
+                                f"allowed: {', '.join(REGIONS)}")
+
+
+TAG_KEY_MAX = 128  # AWS tag limits (https://docs.aws.amazon.com/tag-editor/latest/userguide/tagging.html)
+TAG_VALUE_MAX = 256
+TAGS_MAX = 50
+TAG_CHARS = re.compile(r"^[\w\s.:/=+\-@]*$")
+PLATFORM_TAG_PREFIX = "gtp:"
+
+
+def _check_tags(config: StackConfig) -> Iterator[Problem]:
+    """The stack's tags go on every AWS resource (the provider's default tags), so AWS's rules apply here."""
+    for key, value in config.tags.items():
+        path = f"tags.{key}"
+        if key.lower().startswith("aws:"):
+            yield Problem(path, f"{key!r}: the 'aws:' prefix is reserved for AWS; use a key without it")
+        elif key.startswith(PLATFORM_TAG_PREFIX):
+            yield Problem(path, f"{key!r}: the 'gtp:' prefix is the platform's own (project, stack, lifecycle); use "
+                                "another key")
+        if not 1 <= len(key) <= TAG_KEY_MAX:
+            yield Problem(path, f"key of {len(key)} characters; allowed 1..{TAG_KEY_MAX}")
+        if len(value) > TAG_VALUE_MAX:
+            yield Problem(path, f"value of {len(value)} characters; allowed 0..{TAG_VALUE_MAX}")
+        for what, text in (("key", key), ("value", value)):
+            if not TAG_CHARS.match(text):
+                yield Problem(path, f"{what} {text!r} has characters AWS tags don't allow; allowed: letters, "
+                                    "digits, spaces and _ . : / = + - @")
+    total = len(config.resource_tags())
+    if total > TAGS_MAX:
+        yield Problem("tags", f"{len(config.tags)} tags plus the platform's make {total}; AWS allows at most "
+                              f"{TAGS_MAX} per resource")
 
 
 def _check_cluster(config: StackConfig) -> Iterator[Problem]:
@@ -322,6 +354,7 @@ def _check_lifecycle(config: StackConfig) -> Iterator[Problem]:
 
 _RULES = (
     (_check_scalars, ()),
+    (_check_tags, ("tags",)),
     (_check_cluster, ("cluster",)),
     (_check_network, ("network", "cluster")),
     (_check_node_groups, ("cluster",)),  # runs on the entries that parsed
