@@ -9,7 +9,9 @@ from datetime import timezone
 
 from catalog import versions
 from catalog.aws_regions import REGIONS
+from catalog.eks_max_pods import MAX_PODS
 from catalog.gpu_instances import GPU_INSTANCE_TYPES
+from catalog.node_allocatable import allocatable
 from conventions.names import config_name
 from conventions.quantities import cpu_cores, quantity_gib
 from stack_config.derived import gpus_per_pod, num_ranks
@@ -282,6 +284,54 @@ def _check_quantities(config: StackConfig) -> Iterator[Problem]:
                                           f"use at most {workload.memory!r}")
 
 
+def _check_fit(config: StackConfig) -> Iterator[Problem]:
+    """One training pod fits on one node of its EKS group: cpu, memory and scratch within the allocatable of the
+    group's smallest instance type (capacity less kube-reserved and eviction thresholds, catalog/node_allocatable).
+    Adopted nodes (existing clusters, Swarm) are not catalogued, so they are not checked here."""
+    workload = config.workload
+    if (config.cluster.mode != "eks" or workload.kind == "none" or workload.node_group not in valid_groups(config)
+            or workload.node_group not in config.gpu_node_groups):
+        return
+    group = config.gpu_node_groups[workload.node_group]
+    nodes = []
+    for name in group.instance_types:
+        facts = GPU_INSTANCE_TYPES[name]
+        node = allocatable(vcpus=facts.vcpus, memory_gib=facts.memory_gib, max_pods=MAX_PODS.get(name, 110),
+                           disk_size_gib=group.disk_size_gib)
+        nodes.append((name, node))
+    try:
+        cpu, memory, scratch = (cpu_cores(workload.cpu), quantity_gib(workload.memory),
+                                quantity_gib(workload.ephemeral_storage))
+    except ValueError:
+        return  # reported by _check_quantities
+    name, node = min(nodes, key=lambda item: item[1].cpu_millicores)
+    if cpu * 1000 > node.cpu_millicores:
+        yield Problem("workload.cpu", f"{workload.cpu!r} is more than a node of group '{workload.node_group}' can give "
+                                      f"a pod ({name}: {node.cpu_millicores}m allocatable); use at most "
+                                      f"'{node.cpu_millicores}m' or a larger instance type")
+    name, node = min(nodes, key=lambda item: item[1].memory_mib)
+    if memory * 1024 > node.memory_mib:
+        yield Problem("workload.memory", f"{workload.memory!r} is more than a node of group '{workload.node_group}' "
+                                         f"can give a pod ({name}: {node.memory_mib}Mi allocatable); use at most "
+                                         f"'{node.memory_mib}Mi' or a larger instance type")
+    name, node = min(nodes, key=lambda item: item[1].ephemeral_storage_gib)
+    if scratch > node.ephemeral_storage_gib:
+        yield Problem("workload.ephemeralStorage", f"{workload.ephemeral_storage!r} is more than a node of group "
+                      f"'{workload.node_group}' can give a pod ({node.ephemeral_storage_gib:g}Gi allocatable of its "
+                      f"{group.disk_size_gib} GiB root volume); raise gpuNodeGroups.{workload.node_group}.diskSizeGib "
+                      "or ask for less")
+
+
+PROMETHEUS_DURATION = re.compile(r"^(\d+y)?(\d+w)?(\d+d)?(\d+h)?(\d+m)?(\d+s)?(\d+ms)?$")
+
+
+def _check_metrics(config: StackConfig) -> Iterator[Problem]:
+    retention = config.gpu.metrics.retention
+    if not retention or not PROMETHEUS_DURATION.match(retention) or not any(ch.isdigit() for ch in retention):
+        yield Problem("gpu.metrics.retention", f"{retention!r} is not a Prometheus duration; write e.g. '15d', "
+                                               "'2w' or '12h' (units y, w, d, h, m, s, ms, largest first)")
+
+
 def _check_autoscaling(config: StackConfig) -> Iterator[Problem]:
     autoscaling = config.autoscaling
     workload = config.workload
@@ -362,6 +412,8 @@ _RULES = (
     (_check_image, ("image", "cluster")),
     (_check_workload, ("workload", "gpuNodeGroups", "gpu", "cluster", "autoscaling")),
     (_check_quantities, ("workload",)),
+    (_check_fit, ("workload", "gpuNodeGroups", "cluster")),
+    (_check_metrics, ("gpu",)),
     (_check_autoscaling, ("autoscaling", "workload", "gpu", "cluster")),
     (_check_storage, ("storage", "cluster")),
     (_check_lifecycle, ("lifecycle", "gpuNodeGroups")),

@@ -17,7 +17,8 @@ from tests.conftest import ROOT
 BASE: dict[str, Any] = {
     "cluster": {"mode": "eks"},
     "gpuNodeGroups": {"train": {"instanceTypes": ["g6.xlarge"], "minSize": 0, "maxSize": 2}},
-    "workload": {"kind": "pytorchjob", "nodeGroup": "train"},
+    # a pod that fits a g6.xlarge (4 vCPUs, 16 GiB; the defaults 8 / 64Gi are sized for larger types)
+    "workload": {"kind": "pytorchjob", "nodeGroup": "train", "cpu": "2", "memory": "8Gi", "shmSize": "2Gi"},
 }
 EXISTING: dict[str, Any] = {
     "cluster": {"mode": "existing"},
@@ -178,7 +179,12 @@ RULES = [
     (BASE, "workload.cpu", "8 cores", r"^workload\.cpu: '8 cores' is not a CPU quantity like '8', '7\.5' or '500m'"),
     (BASE, "workload.shmSize", "16 Gi", r"^workload\.shmSize: '16 Gi' is not a memory quantity"),
     (BASE, "workload.ephemeralStorage", "1.2.3Gi", r"^workload\.ephemeralStorage: '1\.2\.3Gi' is not a memory quantity"),
-    (BASE, "workload.shmSize", "128Gi", r"^workload\.shmSize: '128Gi' is more than workload\.memory '64Gi'"),
+    (BASE, "workload.shmSize", "16Gi", r"^workload\.shmSize: '16Gi' is more than workload\.memory '8Gi'"),
+    (BASE, "workload.cpu", "8", r"^workload\.cpu: '8' is more than a node of group 'train' can give a pod \(g6\.xlarge: 3920m allocatable\); use at most '3920m'"),
+    (with_(BASE, "workload.shmSize", "1Gi"), "workload.memory", "16Gi", r"^workload\.memory: '16Gi' is more than a node of group 'train' can give a pod \(g6\.xlarge: \d+Mi allocatable\)"),
+    (BASE, "workload.ephemeralStorage", "500Gi", r"^workload\.ephemeralStorage: '500Gi' is more than a node of group 'train' can give a pod \(179Gi allocatable of its 200 GiB root volume\)"),
+    (BASE, "gpu.metrics.retention", "15 days", r"^gpu\.metrics\.retention: '15 days' is not a Prometheus duration; write e\.g\. '15d'"),
+    (BASE, "gpu.metrics.retention", "", r"^gpu\.metrics\.retention: '' is not a Prometheus duration"),
     (BASE, "autoscaling.mode", "scaledobject", r"^autoscaling\.mode: 'scaledobject' scales the Worker replicas of an elastic PyTorchJob"),
     (with_(BASE, "workload.elastic", {"minNodes": 1, "maxNodes": 2}), "autoscaling", {"mode": "scaledobject", "minReplicas": 0},
      r"^autoscaling\.minReplicas: 0 would scale the PyTorchJob to 0 workers, which the training-operator's webhook rejects"),
