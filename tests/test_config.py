@@ -101,6 +101,7 @@ RULES = [
     (BASE, "cluster.endpointPublicAcess", True, r"^cluster\.endpointPublicAcess: unknown key \(did you mean 'endpointPublicAccess'"),
     (BASE, "cluster.mode", "gke", r"^cluster\.mode: 'gke' is not allowed; allowed: eks, existing"),
     (BASE, "kubernetesVersion", "1.20", r"^kubernetesVersion: '1\.20' is not supported; allowed: 1\.32, 1\.33"),
+    (BASE, "kubernetesVersion", "1.3.4", r"^kubernetesVersion: '1\.3\.4' is not supported \(did you mean '1\.34'\?\); allowed: "),
     (BASE, "region", "mars-1", r"^region: 'mars-1' is not an AWS region"),
     (BASE, "region", "us-west-3", r"^region: 'us-west-3' is not an AWS region \(did you mean 'us-west-2'\?\); allowed: af-south-1, "),
     (BASE, "region", "eu-centrl-1", r"^region: 'eu-centrl-1' is not an AWS region \(did you mean 'eu-central-1'\?\)"),
