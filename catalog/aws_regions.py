@@ -1,8 +1,9 @@
 """AWS Regions by partition: the values `region` may take.
 
-Source: AWS General Reference, "AWS Regions" (https://docs.aws.amazon.com/global-infrastructure/latest/regions/aws-regions.html)
-and the endpoints of the `aws-cn` and `aws-us-gov` partitions (https://docs.amazonaws.cn/en_us/aws/latest/userguide/endpoints-arns.html,
-https://docs.aws.amazon.com/govcloud-us/latest/UserGuide/using-govcloud-endpoints.html), as of 2025-12. A Region
+Sources, as of 2025-12: "AWS Regions"
+(https://docs.aws.amazon.com/global-infrastructure/latest/regions/aws-regions.html) and the endpoints of the
+`aws-cn` and `aws-us-gov` partitions (https://docs.amazonaws.cn/en_us/aws/latest/userguide/endpoints-arns.html,
+https://docs.aws.amazon.com/govcloud-us/latest/UserGuide/using-govcloud-endpoints.html). A Region
 launched later is added here (one line) before a stack can use it.
 """
 

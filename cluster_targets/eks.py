@@ -103,8 +103,9 @@ class EksTarget(ClusterTarget):
         sng = cluster.system_node_group
         for index, instance_type in enumerate(sng.instance_types):
             if instance_type not in CPU_INSTANCE_TYPES:
-                yield Problem(f"cluster.systemNodeGroup.instanceTypes[{index}]", f"{instance_type!r} is not a supported "
-                              f"system instance type{did_you_mean(instance_type, CPU_INSTANCE_TYPES)}; allowed: "
+                yield Problem(f"cluster.systemNodeGroup.instanceTypes[{index}]",
+                              f"{instance_type!r} is not a supported system instance type"
+                              f"{did_you_mean(instance_type, CPU_INSTANCE_TYPES)}; allowed: "
                               f"{', '.join(CPU_INSTANCE_TYPES)}")
         if not sng.instance_types:
             yield Problem("cluster.systemNodeGroup.instanceTypes", "is empty: list at least one CPU instance type")

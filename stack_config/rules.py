@@ -67,10 +67,10 @@ def _caused_by_blocked(problem: Problem, blocked: list[str]) -> bool:
 
 def _check_scalars(config: StackConfig) -> Iterator[Problem]:
     if config.kubernetes_version not in versions.SUPPORTED_KUBERNETES_VERSIONS:
+        supported = versions.SUPPORTED_KUBERNETES_VERSIONS
         yield Problem("kubernetesVersion", f"{config.kubernetes_version!r} is not supported"
-                                           f"{did_you_mean(config.kubernetes_version, versions.SUPPORTED_KUBERNETES_VERSIONS, 0.8)}; "
-                                           "allowed: "
-                                           f"{', '.join(versions.SUPPORTED_KUBERNETES_VERSIONS)}")
+                                           f"{did_you_mean(config.kubernetes_version, supported, 0.8)}; allowed: "
+                                           f"{', '.join(supported)}")
     if not DNS_LABEL.match(config.cluster_name) or len(config.cluster_name) > 40:
         yield Problem("namePrefix", f"{config.name_prefix!r} makes cluster name {config.cluster_name!r}, which "
                                     "must be a lowercase DNS label of at most 40 characters")
