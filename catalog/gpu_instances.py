@@ -2,8 +2,11 @@
 
 One table feeds config validation (is this a GPU type, which architecture, does it have EFA), the
 cluster-autoscaler scale-from-zero tags (GPU count per node) and workload sizing (nprocPerNode, EFA
-devices per pod). Sources: https://aws.amazon.com/ec2/instance-types/ (accelerated computing) and
+devices per pod). Sources: "Specifications for Amazon EC2 accelerated computing instances"
+(https://docs.aws.amazon.com/ec2/latest/instancetypes/ac.html: GPUs, GPU memory, vCPUs, memory, network cards),
+https://aws.amazon.com/ec2/instance-types/ (accelerated computing) and
 https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/efa.html#efa-instance-types (EFA interface counts).
+Rows are grouped by family; a committed stack's row is never changed without refreshing its golden plan.
 """
 
 from __future__ import annotations
@@ -61,6 +64,29 @@ GPU_INSTANCE_TYPES: dict[str, GpuInstanceType] = _types(
         ("p5.48xlarge", 8, "H100", 80, "amd64", 32, 192, 2048),
         ("p5e.48xlarge", 8, "H200", 141, "amd64", 32, 192, 2048),
         ("p5en.48xlarge", 8, "H200", 141, "amd64", 16, 192, 2048),
+        # Added with the families' remaining sizes (same sources).
+        ("g4dn.xlarge", 1, "T4", 16, "amd64", 0, 4, 16),
+        ("g4dn.2xlarge", 1, "T4", 16, "amd64", 0, 8, 32),
+        ("g4dn.4xlarge", 1, "T4", 16, "amd64", 0, 16, 64),
+        ("g4dn.8xlarge", 1, "T4", 16, "amd64", 1, 32, 128),
+        ("g4dn.12xlarge", 4, "T4", 16, "amd64", 1, 48, 192),
+        ("g4dn.16xlarge", 1, "T4", 16, "amd64", 1, 64, 256),
+        ("g4dn.metal", 8, "T4", 16, "amd64", 1, 96, 384),
+        ("g5g.4xlarge", 1, "T4G", 16, "arm64", 0, 16, 32),
+        ("g5g.8xlarge", 1, "T4G", 16, "arm64", 0, 32, 64),
+        ("g5g.metal", 2, "T4G", 16, "arm64", 0, 64, 128),
+        ("g6.8xlarge", 1, "L4", 24, "amd64", 1, 32, 128),
+        ("g6.16xlarge", 1, "L4", 24, "amd64", 1, 64, 256),
+        ("g6.24xlarge", 4, "L4", 24, "amd64", 1, 96, 384),
+        ("g6e.2xlarge", 1, "L40S", 48, "amd64", 0, 8, 64),
+        ("g6e.4xlarge", 1, "L40S", 48, "amd64", 0, 16, 128),
+        ("g6e.8xlarge", 1, "L40S", 48, "amd64", 1, 32, 256),
+        ("g6e.16xlarge", 1, "L40S", 48, "amd64", 1, 64, 512),
+        ("g6e.24xlarge", 4, "L40S", 48, "amd64", 2, 96, 768),
+        ("gr6.4xlarge", 1, "L4", 24, "amd64", 0, 16, 128),
+        ("gr6.8xlarge", 1, "L4", 24, "amd64", 1, 32, 256),
+        ("p5.4xlarge", 1, "H100", 80, "amd64", 1, 16, 256),
+        ("p6-b200.48xlarge", 8, "B200", 179, "amd64", 8, 192, 2048),
     ]
 )
 

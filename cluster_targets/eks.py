@@ -14,6 +14,7 @@ from typing import ClassVar
 
 import pulumi
 
+from catalog.cpu_instances import CPU_INSTANCE_TYPES
 from catalog.gpu_instances import AMI_TYPE_ARCHITECTURE, GPU_INSTANCE_TYPES, bottlerocket
 from cluster_targets.base import AwsNetwork, Cluster, ClusterTarget
 from components.cluster_access import ClusterAccess, ClusterAccessArgs
@@ -32,6 +33,7 @@ from conventions.names import (
     training_namespace,
 )
 from stack_config import Problem, StackConfig, ami_type, placement_group_enabled
+from stack_config.problems import did_you_mean
 from stack_config.rules import check_sizes
 from stack_config.schema import GpuNodeGroupConfig
 
@@ -58,6 +60,9 @@ def node_taints(config: StackConfig, group: str) -> dict[str, tuple[str, str]]:
     if taints is None:
         return {GPU_TAINT[0]: (GPU_TAINT[1], GPU_TAINT[2])} if config.cluster.gpu_node_taint else {}
     return {key: (taint.value, taint.effect) for key, taint in sorted(taints.items())}
+
+
+SYSTEM_NODE_GROUP = "system"  # the system node group is `<cluster>-system` (components/eks_cluster.py)
 
 
 class EksTarget(ClusterTarget):
@@ -89,10 +94,21 @@ class EksTarget(ClusterTarget):
                 continue
             if network.prefixlen == 0:
                 yield Problem(path, f"{cidr!r} opens the API server to the whole internet; list specific CIDRs")
+            elif network.version != 4:
+                yield Problem(path, f"{cidr!r} is an IPv6 CIDR, but the cluster is IPv4 (EKS public access CIDRs are "
+                                    "IPv4 here); list IPv4 CIDRs like '203.0.113.0/24'")
         if cluster.log_retention_days not in CLOUDWATCH_RETENTION_DAYS:
             yield Problem("cluster.logRetentionDays", f"{cluster.log_retention_days} is not a CloudWatch retention; "
                                                       f"allowed: {', '.join(map(str, CLOUDWATCH_RETENTION_DAYS))}")
         sng = cluster.system_node_group
+        for index, instance_type in enumerate(sng.instance_types):
+            if instance_type not in CPU_INSTANCE_TYPES:
+                yield Problem(f"cluster.systemNodeGroup.instanceTypes[{index}]",
+                              f"{instance_type!r} is not a supported system instance type"
+                              f"{did_you_mean(instance_type, CPU_INSTANCE_TYPES)}; allowed: "
+                              f"{', '.join(CPU_INSTANCE_TYPES)}")
+        if not sng.instance_types:
+            yield Problem("cluster.systemNodeGroup.instanceTypes", "is empty: list at least one CPU instance type")
         yield from check_sizes("cluster.systemNodeGroup", sng.min_size, sng.desired_size, sng.max_size)
         if cluster.context is not None:
             yield Problem("cluster.context", "is only used with mode 'existing'")
@@ -105,6 +121,11 @@ class EksTarget(ClusterTarget):
         for name, group in config.gpu_node_groups.items():
             yield from check_gpu_node_group(f"gpuNodeGroups.{name}", group)
             yield from check_zone(f"gpuNodeGroups.{name}", config.region, group)
+            full_name = f"{config.cluster_name}-{name}"
+            if name == SYSTEM_NODE_GROUP:
+                yield Problem(f"gpuNodeGroups.{name}", f"name {name!r} collides with the system node group "
+                              f"({full_name!r}: one EKS node group and launch template name for both); rename it, "
+                              "e.g. 'gpu'")
             if group.instance_types and group.instance_types[0] in GPU_INSTANCE_TYPES:
                 sharing = config.sharing_for(name)
                 if bottlerocket(ami_type(group)) and sharing.mode != "none":
@@ -250,7 +271,8 @@ def check_gpu_node_group(path: str, group: GpuNodeGroupConfig) -> Iterator[Probl
         facts = GPU_INSTANCE_TYPES.get(instance_type)
         if facts is None:
             yield Problem(f"{path}.instanceTypes[{index}]", f"{instance_type!r} is not a supported GPU instance "
-                          f"type; allowed: {', '.join(GPU_INSTANCE_TYPES)}")
+                          f"type{did_you_mean(instance_type, GPU_INSTANCE_TYPES)}; allowed: "
+                          f"{', '.join(GPU_INSTANCE_TYPES)}")
         else:
             known.append(facts)
     if not known:

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import copy
 import json
+import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import pulumi
@@ -12,6 +15,7 @@ from pydantic import BaseModel, SecretStr, ValidationError
 from stack_config.problems import ConfigError, Problem, did_you_mean
 from stack_config.rules import Rule, check_rules
 from stack_config.rules import snake as _snake
+from stack_config.source import StackSource, read_stack_source
 from stack_config.schema import (
     AutoscalingConfig,
     ClusterConfig,
@@ -54,31 +58,34 @@ KNOWN_KEYS = (*SCALAR_DEFAULTS, *SECTIONS, *MAP_SECTIONS, *STRING_MAP_SECTIONS, 
 def parse_stack_config(
     raw: Mapping[str, Any], *, project: str, stack: str, secret_keys: Iterable[str] = (),
     choices: Mapping[str, Sequence[str]] | None = None, rules: Iterable[Rule] = (),
+    source: StackSource | None = None,
 ) -> StackConfig:
     """Parse the `gtp:` namespace of a stack (keys without the namespace) into a `StackConfig`.
 
     Values may be decoded objects or JSON strings (the Pulumi runtime hands structured config over as
     JSON). `choices` ("section.field" → allowed values) and `rules` come from the registries above this
-    package (cluster targets, workload kinds; see `stages/config.py`). Raises `ConfigError` listing every
-    problem.
+    package (cluster targets, workload kinds; see `stages/config.py`). `source` is what the stack file itself
+    says (duplicate keys, key lines; `stack_config.source`). Raises `ConfigError` listing every problem.
     """
-    problems: list[Problem] = []
+    problems: list[Problem] = list(source.problems) if source is not None else []
     secret_keys = set(secret_keys)
     for key in raw:
         if key not in KNOWN_KEYS:
             problems.append(Problem(key, f"unknown key{did_you_mean(key, KNOWN_KEYS)}; allowed: "
                                          f"{', '.join(sorted(KNOWN_KEYS))}"))
 
+    blocked: list[str] = []  # key paths of invalid fields, replaced by their defaults so the rest is still checked
     scalars = {key: str(raw.get(key, default)) for key, default in SCALAR_DEFAULTS.items()}
     parsed: dict[str, Any] = {}
     for key, model in SECTIONS.items():
         value = _decode(raw.get(key, {}), key, problems)
         if value is not None:
-            parsed[key] = _validate(model, value, key, problems)
+            parsed[key] = _validate(model, value, key, problems, blocked)
     for key, model in MAP_SECTIONS.items():
         value = _decode(raw.get(key, {}), key, problems)
         if isinstance(value, dict):
-            parsed[key] = {name: _validate(model, entry, f"{key}.{name}", problems) for name, entry in value.items()}
+            parsed[key] = {name: _validate(model, entry, f"{key}.{name}", problems, blocked)
+                           for name, entry in value.items()}
         elif value is not None:
             problems.append(Problem(key, f"{value!r} is not a map of name to object"))
     for key in STRING_MAP_SECTIONS:
@@ -130,15 +137,21 @@ def parse_stack_config(
         kubeconfig=secrets["kubeconfig"], registry_password=secrets["registryPassword"],
         swarm_secrets=secrets["swarmSecrets"],
     )
-    problems.extend(check_rules(config, failed=failed, extra=rules))
+    partial = {path.split(".", 1)[0] for path in blocked}
+    problems.extend(check_rules(config, failed=failed, extra=rules, partial=partial, blocked=blocked))
+    if source is not None:  # in file order (stable: problems of one key keep their order)
+        problems.sort(key=lambda problem: source.line_of(problem.path))
     if problems:
         raise ConfigError(stack, problems)
     return config
 
 
-def load(*, choices: Mapping[str, Sequence[str]] | None = None, rules: Iterable[Rule] = ()) -> StackConfig:
+def load(*, choices: Mapping[str, Sequence[str]] | None = None, rules: Iterable[Rule] = (),
+         stack_file: Path | None = None) -> StackConfig:
     """Read the `gtp:` namespace from the Pulumi runtime (real engine or mocks) and parse it once (see
-    `parse_stack_config` for `choices` and `rules`)."""
+    `parse_stack_config` for `choices` and `rules`). The stack file (default `stacks/Pulumi.<stack>.yaml` under
+    the project directory, where the CLI runs the program) is read too, strictly: the runtime only sees the
+    values left after YAML's last-one-wins, so a duplicate key can only be caught there."""
     prefix = NAMESPACE + ":"
     raw: dict[str, Any] = {}
     secret_keys = []
@@ -154,8 +167,10 @@ def load(*, choices: Mapping[str, Sequence[str]] | None = None, rules: Iterable[
         raw[key] = runtime_config.get_config(full_key)
         if runtime_config.is_config_secret(full_key) or full_key in runtime_config.get_config_secret_keys_env():
             secret_keys.append(key)
-    return parse_stack_config(raw, project=pulumi.get_project(), stack=pulumi.get_stack(), secret_keys=secret_keys,
-                              choices=choices, rules=rules)
+    stack = pulumi.get_stack()
+    source = read_stack_source(stack_file or Path.cwd() / "stacks" / f"Pulumi.{stack}.yaml")
+    return parse_stack_config(raw, project=pulumi.get_project(), stack=stack, secret_keys=secret_keys,
+                              choices=choices, rules=rules, source=source)
 
 
 def _decode(value: Any, key: str, problems: list[Problem]) -> Any:
@@ -168,16 +183,54 @@ def _decode(value: Any, key: str, problems: list[Problem]) -> Any:
     return value
 
 
-def _validate(model: type[_Section], value: Any, path: str, problems: list[Problem]) -> Any:
+def _validate(model: type[_Section], value: Any, path: str, problems: list[Problem], blocked: list[str]) -> Any:
+    """The section, or `None` when it isn't an object. Invalid fields are reported, then dropped so that they take
+    their defaults and the section's other fields are still validated and checked (their paths go to `blocked`,
+    so that no rule reports a problem caused by such a default)."""
     try:
         return model.model_validate(value)
     except ValidationError as error:
-        for detail in error.errors():
-            problems.append(_problem_from_pydantic(path, detail))
-        return None
+        details = error.errors()
+        for detail in details:
+            problems.append(_problem_from_pydantic(path, detail, model))
+        if not isinstance(value, dict):
+            return None
+        pruned = copy.deepcopy(value)
+        for detail in details:
+            loc = _field_loc(detail["loc"])
+            if not loc or not _drop(pruned, loc):
+                return None
+            blocked.append(path + "".join(f".{part}" for part in loc))
+        try:
+            return model.model_validate(pruned)
+        except ValidationError:
+            return None
 
 
-def _problem_from_pydantic(path: str, detail: Mapping[str, Any]) -> Problem:
+def _field_loc(loc: Sequence[Any]) -> list[str]:
+    """The loc of an invalid value up to the field holding it (a list is dropped whole)."""
+    parts: list[str] = []
+    for part in loc:
+        if isinstance(part, int):
+            break
+        parts.append(str(part))
+    return parts
+
+
+def _drop(raw: dict[str, Any], loc: list[str]) -> bool:
+    node: Any = raw
+    for part in loc[:-1]:
+        node = node.get(part) if isinstance(node, dict) else None
+    if isinstance(node, dict) and loc[-1] in node:
+        del node[loc[-1]]
+        return True
+    return False
+
+
+_RANGE_ERRORS = ("greater_than", "greater_than_equal", "less_than", "less_than_equal")
+
+
+def _problem_from_pydantic(path: str, detail: Mapping[str, Any], model: type[BaseModel] | None = None) -> Problem:
     loc = path
     for part in detail["loc"]:
         loc += f"[{part}]" if isinstance(part, int) else f".{part}"
@@ -185,7 +238,56 @@ def _problem_from_pydantic(path: str, detail: Mapping[str, Any]) -> Problem:
         return Problem(loc, "required key is missing")
     message = detail["msg"]
     message = message[0].lower() + message[1:]
+    if detail["type"] in _RANGE_ERRORS and model is not None:
+        bounds = _bounds(model, detail["loc"])
+        if bounds:
+            return Problem(loc, f"{detail['input']!r} is out of range: allowed {bounds}")
+    if detail["type"] == "literal_error" and isinstance(detail["input"], str):
+        allowed = re.findall(r"'([^']*)'", str(detail.get("ctx", {}).get("expected", "")))
+        message += did_you_mean(detail["input"], allowed)
     return Problem(loc, f"{detail['input']!r} is not allowed: {message}")
+
+
+def _bounds(model: type[BaseModel], loc: Sequence[Any]) -> str | None:
+    """Both bounds of the field at `loc` ("2..6", ">= 1 (no upper bound)"), from its constraints."""
+    field = None
+    for part in loc:
+        if isinstance(part, int) or not isinstance(model, type) or not issubclass(model, BaseModel):
+            return None
+        field = next((f for name, f in model.model_fields.items() if part in (name, f.alias)), None)
+        if field is None:
+            return None
+        model = _model_of(field.annotation)
+    if field is None:
+        return None
+    low = high = None
+    low_text = high_text = ""
+    for constraint in field.metadata:
+        for attr, is_low, strict in (("ge", True, False), ("gt", True, True), ("le", False, False),
+                                     ("lt", False, True)):
+            value = getattr(constraint, attr, None)
+            if value is None:
+                continue
+            if is_low:
+                low, low_text = value, ("> " if strict else ">= ") + f"{value:g}"
+            else:
+                high, high_text = value, ("< " if strict else "<= ") + f"{value:g}"
+    if low is not None and high is not None:
+        if low_text.startswith(">=") and high_text.startswith("<="):
+            return f"{low:g}..{high:g}"
+        return f"{low_text} and {high_text}"
+    if low is not None:
+        return f"{low_text} (no upper bound)"
+    if high is not None:
+        return f"{high_text} (no lower bound)"
+    return None
+
+
+def _model_of(annotation: Any) -> Any:
+    for candidate in (annotation, *getattr(annotation, "__args__", ())):
+        if isinstance(candidate, type) and issubclass(candidate, BaseModel):
+            return candidate
+    return None
 
 
 def _unknown_keys(model: BaseModel, path: str) -> Iterator[Problem]:

@@ -29,6 +29,8 @@ class ConfigError(pulumi.RunError):
         super().__init__(f"stack '{stack}' has {len(problems)} config problem(s):\n{lines}")
 
 
-def did_you_mean(key: str, allowed: Iterable[str]) -> str:
-    close = difflib.get_close_matches(key, list(allowed), n=1, cutoff=0.6)
+def did_you_mean(key: str, allowed: Iterable[str], cutoff: float = 0.6) -> str:
+    """` (did you mean 'x'?)` for the closest of `allowed` (keys and values alike), or nothing. Short values such
+    as versions need a higher `cutoff`, or '1.20' would suggest '1.32'."""
+    close = difflib.get_close_matches(str(key), [str(a) for a in allowed], n=1, cutoff=cutoff)
     return f" (did you mean '{close[0]}'?)" if close else ""

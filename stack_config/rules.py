@@ -8,10 +8,14 @@ from collections.abc import Callable, Iterable, Iterator
 from datetime import timezone
 
 from catalog import versions
+from catalog.aws_regions import REGIONS
+from catalog.eks_max_pods import MAX_PODS
 from catalog.gpu_instances import GPU_INSTANCE_TYPES
+from catalog.node_allocatable import allocatable
 from conventions.names import config_name
+from conventions.quantities import cpu_cores, quantity_gib
 from stack_config.derived import gpus_per_pod, num_ranks
-from stack_config.problems import Problem
+from stack_config.problems import Problem, did_you_mean
 from stack_config.schema import SharingConfig, StackConfig
 
 NAMESPACE = "gtp"
@@ -31,26 +35,78 @@ Rule = tuple[Callable[[StackConfig], Iterable[Problem]], tuple[str, ...]]
 """A check and the top-level keys it reads: it runs only when every one of them parsed."""
 
 
-def check_rules(config: StackConfig, failed: Iterable[str] = (), extra: Iterable[Rule] = ()) -> list[Problem]:
+def check_rules(config: StackConfig, failed: Iterable[str] = (), extra: Iterable[Rule] = (),
+                partial: Iterable[str] = (), blocked: Iterable[str] = ()) -> list[Problem]:
     """Run every rule (the core ones here, then `extra`: the cluster targets' and workload kinds' own checks)
-    whose sections all parsed (`failed` names the ones that didn't)."""
+    whose sections all parsed (`failed` names the ones that didn't).
+
+    A `partial` section parsed with its invalid fields (`blocked`, key paths) at their defaults: the rules of
+    that section (the first it reads) still run, so independent problems come out together, and any problem
+    they report about a blocked field, or naming one next to it, is dropped (the default caused it). Rules that
+    only read a partial section from elsewhere don't run."""
     failed = set(failed)
+    partial = set(partial)
+    blocked = list(blocked)
     problems: list[Problem] = []
     for rule, needs in (*_RULES, *extra):
-        if not failed.intersection(needs):
-            problems.extend(rule(config))
+        if failed.intersection(needs) or partial.intersection(needs[1:]):
+            continue
+        problems.extend(p for p in rule(config) if not _caused_by_blocked(p, blocked))
     return problems
+
+
+def _caused_by_blocked(problem: Problem, blocked: list[str]) -> bool:
+    for path in blocked:
+        if problem.path == path or problem.path.startswith((path + ".", path + "[")):
+            return True
+        parent, _, leaf = path.rpartition(".")
+        if problem.path.rpartition(".")[0] == parent and re.search(rf"\b{re.escape(leaf)}\b", problem.message):
+            return True
+    return False
 
 
 def _check_scalars(config: StackConfig) -> Iterator[Problem]:
     if config.kubernetes_version not in versions.SUPPORTED_KUBERNETES_VERSIONS:
-        yield Problem("kubernetesVersion", f"{config.kubernetes_version!r} is not supported; allowed: "
-                                           f"{', '.join(versions.SUPPORTED_KUBERNETES_VERSIONS)}")
+        supported = versions.SUPPORTED_KUBERNETES_VERSIONS
+        yield Problem("kubernetesVersion", f"{config.kubernetes_version!r} is not supported"
+                                           f"{did_you_mean(config.kubernetes_version, supported, 0.8)}; allowed: "
+                                           f"{', '.join(supported)}")
     if not DNS_LABEL.match(config.cluster_name) or len(config.cluster_name) > 40:
         yield Problem("namePrefix", f"{config.name_prefix!r} makes cluster name {config.cluster_name!r}, which "
                                     "must be a lowercase DNS label of at most 40 characters")
-    if not re.match(r"^[a-z]{2}(-gov)?-[a-z]+-\d$", config.region):
-        yield Problem("region", f"{config.region!r} is not an AWS region name like 'us-west-2'")
+    if config.region not in REGIONS:
+        yield Problem("region", f"{config.region!r} is not an AWS region{did_you_mean(config.region, REGIONS)}; "
+                                f"allowed: {', '.join(REGIONS)}")
+
+
+TAG_KEY_MAX = 128  # AWS tag limits (https://docs.aws.amazon.com/tag-editor/latest/userguide/tagging.html)
+TAG_VALUE_MAX = 256
+TAGS_MAX = 50
+TAG_CHARS = re.compile(r"^[\w\s.:/=+\-@]*$")
+PLATFORM_TAG_PREFIX = "gtp:"
+
+
+def _check_tags(config: StackConfig) -> Iterator[Problem]:
+    """The stack's tags go on every AWS resource (the provider's default tags), so AWS's rules apply here."""
+    for key, value in config.tags.items():
+        path = f"tags.{key}"
+        if key.lower().startswith("aws:"):
+            yield Problem(path, f"{key!r}: the 'aws:' prefix is reserved for AWS; use a key without it")
+        elif key.startswith(PLATFORM_TAG_PREFIX):
+            yield Problem(path, f"{key!r}: the 'gtp:' prefix is the platform's own (project, stack, lifecycle); use "
+                                "another key")
+        if not 1 <= len(key) <= TAG_KEY_MAX:
+            yield Problem(path, f"key of {len(key)} characters; allowed 1..{TAG_KEY_MAX}")
+        if len(value) > TAG_VALUE_MAX:
+            yield Problem(path, f"value of {len(value)} characters; allowed 0..{TAG_VALUE_MAX}")
+        for what, text in (("key", key), ("value", value)):
+            if not TAG_CHARS.match(text):
+                yield Problem(path, f"{what} {text!r} has characters AWS tags don't allow; allowed: letters, "
+                                    "digits, spaces and _ . : / = + - @")
+    total = len(config.resource_tags())
+    if total > TAGS_MAX:
+        yield Problem("tags", f"{len(config.tags)} tags plus the platform's make {total}; AWS allows at most "
+                              f"{TAGS_MAX} per resource")
 
 
 def _check_cluster(config: StackConfig) -> Iterator[Problem]:
@@ -236,6 +292,75 @@ def _check_workload(config: StackConfig) -> Iterator[Problem]:
                       f"{max_pods} pods don't fit on node group '{workload.node_group}' (maxSize {group.max_size})")
 
 
+def _check_quantities(config: StackConfig) -> Iterator[Problem]:
+    """The pod's Kubernetes quantities, parsed here so that a malformed one is a config problem with its key path,
+    not a `ValueError` from a component after the cluster was registered."""
+    workload = config.workload
+    amounts: dict[str, float] = {}
+    for key, value, parse in (("cpu", workload.cpu, cpu_cores), ("memory", workload.memory, quantity_gib),
+                              ("shmSize", workload.shm_size, quantity_gib),
+                              ("ephemeralStorage", workload.ephemeral_storage, quantity_gib)):
+        try:
+            amounts[key] = parse(value)
+        except ValueError as error:
+            yield Problem(f"workload.{key}", str(error))
+            continue
+        if amounts[key] <= 0:
+            yield Problem(f"workload.{key}", f"{value!r} must be more than zero")
+    if 0 < amounts.get("memory", 0) < amounts.get("shmSize", 0):
+        yield Problem("workload.shmSize", f"{workload.shm_size!r} is more than workload.memory {workload.memory!r}: "
+                                          "/dev/shm is memory-backed and counts against the pod's memory limit; "
+                                          f"use at most {workload.memory!r}")
+
+
+def _check_fit(config: StackConfig) -> Iterator[Problem]:
+    """One training pod fits on one node of its EKS group: cpu, memory and scratch within the allocatable of the
+    group's smallest instance type (capacity less kube-reserved and eviction thresholds, catalog/node_allocatable).
+    Adopted nodes (existing clusters, Swarm) are not catalogued, so they are not checked here."""
+    workload = config.workload
+    if (config.cluster.mode != "eks" or workload.kind == "none" or workload.node_group not in valid_groups(config)
+            or workload.node_group not in config.gpu_node_groups):
+        return
+    group = config.gpu_node_groups[workload.node_group]
+    nodes = []
+    for name in group.instance_types:
+        facts = GPU_INSTANCE_TYPES[name]
+        node = allocatable(vcpus=facts.vcpus, memory_gib=facts.memory_gib, max_pods=MAX_PODS.get(name, 110),
+                           disk_size_gib=group.disk_size_gib)
+        nodes.append((name, node))
+    try:
+        cpu, memory, scratch = (cpu_cores(workload.cpu), quantity_gib(workload.memory),
+                                quantity_gib(workload.ephemeral_storage))
+    except ValueError:
+        return  # reported by _check_quantities
+    name, node = min(nodes, key=lambda item: item[1].cpu_millicores)
+    if cpu * 1000 > node.cpu_millicores:
+        yield Problem("workload.cpu", f"{workload.cpu!r} is more than a node of group '{workload.node_group}' can give "
+                                      f"a pod ({name}: {node.cpu_millicores}m allocatable); use at most "
+                                      f"'{node.cpu_millicores}m' or a larger instance type")
+    name, node = min(nodes, key=lambda item: item[1].memory_mib)
+    if memory * 1024 > node.memory_mib:
+        yield Problem("workload.memory", f"{workload.memory!r} is more than a node of group '{workload.node_group}' "
+                                         f"can give a pod ({name}: {node.memory_mib}Mi allocatable); use at most "
+                                         f"'{node.memory_mib}Mi' or a larger instance type")
+    name, node = min(nodes, key=lambda item: item[1].ephemeral_storage_gib)
+    if scratch > node.ephemeral_storage_gib:
+        yield Problem("workload.ephemeralStorage", f"{workload.ephemeral_storage!r} is more than a node of group "
+                      f"'{workload.node_group}' can give a pod ({node.ephemeral_storage_gib:g}Gi allocatable of its "
+                      f"{group.disk_size_gib} GiB root volume); raise gpuNodeGroups.{workload.node_group}.diskSizeGib "
+                      "or ask for less")
+
+
+PROMETHEUS_DURATION = re.compile(r"^(\d+y)?(\d+w)?(\d+d)?(\d+h)?(\d+m)?(\d+s)?(\d+ms)?$")
+
+
+def _check_metrics(config: StackConfig) -> Iterator[Problem]:
+    retention = config.gpu.metrics.retention
+    if not retention or not PROMETHEUS_DURATION.match(retention) or not any(ch.isdigit() for ch in retention):
+        yield Problem("gpu.metrics.retention", f"{retention!r} is not a Prometheus duration; write e.g. '15d', "
+                                               "'2w' or '12h' (units y, w, d, h, m, s, ms, largest first)")
+
+
 def _check_autoscaling(config: StackConfig) -> Iterator[Problem]:
     autoscaling = config.autoscaling
     workload = config.workload
@@ -308,12 +433,16 @@ def _check_lifecycle(config: StackConfig) -> Iterator[Problem]:
 
 _RULES = (
     (_check_scalars, ()),
+    (_check_tags, ("tags",)),
     (_check_cluster, ("cluster",)),
     (_check_network, ("network", "cluster")),
     (_check_node_groups, ("cluster",)),  # runs on the entries that parsed
     (_check_sharing, ("gpu", "cluster")),
     (_check_image, ("image", "cluster")),
     (_check_workload, ("workload", "gpuNodeGroups", "gpu", "cluster", "autoscaling")),
+    (_check_quantities, ("workload",)),
+    (_check_fit, ("workload", "gpuNodeGroups", "cluster")),
+    (_check_metrics, ("gpu",)),
     (_check_autoscaling, ("autoscaling", "workload", "gpu", "cluster")),
     (_check_storage, ("storage", "cluster")),
     (_check_lifecycle, ("lifecycle", "gpuNodeGroups")),

@@ -8,6 +8,7 @@ any resource is registered.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping
+from pathlib import Path
 from typing import Any
 
 import cluster_targets
@@ -15,6 +16,7 @@ import stack_config
 import workload_kinds
 from stack_config import Problem, StackConfig
 from stack_config.rules import Rule
+from stack_config.source import StackSource
 
 CHOICES: dict[str, list[str]] = {
     "cluster.mode": sorted(cluster_targets.TARGETS),
@@ -41,13 +43,14 @@ RULES: tuple[Rule, ...] = (
 )
 
 
-def load_stack_config() -> StackConfig:
-    """The stack's config from the Pulumi runtime (the engine, or the offline plan's mocks)."""
-    return stack_config.load(choices=CHOICES, rules=RULES)
+def load_stack_config(stack_file: Path | None = None) -> StackConfig:
+    """The stack's config from the Pulumi runtime (the engine, or the offline plan's mocks), checked against the
+    stack file it came from (default `stacks/Pulumi.<stack>.yaml`)."""
+    return stack_config.load(choices=CHOICES, rules=RULES, stack_file=stack_file)
 
 
 def parse_stack_config(raw: Mapping[str, Any], *, project: str = "gtp", stack: str,
-                       secret_keys: Iterable[str] = ()) -> StackConfig:
+                       secret_keys: Iterable[str] = (), source: StackSource | None = None) -> StackConfig:
     """Parse config given as data (tests, `tools.bench_stack`), exactly as `load_stack_config` would."""
     return stack_config.parse_stack_config(raw, project=project, stack=stack, secret_keys=secret_keys,
-                                           choices=CHOICES, rules=RULES)
+                                           choices=CHOICES, rules=RULES, source=source)

@@ -33,3 +33,35 @@ def test_kube_reserved_follows_nodeadm() -> None:
     assert node.cpu_millicores == 1930 and node.pods == 29
     assert node.memory_mib == int(8 * 1024 * 0.925) - 574 - 100
     assert node.ephemeral_storage_gib == 50 * 0.9 - 1
+
+
+def _family_and_size(name: str) -> tuple[str, str]:
+    family, size = name.split(".", 1)
+    return family, size
+
+
+def test_every_gpu_entry_is_internally_consistent() -> None:
+    import re
+
+    by_family: dict[str, set[tuple[str, int, str]]] = {}
+    for name, facts in GPU_INSTANCE_TYPES.items():
+        assert facts.name == name
+        family, size = _family_and_size(name)
+        assert 1 <= facts.num_gpus <= 8 and facts.gpu_memory_gib > 0, name
+        assert 0 <= facts.num_efa_interfaces <= 32, name
+        assert facts.memory_gib >= facts.vcpus, name  # every GPU family has >= 1 GiB per vCPU
+        # Graviton families (a 'g' after the generation, e.g. g5g) are arm64, the others x86_64.
+        assert facts.architecture == ("arm64" if re.fullmatch(r"[a-z]+\d+g", family) else "amd64"), name
+        # AWS sizes: 'xlarge' is 4 vCPUs, '<n>xlarge' is 4n (metal: the whole host, any count)
+        if size != "metal":
+            multiple = int(size[:-len("xlarge")] or 1)
+            assert facts.vcpus == 4 * multiple, name
+        # Multi-GPU sizes carry every GPU's memory: per-GPU memory stays that of the one model.
+        by_family.setdefault(family, set()).add((facts.gpu_model, facts.gpu_memory_gib, facts.architecture))
+    assert {family: len(models) for family, models in by_family.items() if len(models) > 1} == {}
+
+
+def test_the_gpu_catalog_covers_the_current_nvidia_families() -> None:
+    families = {_family_and_size(name)[0] for name in GPU_INSTANCE_TYPES}
+    assert {"g4dn", "g5", "g5g", "g6", "g6e", "gr6", "p4d", "p4de", "p5", "p5e", "p5en", "p6-b200"} <= families
+    assert GPU_INSTANCE_TYPES["g6e.2xlarge"].num_gpus == 1 and GPU_INSTANCE_TYPES["g6e.2xlarge"].memory_gib == 64

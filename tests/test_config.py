@@ -17,7 +17,8 @@ from tests.conftest import ROOT
 BASE: dict[str, Any] = {
     "cluster": {"mode": "eks"},
     "gpuNodeGroups": {"train": {"instanceTypes": ["g6.xlarge"], "minSize": 0, "maxSize": 2}},
-    "workload": {"kind": "pytorchjob", "nodeGroup": "train"},
+    # a pod that fits a g6.xlarge (4 vCPUs, 16 GiB; the defaults 8 / 64Gi are sized for larger types)
+    "workload": {"kind": "pytorchjob", "nodeGroup": "train", "cpu": "2", "memory": "8Gi", "shmSize": "2Gi"},
 }
 EXISTING: dict[str, Any] = {
     "cluster": {"mode": "existing"},
@@ -100,7 +101,25 @@ RULES = [
     (BASE, "cluster.endpointPublicAcess", True, r"^cluster\.endpointPublicAcess: unknown key \(did you mean 'endpointPublicAccess'"),
     (BASE, "cluster.mode", "gke", r"^cluster\.mode: 'gke' is not allowed; allowed: eks, existing"),
     (BASE, "kubernetesVersion", "1.20", r"^kubernetesVersion: '1\.20' is not supported; allowed: 1\.32, 1\.33"),
+    (BASE, "kubernetesVersion", "1.3.4", r"^kubernetesVersion: '1\.3\.4' is not supported \(did you mean '1\.34'\?\); allowed: "),
     (BASE, "region", "mars-1", r"^region: 'mars-1' is not an AWS region"),
+    (BASE, "region", "us-west-3", r"^region: 'us-west-3' is not an AWS region \(did you mean 'us-west-2'\?\); allowed: af-south-1, "),
+    (BASE, "region", "eu-centrl-1", r"^region: 'eu-centrl-1' is not an AWS region \(did you mean 'eu-central-1'\?\)"),
+    (BASE, "tags", {"aws:cost": "x"}, r"^tags\.aws:cost: 'aws:cost': the 'aws:' prefix is reserved for AWS"),
+    (BASE, "tags", {"gtp:stack": "x"}, r"^tags\.gtp:stack: 'gtp:stack': the 'gtp:' prefix is the platform's own"),
+    (BASE, "tags", {"k" * 129: "x"}, r"^tags\.k+: key of 129 characters; allowed 1\.\.128"),
+    (BASE, "tags", {"team": "v" * 257}, r"^tags\.team: value of 257 characters; allowed 0\.\.256"),
+    (BASE, "tags", {"team": "ml#1"}, r"^tags\.team: value 'ml#1' has characters AWS tags don't allow"),
+    (BASE, "tags", {f"t{i}": "x" for i in range(48)}, r"^tags: 48 tags plus the platform's make 51; AWS allows at most 50"),
+    (BASE, "cluster.systemNodeGroup", {"instanceTypes": ["m7i.larg"]},
+     r"^cluster\.systemNodeGroup\.instanceTypes\[0\]: 'm7i\.larg' is not a supported system instance type \(did you mean 'm7i\.large'\?\)"),
+    (BASE, "cluster.systemNodeGroup", {"instanceTypes": []}, r"^cluster\.systemNodeGroup\.instanceTypes: is empty"),
+    (with_(BASE, "cluster.endpointPublicAccess", True), "cluster.publicAccessCidrs", ["2001:db8::/32"],
+     r"^cluster\.publicAccessCidrs\[0\]: '2001:db8::/32' is an IPv6 CIDR, but the cluster is IPv4"),
+    (BASE, "gpuNodeGroups.system", {"instanceTypes": ["g6.xlarge"]},
+     r"^gpuNodeGroups\.system: name 'system' collides with the system node group \('gtp-t-system'"),
+    (BASE, "gpuNodeGroups.a-very-long-node-group-name-for-the-h100-training-runs-of-q4", {"instanceTypes": ["g6.xlarge"]},
+     r"^gpuNodeGroups\.a-very-long-node-group-name-for-the-h100-training-runs-of-q4: makes EKS node group name 'gtp-t-a-very-long.*' of 66 characters; EKS allows at most 63: use a name of at most 57 characters"),
     (BASE, "namePrefix", "GTP_", r"^namePrefix: 'GTP_' makes cluster name 'GTP_-t'"),
     (BASE, "cluster.endpointPublicAccess", True, r"^cluster\.publicAccessCidrs: is empty, but endpointPublicAccess is true"),
     (with_(BASE, "cluster.endpointPublicAccess", True), "cluster.publicAccessCidrs", ["0.0.0.0/0"],
@@ -112,13 +131,17 @@ RULES = [
     (BASE, "cluster.adminRoleArns", ["admin"], r"^cluster\.adminRoleArns\[0\]: 'admin' is not an IAM role ARN"),
     (BASE, "cluster.systemNodeGroup", {"minSize": 3, "maxSize": 2}, r"^cluster\.systemNodeGroup\.maxSize: 2 is less than minSize 3"),
     (BASE, "network.vpcCidr", "10.0.0.0/8", r"^network\.vpcCidr: '10\.0\.0\.0/8' must be an IPv4 /16\.\./20"),
-    (BASE, "network.numAvailabilityZones", 1, r"^network\.numAvailabilityZones: 1 is not allowed: input should be greater than or equal to 2"),
+    (BASE, "network.numAvailabilityZones", 1, r"^network\.numAvailabilityZones: 1 is out of range: allowed 2\.\.6$"),
     (BASE, "network.existingVpcId", "vpc-1", r"^network\.existingPrivateSubnetIds: an adopted VPC needs at least two private subnets"),
+    (BASE, "gpuNodeGroups.train.instanceTypes", ["g6.xlarg"], r"^gpuNodeGroups\.train\.instanceTypes\[0\]: 'g6\.xlarg' is not a supported GPU instance type \(did you mean 'g6\.xlarge'\?\)"),
+    (BASE, "gpu.sharing.mode", "time-slice", r"^gpu\.sharing\.mode: 'time-slice' is not allowed: input should be 'none', 'mps' or 'time-slicing' \(did you mean 'time-slicing'\?\)$"),
+    (BASE, "gpu.readinessTimeoutSeconds", 30, r"^gpu\.readinessTimeoutSeconds: 30 is out of range: allowed 60\.\.7200$"),
+    (BASE, "lifecycle.ttlHours", 0, r"^lifecycle\.ttlHours: 0 is out of range: allowed > 0 and <= 720$"),
     (BASE, "gpuNodeGroups.train.instanceTypes", ["m7i.large"], r"^gpuNodeGroups\.train\.instanceTypes\[0\]: 'm7i\.large' is not a supported GPU instance type"),
     (BASE, "gpuNodeGroups.train.instanceTypes", ["g6.xlarge", "g5g.xlarge"], r"^gpuNodeGroups\.train\.instanceTypes: \['g6\.xlarge', 'g5g\.xlarge'\] mixes architectures"),
     (BASE, "gpuNodeGroups.train.amiType", "AL2023_ARM_64_NVIDIA", r"^gpuNodeGroups\.train\.amiType: 'AL2023_ARM_64_NVIDIA' is for arm64, but the instance types are amd64"),
     (BASE, "gpuNodeGroups.train.efa", True, r"^gpuNodeGroups\.train\.efa: true, but g6\.xlarge has no EFA support"),
-    (BASE, "gpuNodeGroups.train.maxSize", 0, r"^gpuNodeGroups\.train\.maxSize: 0 is not allowed: input should be greater than or equal to 1"),
+    (BASE, "gpuNodeGroups.train.maxSize", 0, r"^gpuNodeGroups\.train\.maxSize: 0 is out of range: allowed >= 1 \(no upper bound\)$"),
     (with_(BASE, "gpuNodeGroups.train.minSize", 1), "gpuNodeGroups.train.desiredSize", 3, r"^gpuNodeGroups\.train\.desiredSize: 3 is outside minSize\.\.maxSize \(1\.\.2\)"),
     (with_(BASE, "gpuNodeGroups.train.capacityType", "SPOT"), "gpuNodeGroups.train.capacityReservationId", "cr-0123456789abcdef0",
      r"^gpuNodeGroups\.train\.capacityReservationId: a SPOT group can't target a capacity reservation"),
@@ -152,6 +175,17 @@ RULES = [
     (with_(BASE, "workload.entrypoint", "bench"), "autoscaling.mode", "scaledjob",
      r"^workload\.entrypoint: 'bench' runs as one PyTorchJob on a fixed set of nodes"),
     (BASE, "workload.benchSizes", "1MB,2", r"^workload\.benchSizes: '1MB,2' is not a comma-separated size list"),
+    (BASE, "workload.memory", "64GB", r"^workload\.memory: '64GB' is not a memory quantity like '16Gi'"),
+    (BASE, "workload.memory", "0Gi", r"^workload\.memory: '0Gi' must be more than zero"),
+    (BASE, "workload.cpu", "8 cores", r"^workload\.cpu: '8 cores' is not a CPU quantity like '8', '7\.5' or '500m'"),
+    (BASE, "workload.shmSize", "16 Gi", r"^workload\.shmSize: '16 Gi' is not a memory quantity"),
+    (BASE, "workload.ephemeralStorage", "1.2.3Gi", r"^workload\.ephemeralStorage: '1\.2\.3Gi' is not a memory quantity"),
+    (BASE, "workload.shmSize", "16Gi", r"^workload\.shmSize: '16Gi' is more than workload\.memory '8Gi'"),
+    (BASE, "workload.cpu", "8", r"^workload\.cpu: '8' is more than a node of group 'train' can give a pod \(g6\.xlarge: 3920m allocatable\); use at most '3920m'"),
+    (with_(BASE, "workload.shmSize", "1Gi"), "workload.memory", "16Gi", r"^workload\.memory: '16Gi' is more than a node of group 'train' can give a pod \(g6\.xlarge: \d+Mi allocatable\)"),
+    (BASE, "workload.ephemeralStorage", "500Gi", r"^workload\.ephemeralStorage: '500Gi' is more than a node of group 'train' can give a pod \(179Gi allocatable of its 200 GiB root volume\)"),
+    (BASE, "gpu.metrics.retention", "15 days", r"^gpu\.metrics\.retention: '15 days' is not a Prometheus duration; write e\.g\. '15d'"),
+    (BASE, "gpu.metrics.retention", "", r"^gpu\.metrics\.retention: '' is not a Prometheus duration"),
     (BASE, "autoscaling.mode", "scaledobject", r"^autoscaling\.mode: 'scaledobject' scales the Worker replicas of an elastic PyTorchJob"),
     (with_(BASE, "workload.elastic", {"minNodes": 1, "maxNodes": 2}), "autoscaling", {"mode": "scaledobject", "minReplicas": 0},
      r"^autoscaling\.minReplicas: 0 would scale the PyTorchJob to 0 workers, which the training-operator's webhook rejects"),
@@ -244,3 +278,102 @@ def test_every_config_field_has_a_docstring() -> None:
     missing = [f"{model.__name__}.{name}" for model in models for name, field in model.model_fields.items()
                if not field.description]
     assert missing == []
+
+
+DUPLICATED = """\
+config:
+  gtp:region: us-west-2
+  gtp:gpuNodeGroups:
+    train:
+      instanceTypes: [g6.xlarge]
+      maxSize: 2
+    train:
+      instanceTypes: [g6e.xlarge]
+      maxSize: 1
+  gtp:workload:
+    kind: pytorchjob
+    nodeGroup: train
+  gtp:region: us-east-1
+"""
+
+
+def test_duplicate_keys_in_the_stack_file_name_both_lines_and_the_key_path() -> None:
+    from stack_config.source import stack_source
+
+    source = stack_source(DUPLICATED)
+    assert [str(p) for p in source.problems] == [
+        "gpuNodeGroups.train: duplicate key 'train' (lines 4 and 7): YAML keeps only the last one, so the first "
+        "would be silently lost; merge them into one",
+        "region: duplicate key 'gtp:region' (lines 2 and 13): YAML keeps only the last one, so the first would be "
+        "silently lost; merge them into one"]
+    assert source.lines["gpuNodeGroups.train.maxSize"] == 6 and source.lines["workload.nodeGroup"] == 12
+    # The values alone (what the engine hands the program) are valid: only the file shows the duplicate.
+    with pytest.raises(ConfigError) as caught:
+        parse_stack_config(BASE, project="gtp", stack="t", source=source)
+    assert any(str(p).startswith("gpuNodeGroups.train: duplicate key 'train' (lines 4 and 7)")
+               for p in caught.value.problems)
+
+
+def test_a_stack_file_without_duplicates_has_no_source_problems() -> None:
+    from stack_config.source import read_stack_source
+
+    for stack in ("dev", "edge", "prod", "edge-swarm"):
+        assert read_stack_source(ROOT / "stacks" / f"Pulumi.{stack}.yaml").problems == ()
+
+
+def test_an_invalid_field_does_not_hide_the_other_checks_of_its_section() -> None:
+    raw = copy.deepcopy(BASE)
+    # workload: a type error, a range error, and two independent cross-field problems in the same section
+    raw["workload"].update({"maxSteps": "many", "numNodes": 0, "name": "My Job", "memory": "64GB"})
+    problems = problems_of(raw)
+    for expected in ("workload.maxSteps: 'many' is not allowed", "workload.numNodes: 0 is out of range: allowed >= 1",
+                     "workload.name: 'My Job' must be a lowercase DNS label",
+                     "workload.memory: '64GB' is not a memory quantity"):
+        assert any(p.startswith(expected) for p in problems), (expected, problems)
+    assert len(problems) == 4, problems
+    # a node group: a type error next to a min/max mistake and a bad instance type
+    raw = copy.deepcopy(BASE)
+    raw["gpuNodeGroups"]["train"].update({"diskSizeGib": "big", "minSize": 3, "instanceTypes": ["g6.xlarg"]})
+    problems = problems_of(raw)
+    for expected in ("gpuNodeGroups.train.diskSizeGib: 'big' is not allowed",
+                     "gpuNodeGroups.train.maxSize: 2 is less than minSize 3",
+                     "gpuNodeGroups.train.instanceTypes[0]: 'g6.xlarg' is not a supported GPU instance type"):
+        assert any(p.startswith(expected) for p in problems), (expected, problems)
+
+
+def test_a_default_standing_in_for_an_invalid_field_causes_no_problem() -> None:
+    raw = copy.deepcopy(BASE)
+    raw["gpuNodeGroups"]["train"].update({"minSize": "two", "maxSize": 2, "desiredSize": 1})
+    raw["workload"]["numNodes"] = "four"  # the default 1 fits; no "pods don't fit" from it
+    assert sorted(problems_of(raw)) == [
+        "gpuNodeGroups.train.minSize: 'two' is not allowed: input should be a valid integer, unable to parse string "
+        "as an integer",
+        "workload.numNodes: 'four' is not allowed: input should be a valid integer, unable to parse string as an "
+        "integer"]
+
+
+def test_problems_come_in_file_order() -> None:
+    from stack_config.source import stack_source
+
+    text = """\
+config:
+  gtp:workload:
+    kind: pytorchjob
+    nodeGroup: train
+    memory: 64GB
+  gtp:gpuNodeGroups:
+    train:
+      instanceTypes: [g6.xlarge]
+      minSize: 3
+      maxSize: 2
+  gtp:region: us-west-2
+  gtp:gpu:
+    sharing: {mode: mpss}
+"""
+    raw = {"workload": {"kind": "pytorchjob", "nodeGroup": "train", "memory": "64GB"},
+           "gpuNodeGroups": {"train": {"instanceTypes": ["g6.xlarge"], "minSize": 3, "maxSize": 2}},
+           "gpu": {"sharing": {"mode": "mpss"}}}
+    with pytest.raises(ConfigError) as caught:
+        parse_stack_config(raw, project="gtp", stack="t", source=stack_source(text))
+    assert [p.path for p in caught.value.problems] == ["workload.memory", "gpuNodeGroups.train.maxSize",
+                                                       "gpu.sharing.mode"]

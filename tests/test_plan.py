@@ -184,3 +184,30 @@ def test_unknown_stack_and_unknown_base_ref_are_clear_errors(tmp_path: Path) -> 
     result = subprocess.run([sys.executable, "-m", "tools.plan_diff", "--stack", "dev", "--base", "no-such-ref"],
                             cwd=ROOT, capture_output=True, text=True, check=False)
     assert result.returncode == 2 and "can't check out 'no-such-ref'" in result.stderr
+
+
+def test_a_duplicate_key_in_the_stack_file_fails_the_plan_before_anything_is_registered(tmp_path: Path) -> None:
+    text = (ROOT / "stacks" / "Pulumi.dev.yaml").read_text()
+    stack_file = tmp_path / "Pulumi.dev.yaml"
+    stack_file.write_text(text + "  gtp:region: us-east-1\n")
+    partial = gtp_plan.Plan(project="gtp", stack="dev")
+    with pytest.raises(Exception, match=r"region: duplicate key 'gtp:region' \(lines \d+ and \d+\)"):
+        gtp_plan.run("dev", stack_file=stack_file, into=partial)
+    assert partial.resources == []
+
+
+def test_a_malformed_quantity_exits_2_with_its_key_path_and_registers_nothing(tmp_path: Path) -> None:
+    document = yaml.safe_load((ROOT / "stacks" / "Pulumi.dev.yaml").read_text())
+    document["config"]["gtp:workload"]["memory"] = "64GB"
+    stack_file = tmp_path / "Pulumi.dev.yaml"
+    stack_file.write_text(yaml.safe_dump(document))
+    partial = gtp_plan.Plan(project="gtp", stack="dev")
+    with pytest.raises(Exception, match=r"workload\.memory: '64GB' is not a memory quantity like '16Gi'"):
+        gtp_plan.run("dev", stack_file=stack_file, into=partial)
+    assert partial.resources == []
+    out = tmp_path / "out"
+    result = subprocess.run([sys.executable, "-m", "tools.plan", "--stack", "dev", "--stack-file", str(stack_file),
+                             "--out", str(out)], cwd=ROOT, capture_output=True, text=True, check=False)
+    assert result.returncode == 2, result.stderr
+    assert "workload.memory: '64GB'" in result.stderr and "Traceback" not in result.stderr
+    assert not out.exists()

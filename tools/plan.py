@@ -189,6 +189,7 @@ def run(stack: str, *, root: Path = ROOT, stack_file: Path | None = None, into: 
     from pulumi.runtime.stack import run_pulumi_func
 
     project, config, secret_keys = stack_config(root, stack, stack_file)
+    path = (stack_file or root / "stacks" / f"Pulumi.{stack}.yaml").resolve()
     plan = into if into is not None else Plan(project=project, stack=stack)
     region = config.get(f"{project}:region", "us-west-2")
     settings.reset_options(project=project, stack=stack, preview=True)
@@ -206,7 +207,7 @@ def run(stack: str, *, root: Path = ROOT, stack_file: Path | None = None, into: 
             # policy facts need it); an invalid config fails here, before the program registers anything.
             from stages.config import load_stack_config
 
-            plan.config = load_stack_config()
+            plan.config = load_stack_config(path)
             loop.run_until_complete(run_pulumi_func(lambda: runpy.run_path(str(root / "__main__.py"),
                                                                            run_name="__main__")))
             plan.outputs = loop.run_until_complete(_resolve_outputs(settings.get_root_resource()))
