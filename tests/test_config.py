@@ -119,7 +119,7 @@ RULES = [
     (BASE, "gpuNodeGroups.system", {"instanceTypes": ["g6.xlarge"]},
      r"^gpuNodeGroups\.system: name 'system' collides with the system node group \('gtp-t-system'"),
     (BASE, "gpuNodeGroups.a-very-long-node-group-name-for-the-h100-training-runs-of-q4", {"instanceTypes": ["g6.xlarge"]},
-     r"^gpuNodeGroups\.a-very-long-node-group-name-for-the-h100-training-runs-of-q4: makes EKS node group name 'gtp-t-a-very-long.*' of 66 characters; EKS allows at most 63: use a name of at most 57 characters"),
+     r"^gpuNodeGroups\.a-very-long-node-group-name-for-the-h100-training-runs-of-q4: name prefix 'gtp-t-a-very-long.*-' is 67 characters; EKS allows 63 including a 26-character suffix: use a group name of at most 30 characters"),
     (BASE, "namePrefix", "GTP_", r"^namePrefix: 'GTP_' makes cluster name 'GTP_-t'"),
     (BASE, "cluster.endpointPublicAccess", True, r"^cluster\.publicAccessCidrs: is empty, but endpointPublicAccess is true"),
     (with_(BASE, "cluster.endpointPublicAccess", True), "cluster.publicAccessCidrs", ["0.0.0.0/0"],
