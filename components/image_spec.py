@@ -184,21 +184,23 @@ def image_tag(context_dir: Path, build_args: Mapping[str, str] | None = None) ->
     return TAG_PREFIX + digest[:TAG_DIGEST_CHARS]
 
 
-def build_args(vcs_revision: str = "unknown", source_url: str = "unknown") -> dict[str, str]:
+def build_args(vcs_revision: str = "unknown", source_url: str = "unknown",
+               base_image: str = versions.PYTORCH_BASE_IMAGE) -> dict[str, str]:
     """The Dockerfile's ARGs, with versions taken from `catalog.versions`.
 
+    base_image: the base by digest (stack_config.derived.base_image: per platform and device).
     vcs_revision: commit the image is built from (label `org.opencontainers.image.revision`).
     source_url: repository URL (label `org.opencontainers.image.source`).
     """
     return {
-        "BASE_IMAGE": versions.PYTORCH_BASE_IMAGE,
+        "BASE_IMAGE": base_image,
         "TRAINER_VERSION": versions.TRAINER_VERSION,
         "VCS_REVISION": vcs_revision,
         "SOURCE_URL": source_url,
     }
 
 
-def content_build_args() -> dict[str, str]:
+def content_build_args(base_image: str = versions.PYTORCH_BASE_IMAGE) -> dict[str, str]:
     """The subset of `build_args()` that changes the image's content; pass it to `image_tag`."""
-    args = build_args()
+    args = build_args(base_image=base_image)
     return {key: args[key] for key in ("BASE_IMAGE", "TRAINER_VERSION")}

@@ -8,7 +8,7 @@ from collections.abc import Callable, Iterable, Iterator
 from datetime import timezone
 
 from catalog import versions
-from catalog.gpu_instances import GPU_INSTANCE_TYPES
+from catalog.gpu_instances import GPU_INSTANCE_TYPES, JETSON_GPU_MODELS
 from conventions.names import config_name
 from stack_config.derived import gpus_per_pod, num_ranks
 from stack_config.problems import Problem
@@ -146,6 +146,15 @@ def _check_image(config: StackConfig) -> Iterator[Problem]:
                                               "set --secret registryPassword ...`")
     elif image.existing_registry or image.existing_registry_username:
         yield Problem("image.existingRegistry", "only applies when image.registry is 'existing'")
+    if image.base_image is not None and not DIGEST_REFERENCE.match(image.base_image):
+        yield Problem("image.baseImage", f"{image.base_image!r} must pin the base by digest "
+                                         "('repo:tag@sha256:<64 hex>'), never a mutable tag")
+    models = {config.node_facts(name).gpu_model for name in valid_groups(config)}
+    jetson = sorted(model for model in models if model in JETSON_GPU_MODELS)
+    if jetson and len(jetson) < len(models):
+        yield Problem("image.platform", f"one image cannot serve Jetson ({'/'.join(jetson)}, an L4T base) and server "
+                                        f"GPUs ({'/'.join(sorted(models - set(jetson)))}, a CUDA base): split the "
+                                        "stack")
     architectures = {config.node_facts(name).architecture for name in valid_groups(config)}
     wanted = image.platform.split("/")[1]
     if architectures and wanted not in architectures:
