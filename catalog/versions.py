@@ -137,3 +137,20 @@ BASE_IMAGES: dict[str, BaseImage] = {
                             "an L4T/JetPack PyTorch image matching the Jetson devices' JetPack release (NVIDIA's "
                             "l4t PyTorch container for JetPack 6)"),
 }
+
+
+@dataclass(frozen=True)
+class EfaInstaller:
+    """AWS's EFA installer (https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/efa-start.html): user-space
+    libfabric with the efa provider, and the aws-ofi-nccl NCCL net plugin it bundles (built by AWS for the CUDA
+    and NCCL generations it supports: check its release notes against TORCH_VERSION's CUDA/NCCL on a bump)."""
+
+    version: str
+    sha256: str | None
+    """SHA-256 of `aws-efa-installer-<version>.tar.gz`; None until verified (then the EFA build fails closed)."""
+
+
+# Installed into the image's `efa` variant (images/trainer/Dockerfile stage net-efa) for stacks with EFA groups.
+# The tarball's checksum could not be verified offline when this was pinned, so none is recorded: compute it from
+# the tarball after checking AWS's GPG signature (aws-efa-installer-<version>.tar.gz.sig) and fill it in.
+EFA_INSTALLER = EfaInstaller(version="1.40.0", sha256=None)

@@ -184,23 +184,35 @@ def image_tag(context_dir: Path, build_args: Mapping[str, str] | None = None) ->
     return TAG_PREFIX + digest[:TAG_DIGEST_CHARS]
 
 
+NET_VARIANTS = ("default", "efa")
+
+
 def build_args(vcs_revision: str = "unknown", source_url: str = "unknown",
-               base_image: str = versions.PYTORCH_BASE_IMAGE) -> dict[str, str]:
+               base_image: str = versions.PYTORCH_BASE_IMAGE, net_variant: str = "default") -> dict[str, str]:
     """The Dockerfile's ARGs, with versions taken from `catalog.versions`.
 
+    net_variant: `default`, or `efa` for stacks with EFA node groups (adds the EFA installer's pinned version and
+    checksum, empty while unverified: the Dockerfile's net-efa stage then fails closed).
     base_image: the base by digest (stack_config.derived.base_image: per platform and device).
     vcs_revision: commit the image is built from (label `org.opencontainers.image.revision`).
     source_url: repository URL (label `org.opencontainers.image.source`).
     """
-    return {
+    if net_variant not in NET_VARIANTS:
+        raise ValueError(f"net_variant must be one of {NET_VARIANTS}, got {net_variant!r}")
+    args = {
         "BASE_IMAGE": base_image,
         "TRAINER_VERSION": versions.TRAINER_VERSION,
         "VCS_REVISION": vcs_revision,
         "SOURCE_URL": source_url,
+        "NET_VARIANT": net_variant,
     }
+    if net_variant == "efa":
+        args["EFA_INSTALLER_VERSION"] = versions.EFA_INSTALLER.version
+        args["EFA_INSTALLER_SHA256"] = versions.EFA_INSTALLER.sha256 or ""
+    return args
 
 
-def content_build_args(base_image: str = versions.PYTORCH_BASE_IMAGE) -> dict[str, str]:
+def content_build_args(base_image: str = versions.PYTORCH_BASE_IMAGE, net_variant: str = "default") -> dict[str, str]:
     """The subset of `build_args()` that changes the image's content; pass it to `image_tag`."""
-    args = build_args(base_image=base_image)
-    return {key: args[key] for key in ("BASE_IMAGE", "TRAINER_VERSION")}
+    args = build_args(base_image=base_image, net_variant=net_variant)
+    return {key: value for key, value in args.items() if key not in ("VCS_REVISION", "SOURCE_URL")}

@@ -57,6 +57,8 @@ class TrainingImageArgs:
     kms_deletion_window_days: int = 30
     base_image: str = versions.PYTORCH_BASE_IMAGE
     """The base by digest, chosen per platform and device (stack_config.derived.base_image)."""
+    net_variant: str = "default"
+    """`efa` for stacks with EFA node groups: libfabric + aws-ofi-nccl (the Dockerfile's net-efa stage)."""
     vcs_revision: str = "unknown"
     source_url: str = "unknown"
 
@@ -103,7 +105,7 @@ class TrainingImage(pulumi.ComponentResource):
         # The tag is the content digest of the build context: an unchanged context is the same image name,
         # so Pulumi sees no diff and neither rebuilds nor pushes; an immutable ECR tag can never be reused
         # for different content.
-        tag = image_spec.image_tag(args.context_dir, image_spec.content_build_args(args.base_image))
+        tag = image_spec.image_tag(args.context_dir, image_spec.content_build_args(args.base_image, args.net_variant))
         image = docker.Image(
             f"{name}-image",
             image_name=address.apply(lambda url: f"{url}:{tag}"),
@@ -112,7 +114,7 @@ class TrainingImage(pulumi.ComponentResource):
                 "dockerfile": str(args.context_dir / "Dockerfile"),
                 "platform": args.platform,
                 "args": image_spec.build_args(vcs_revision=args.vcs_revision, source_url=args.source_url,
-                                              base_image=args.base_image),
+                                              base_image=args.base_image, net_variant=args.net_variant),
                 # The Dockerfile uses BuildKit bind mounts (no wheels left in layers).
                 "builder_version": "BuilderBuildKit",
             },

@@ -61,3 +61,8 @@ def base_image_refusal(config: StackConfig) -> str | None:
     return (f"image: refusing to build on an unpinned base: the {base.flavour} base ({base.what}) has no verified "
             f"digest in catalog/versions.py BASE_IMAGES; pin it there, or set image.baseImage to a "
             f"'repo:tag@sha256:<64 hex>' reference you verified")
+
+
+def image_variant(config: StackConfig) -> str:
+    """`efa` when a GPU group gets EFA interfaces (its pods request them), else `default`."""
+    return "efa" if any(facts.num_efa_interfaces > 0 for facts in _facts(config)) else "default"

@@ -9,7 +9,7 @@ import pulumi
 from cluster_targets import Cluster
 from components.training_image import TrainingImage, TrainingImageArgs
 from stack_config import StackConfig
-from stack_config.derived import base_image, base_image_refusal
+from stack_config.derived import base_image, base_image_refusal, image_variant
 
 CONTEXT_DIR = Path("images/trainer")
 """Relative: Pulumi runs the program from the project directory."""
@@ -27,6 +27,7 @@ def build_image(config: StackConfig, cluster: Cluster) -> TrainingImage:
     return TrainingImage("trainer", TrainingImageArgs(
         context_dir=CONTEXT_DIR,
         platform=image.platform,
+        net_variant=image_variant(config),
         base_image=base_image(config) or f"unpinned-{image.platform.replace('/', '-')}-base",
         build=image.build,
         reference=image.reference,

@@ -84,3 +84,10 @@ def test_reusing_a_digest_builds_nothing(tmp_path: Path) -> None:
 def test_pure_helpers() -> None:
     assert registry_server("registry.example.internal:5000/team/trainer") == "registry.example.internal:5000"
     assert json.loads(lifecycle_policy(5, 3))["rules"][1]["selection"]["countNumber"] == 5
+
+
+def test_only_stacks_with_efa_groups_build_the_efa_variant() -> None:
+    for stack, variant in (("dev", "default"), ("edge", "default"), ("prod", "efa")):
+        args = plan_stack(stack).one("docker:index/image:Image").inputs["build"]["args"]
+        assert args["NET_VARIANT"] == variant, stack
+        assert ("EFA_INSTALLER_VERSION" in args) is (variant == "efa")

@@ -142,6 +142,7 @@ def test_build_args_come_from_versions() -> None:
         "TRAINER_VERSION": versions.TRAINER_VERSION,
         "VCS_REVISION": "abc123",
         "SOURCE_URL": "https://example.invalid/repo",
+        "NET_VARIANT": "default",
     }
     assert all(isinstance(value, str) for value in args.values())
     assert "VCS_REVISION" not in image_spec.content_build_args()
