@@ -18,6 +18,7 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+import subprocess
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
@@ -185,6 +186,41 @@ def image_tag(context_dir: Path, build_args: Mapping[str, str] | None = None) ->
 
 
 NET_VARIANTS = ("default", "efa")
+UNKNOWN = "unknown"
+
+
+def public_source_url(remote: str) -> str:
+    """A git remote as the `org.opencontainers.image.source` URL: scp-style `git@host:org/repo.git` becomes
+    `https://host/org/repo`, and credentials in `https://user:token@host/...` never reach a label."""
+    remote = remote.strip()
+    if match := re.fullmatch(r"[\w.-]+@([\w.-]+):(.+)", remote):
+        remote = f"https://{match[1]}/{match[2]}"
+    remote = re.sub(r"^(\w+://)[^/@]*@", r"\1", remote)
+    return remote[:-4] if remote.endswith(".git") else remote
+
+
+def vcs_labels(root: Path, environ: Mapping[str, str] = os.environ) -> tuple[str, str]:
+    """(revision, source URL) for the image labels: GTP_VCS_REVISION / GTP_SOURCE_URL when set (CI, the offline
+    plan), else `git rev-parse HEAD` (with `-dirty` for uncommitted changes) and the `origin` remote; `unknown`
+    where git can't tell."""
+    def git(*args: str) -> str | None:
+        try:
+            done = subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True, timeout=30,
+                                  check=False)
+        except (OSError, subprocess.SubprocessError):
+            return None
+        return done.stdout.strip() if done.returncode == 0 else None
+
+    revision = environ.get("GTP_VCS_REVISION")
+    if not revision:
+        head = git("rev-parse", "HEAD")
+        dirty = git("status", "--porcelain", "--untracked-files=no")
+        revision = (head + ("-dirty" if dirty else "")) if head else UNKNOWN
+    source = environ.get("GTP_SOURCE_URL")
+    if not source:
+        remote = git("config", "--get", "remote.origin.url")
+        source = public_source_url(remote) if remote else UNKNOWN
+    return revision, source
 
 
 def build_args(vcs_revision: str = "unknown", source_url: str = "unknown",

@@ -7,6 +7,7 @@ from pathlib import Path
 import pulumi
 
 from cluster_targets import Cluster
+from components import image_spec
 from components.training_image import TrainingImage, TrainingImageArgs
 from stack_config import StackConfig
 from stack_config.derived import base_image, base_image_refusal, image_variant
@@ -18,6 +19,7 @@ CONTEXT_DIR = Path("images/trainer")
 def build_image(config: StackConfig, cluster: Cluster) -> TrainingImage:
     """`TrainingImage.image_ref` is the image *by digest* every workload runs."""
     image, lifecycle = config.image, config.lifecycle
+    revision, source = image_spec.vcs_labels(Path.cwd())
     refusal = base_image_refusal(config)
     if refusal is not None:
         # A preview (and the offline plan) still shows the rest of the stack; `pulumi up` never builds on it.
@@ -28,6 +30,8 @@ def build_image(config: StackConfig, cluster: Cluster) -> TrainingImage:
         context_dir=CONTEXT_DIR,
         platform=image.platform,
         net_variant=image_variant(config),
+        vcs_revision=revision,
+        source_url=source,
         base_image=base_image(config) or f"unpinned-{image.platform.replace('/', '-')}-base",
         build=image.build,
         reference=image.reference,

@@ -107,3 +107,21 @@ def test_pulumi_up_refuses_an_unpinned_base_and_a_preview_warns(monkeypatch):
     assert warnings and "jetson-l4t" in warnings[0]
     with pytest.raises(Built, match=re.escape(versions.PYTORCH_BASE_IMAGE)):
         image_stage.build_image(parse(BASE), cluster)
+
+
+def test_the_image_stage_labels_the_build_with_git_revision_and_source(monkeypatch):
+    import pulumi
+
+    from stages import image as image_stage
+
+    seen = {}
+
+    def fake_image(name, args, opts=None):
+        seen.update(revision=args.vcs_revision, source=args.source_url)
+
+    monkeypatch.setattr(image_stage, "TrainingImage", fake_image)
+    monkeypatch.setattr(pulumi.runtime, "is_dry_run", lambda: True)
+    monkeypatch.setenv("GTP_VCS_REVISION", "0123abc")
+    monkeypatch.setenv("GTP_SOURCE_URL", "https://github.com/example-org/gtp")
+    image_stage.build_image(parse(BASE), type("Cluster", (), {"aws_opts": None})())
+    assert seen == {"revision": "0123abc", "source": "https://github.com/example-org/gtp"}
