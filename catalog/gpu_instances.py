@@ -97,6 +97,10 @@ AMI_TYPE_ARCHITECTURE: dict[str, Architecture] = {
     "BOTTLEROCKET_x86_64_NVIDIA": "amd64",
     "BOTTLEROCKET_ARM_64_NVIDIA": "arm64",
 }
+# GPU models of NVIDIA Jetson modules (adopted nodes name their model in config): their images need an
+# L4T/JetPack base, not the server (SBSA) CUDA stack.
+JETSON_GPU_MODELS = ("Orin", "Xavier", "Thor")
+
 DEFAULT_AMI_TYPE: dict[Architecture, str] = {"amd64": "AL2023_x86_64_NVIDIA", "arm64": "AL2023_ARM_64_NVIDIA"}
 
 

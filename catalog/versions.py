@@ -121,7 +121,55 @@ CRD_SOURCES: dict[str, str] = {
 TORCH_VERSION = "2.13.0"
 TRAINER_VERSION = "0.1.0"
 # Official PyTorch CUDA *runtime* image for TORCH_VERSION (Docker Hub: pytorch/pytorch). Never `latest`.
+# Published for linux/amd64 only, so it is the base of the x86_64 flavour alone (BASE_IMAGES below).
 PYTORCH_BASE_IMAGE = (
     "pytorch/pytorch:2.13.0-cuda13.0-cudnn9-runtime"
     "@sha256:db80a41f8428644cebcb3d75b0b62df334ab6c0e75785951eb25f48bfbd42407"
 )
+
+
+@dataclass(frozen=True)
+class BaseImage:
+    """The base of one image flavour: a platform and the GPU software stack its nodes need."""
+
+    flavour: str
+    platform: str
+    """The one platform this base is built for."""
+    reference: str | None
+    """`name:tag@sha256:<digest>`, or None while nobody has verified a digest: a stack then refuses to build
+    with it (stack_config.derived.base_image_refusal) unless it sets `image.baseImage` itself."""
+    what: str
+    """What the base is and where its pin comes from (for the refusal message and reviewers)."""
+
+
+# One base per platform and device. Only x86_64 is pinned: no digest of the arm64 bases could be verified
+# offline when this table was written, and inventing one would be worse than refusing to build. Pin one by
+# filling `reference` (tag AND digest, checked with `docker buildx imagetools inspect`), or set `image.baseImage`
+# in the stack (e.g. a copy in the site's own registry).
+BASE_IMAGES: dict[str, BaseImage] = {
+    "cuda-x86_64": BaseImage("cuda-x86_64", "linux/amd64", PYTORCH_BASE_IMAGE,
+                             "PyTorch CUDA runtime image for x86_64 (Docker Hub pytorch/pytorch)"),
+    "cuda-sbsa": BaseImage("cuda-sbsa", "linux/arm64", None,
+                           "a PyTorch CUDA image for arm64 SBSA servers (Grace, Graviton + NVIDIA), e.g. NVIDIA NGC's "
+                           "PyTorch container, arm64 manifest, with torch " + TORCH_VERSION),
+    "jetson-l4t": BaseImage("jetson-l4t", "linux/arm64", None,
+                            "an L4T/JetPack PyTorch image matching the Jetson devices' JetPack release (NVIDIA's "
+                            "l4t PyTorch container for JetPack 6)"),
+}
+
+
+@dataclass(frozen=True)
+class EfaInstaller:
+    """AWS's EFA installer (https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/efa-start.html): user-space
+    libfabric with the efa provider, and the aws-ofi-nccl NCCL net plugin it bundles (built by AWS for the CUDA
+    and NCCL generations it supports: check its release notes against TORCH_VERSION's CUDA/NCCL on a bump)."""
+
+    version: str
+    sha256: str | None
+    """SHA-256 of `aws-efa-installer-<version>.tar.gz`; None until verified (then the EFA build fails closed)."""
+
+
+# Installed into the image's `efa` variant (images/trainer/Dockerfile stage net-efa) for stacks with EFA groups.
+# The tarball's checksum could not be verified offline when this was pinned, so none is recorded: compute it from
+# the tarball after checking AWS's GPG signature (aws-efa-installer-<version>.tar.gz.sig) and fill it in.
+EFA_INSTALLER = EfaInstaller(version="1.40.0", sha256=None)

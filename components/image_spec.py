@@ -19,6 +19,7 @@ import hashlib
 import stat
 import os
 import re
+import subprocess
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
@@ -190,21 +191,70 @@ def image_tag(context_dir: Path, build_args: Mapping[str, str] | None = None) ->
     return TAG_PREFIX + digest[:TAG_DIGEST_CHARS]
 
 
-def build_args(vcs_revision: str = "unknown", source_url: str = "unknown") -> dict[str, str]:
+NET_VARIANTS = ("default", "efa")
+UNKNOWN = "unknown"
+
+
+def public_source_url(remote: str) -> str:
+    """A git remote as the `org.opencontainers.image.source` URL: scp-style `git@host:org/repo.git` becomes
+    `https://host/org/repo`, and credentials in `https://user:token@host/...` never reach a label."""
+    remote = remote.strip()
+    if match := re.fullmatch(r"[\w.-]+@([\w.-]+):(.+)", remote):
+        remote = f"https://{match[1]}/{match[2]}"
+    remote = re.sub(r"^(\w+://)[^/@]*@", r"\1", remote)
+    return remote[:-4] if remote.endswith(".git") else remote
+
+
+def vcs_labels(root: Path, environ: Mapping[str, str] = os.environ) -> tuple[str, str]:
+    """(revision, source URL) for the image labels: GTP_VCS_REVISION / GTP_SOURCE_URL when set (CI, the offline
+    plan), else `git rev-parse HEAD` (with `-dirty` for uncommitted changes) and the `origin` remote; `unknown`
+    where git can't tell."""
+    def git(*args: str) -> str | None:
+        try:
+            done = subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True, timeout=30,
+                                  check=False)
+        except (OSError, subprocess.SubprocessError):
+            return None
+        return done.stdout.strip() if done.returncode == 0 else None
+
+    revision = environ.get("GTP_VCS_REVISION")
+    if not revision:
+        head = git("rev-parse", "HEAD")
+        dirty = git("status", "--porcelain", "--untracked-files=no")
+        revision = (head + ("-dirty" if dirty else "")) if head else UNKNOWN
+    source = environ.get("GTP_SOURCE_URL")
+    if not source:
+        remote = git("config", "--get", "remote.origin.url")
+        source = public_source_url(remote) if remote else UNKNOWN
+    return revision, source
+
+
+def build_args(vcs_revision: str = "unknown", source_url: str = "unknown",
+               base_image: str = versions.PYTORCH_BASE_IMAGE, net_variant: str = "default") -> dict[str, str]:
     """The Dockerfile's ARGs, with versions taken from `catalog.versions`.
 
+    net_variant: `default`, or `efa` for stacks with EFA node groups (adds the EFA installer's pinned version and
+    checksum, empty while unverified: the Dockerfile's net-efa stage then fails closed).
+    base_image: the base by digest (stack_config.derived.base_image: per platform and device).
     vcs_revision: commit the image is built from (label `org.opencontainers.image.revision`).
     source_url: repository URL (label `org.opencontainers.image.source`).
     """
-    return {
-        "BASE_IMAGE": versions.PYTORCH_BASE_IMAGE,
+    if net_variant not in NET_VARIANTS:
+        raise ValueError(f"net_variant must be one of {NET_VARIANTS}, got {net_variant!r}")
+    args = {
+        "BASE_IMAGE": base_image,
         "TRAINER_VERSION": versions.TRAINER_VERSION,
         "VCS_REVISION": vcs_revision,
         "SOURCE_URL": source_url,
+        "NET_VARIANT": net_variant,
     }
+    if net_variant == "efa":
+        args["EFA_INSTALLER_VERSION"] = versions.EFA_INSTALLER.version
+        args["EFA_INSTALLER_SHA256"] = versions.EFA_INSTALLER.sha256 or ""
+    return args
 
 
-def content_build_args() -> dict[str, str]:
+def content_build_args(base_image: str = versions.PYTORCH_BASE_IMAGE, net_variant: str = "default") -> dict[str, str]:
     """The subset of `build_args()` that changes the image's content; pass it to `image_tag`."""
-    args = build_args()
-    return {key: args[key] for key in ("BASE_IMAGE", "TRAINER_VERSION")}
+    args = build_args(base_image=base_image, net_variant=net_variant)
+    return {key: value for key, value in args.items() if key not in ("VCS_REVISION", "SOURCE_URL")}

@@ -10,6 +10,7 @@ import pulumi
 import pulumi_aws as aws
 import pulumi_docker as docker
 
+from catalog import versions
 from components import image_spec
 
 
@@ -54,6 +55,10 @@ class TrainingImageArgs:
     """Delete the repository with its images on destroy (ephemeral stacks only)."""
     protect: bool = False
     kms_deletion_window_days: int = 30
+    base_image: str = versions.PYTORCH_BASE_IMAGE
+    """The base by digest, chosen per platform and device (stack_config.derived.base_image)."""
+    net_variant: str = "default"
+    """`efa` for stacks with EFA node groups: libfabric + aws-ofi-nccl (the Dockerfile's net-efa stage)."""
     vcs_revision: str = "unknown"
     source_url: str = "unknown"
 
@@ -100,7 +105,7 @@ class TrainingImage(pulumi.ComponentResource):
         # The tag is the content digest of the build context: an unchanged context is the same image name,
         # so Pulumi sees no diff and neither rebuilds nor pushes; an immutable ECR tag can never be reused
         # for different content.
-        tag = image_spec.image_tag(args.context_dir, image_spec.content_build_args())
+        tag = image_spec.image_tag(args.context_dir, image_spec.content_build_args(args.base_image, args.net_variant))
         image = docker.Image(
             f"{name}-image",
             image_name=address.apply(lambda url: f"{url}:{tag}"),
@@ -108,7 +113,8 @@ class TrainingImage(pulumi.ComponentResource):
                 "context": str(args.context_dir),
                 "dockerfile": str(args.context_dir / "Dockerfile"),
                 "platform": args.platform,
-                "args": image_spec.build_args(vcs_revision=args.vcs_revision, source_url=args.source_url),
+                "args": image_spec.build_args(vcs_revision=args.vcs_revision, source_url=args.source_url,
+                                              base_image=args.base_image, net_variant=args.net_variant),
                 # The Dockerfile uses BuildKit bind mounts (no wheels left in layers).
                 "builder_version": "BuilderBuildKit",
             },

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from stack_config.schema import StackConfig
+from catalog import versions
+from catalog.gpu_instances import JETSON_GPU_MODELS
+from stack_config.schema import NodeFacts, StackConfig
 
 
 def num_ranks(config: StackConfig) -> int:
@@ -20,3 +22,47 @@ def gpus_per_pod(config: StackConfig) -> int:
         return workload.gpus_per_node
     assert workload.node_group is not None
     return config.node_facts(workload.node_group).num_gpus
+
+
+def _facts(config: StackConfig) -> list[NodeFacts]:
+    """Facts of every GPU group whose facts can be computed (invalid groups are reported by the rules)."""
+    facts = []
+    for name in config.gpu_node_groups:
+        try:
+            facts.append(config.node_facts(name))
+        except (KeyError, IndexError):
+            continue
+    return facts
+
+
+def base_flavour(platform: str, gpu_models: list[str]) -> str:
+    """The `versions.BASE_IMAGES` key for an image built for `platform` to run on GPUs of `gpu_models`."""
+    if platform == "linux/amd64":
+        return "cuda-x86_64"
+    return "jetson-l4t" if any(model in JETSON_GPU_MODELS for model in gpu_models) else "cuda-sbsa"
+
+
+def image_flavour(config: StackConfig) -> str:
+    return base_flavour(config.image.platform, [facts.gpu_model for facts in _facts(config)])
+
+
+def base_image(config: StackConfig) -> str | None:
+    """The base this stack builds on, by digest: `image.baseImage`, else the catalog's; None when unpinned."""
+    if config.image.base_image:
+        return config.image.base_image
+    return versions.BASE_IMAGES[image_flavour(config)].reference
+
+
+def base_image_refusal(config: StackConfig) -> str | None:
+    """Why this stack must not build (its base has no verified digest), or None."""
+    if not config.image.build or base_image(config) is not None:
+        return None
+    base = versions.BASE_IMAGES[image_flavour(config)]
+    return (f"image: refusing to build on an unpinned base: the {base.flavour} base ({base.what}) has no verified "
+            f"digest in catalog/versions.py BASE_IMAGES; pin it there, or set image.baseImage to a "
+            f"'repo:tag@sha256:<64 hex>' reference you verified")
+
+
+def image_variant(config: StackConfig) -> str:
+    """`efa` when a GPU group gets EFA interfaces (its pods request them), else `default`."""
+    return "efa" if any(facts.num_efa_interfaces > 0 for facts in _facts(config)) else "default"

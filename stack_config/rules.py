@@ -10,7 +10,7 @@ from datetime import timezone
 from catalog import versions
 from catalog.aws_regions import REGIONS
 from catalog.eks_max_pods import MAX_PODS
-from catalog.gpu_instances import GPU_INSTANCE_TYPES
+from catalog.gpu_instances import GPU_INSTANCE_TYPES, JETSON_GPU_MODELS
 from catalog.node_allocatable import allocatable
 from conventions.names import config_name
 from conventions.quantities import cpu_cores, quantity_gib
@@ -216,6 +216,15 @@ def _check_image(config: StackConfig) -> Iterator[Problem]:
                                               "set --secret registryPassword ...`")
     elif image.existing_registry or image.existing_registry_username:
         yield Problem("image.existingRegistry", "only applies when image.registry is 'existing'")
+    if image.base_image is not None and not DIGEST_REFERENCE.match(image.base_image):
+        yield Problem("image.baseImage", f"{image.base_image!r} must pin the base by digest "
+                                         "('repo:tag@sha256:<64 hex>'), never a mutable tag")
+    models = {config.node_facts(name).gpu_model for name in valid_groups(config)}
+    jetson = sorted(model for model in models if model in JETSON_GPU_MODELS)
+    if jetson and len(jetson) < len(models):
+        yield Problem("image.platform", f"one image cannot serve Jetson ({'/'.join(jetson)}, an L4T base) and server "
+                                        f"GPUs ({'/'.join(sorted(models - set(jetson)))}, a CUDA base): split the "
+                                        "stack")
     architectures = {config.node_facts(name).architecture for name in valid_groups(config)}
     wanted = image.platform.split("/")[1]
     if architectures and wanted not in architectures:

@@ -238,6 +238,10 @@ class ImageConfig(_Section):
     """Existing mode: username for the registry (password is the `registryPassword` secret)."""
     reference: str | None = None
     """An existing image *by digest* (`repo@sha256:<64 hex>`) to run instead of building."""
+    base_image: str | None = None
+    """Base to build on *by digest* (`repo:tag@sha256:<64 hex>`), instead of the catalog's base for the platform
+    and GPU nodes (`catalog/versions.py` `BASE_IMAGES`: x86_64 CUDA, arm64 SBSA, Jetson L4T). Needed where the
+    catalog has no verified digest: the stack refuses to build on an unpinned base. Default: the catalog's."""
     keep_tagged_images: int = Field(30, ge=1, le=1000)
     """ECR lifecycle: keep this many newest tagged images. Default 30."""
     expire_untagged_days: int = Field(7, ge=1, le=365)

@@ -7,8 +7,10 @@ from pathlib import Path
 import pulumi
 
 from cluster_targets import Cluster
+from components import image_spec
 from components.training_image import TrainingImage, TrainingImageArgs
 from stack_config import StackConfig
+from stack_config.derived import base_image, base_image_refusal, image_variant
 
 CONTEXT_DIR = Path("images/trainer")
 """Relative: Pulumi runs the program from the project directory."""
@@ -17,9 +19,20 @@ CONTEXT_DIR = Path("images/trainer")
 def build_image(config: StackConfig, cluster: Cluster) -> TrainingImage:
     """`TrainingImage.image_ref` is the image *by digest* every workload runs."""
     image, lifecycle = config.image, config.lifecycle
+    revision, source = image_spec.vcs_labels(Path.cwd())
+    refusal = base_image_refusal(config)
+    if refusal is not None:
+        # A preview (and the offline plan) still shows the rest of the stack; `pulumi up` never builds on it.
+        if not pulumi.runtime.is_dry_run():
+            raise pulumi.RunError(refusal)
+        pulumi.log.warn(refusal)
     return TrainingImage("trainer", TrainingImageArgs(
         context_dir=CONTEXT_DIR,
         platform=image.platform,
+        net_variant=image_variant(config),
+        vcs_revision=revision,
+        source_url=source,
+        base_image=base_image(config) or f"unpinned-{image.platform.replace('/', '-')}-base",
         build=image.build,
         reference=image.reference,
         registry=image.registry,

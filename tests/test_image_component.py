@@ -47,13 +47,15 @@ def test_force_delete_unless_protected_or_shared(tmp_path: Path) -> None:
 
 
 def test_image_build_inputs_come_from_stack_config() -> None:
-    for stack, platform in (("dev", "linux/amd64"), ("edge", "linux/arm64")):
+    # edge (Jetson Orin) has no verified L4T digest: its preview builds on a placeholder that `pulumi up` refuses.
+    for stack, platform, base in (("dev", "linux/amd64", versions.PYTORCH_BASE_IMAGE),
+                                  ("edge", "linux/arm64", "unpinned-linux-arm64-base")):
         image = plan_stack(stack).one("docker:index/image:Image")
         build = image.inputs["build"]
         assert build["context"] == "images/trainer" and build["platform"] == platform
-        assert build["args"]["BASE_IMAGE"] == versions.PYTORCH_BASE_IMAGE
+        assert build["args"]["BASE_IMAGE"] == base
         assert build["args"]["TRAINER_VERSION"] == versions.TRAINER_VERSION
-        tag = image_spec.image_tag(ROOT / "images" / "trainer", image_spec.content_build_args())
+        tag = image_spec.image_tag(ROOT / "images" / "trainer", image_spec.content_build_args(base))
         assert image.inputs["imageName"].endswith(":" + tag) or image.inputs["imageName"] == COMPUTED
         registry = image.inputs["registry"]  # credentials (ECR token / edge password) never show in the plan
         assert registry == "[secret]" or registry["password"] == "[secret]", registry
@@ -91,3 +93,10 @@ def test_reusing_a_digest_builds_nothing(tmp_path: Path) -> None:
 def test_pure_helpers() -> None:
     assert registry_server("registry.example.internal:5000/team/trainer") == "registry.example.internal:5000"
     assert json.loads(lifecycle_policy(5, 3))["rules"][1]["selection"]["countNumber"] == 5
+
+
+def test_only_stacks_with_efa_groups_build_the_efa_variant() -> None:
+    for stack, variant in (("dev", "default"), ("edge", "default"), ("prod", "efa")):
+        args = plan_stack(stack).one("docker:index/image:Image").inputs["build"]["args"]
+        assert args["NET_VARIANT"] == variant, stack
+        assert ("EFA_INSTALLER_VERSION" in args) is (variant == "efa")

@@ -8,6 +8,12 @@ writes busbw vs message size (log x) as a PNG when matplotlib is installed; with
 note. Files that are not JSON objects of ``"kind": "bench"`` are listed as skipped; missing optional keys print
 as ``-``.
 
+Checks (exit 3 with one ``FAIL:`` line per problem on stderr, after the tables): a run that requested EFA
+(``network.requested == "efa"``) must have used it (``network.used``, which ``trainer.bench --nccl-log`` reads from
+NCCL's INFO log); a run whose ``instance_type`` has a bus-bandwidth floor must reach it with its peak busbw. Floors
+default to DEFAULT_BUSBW_FLOORS_GBPS; ``--busbw-floor TYPE=GBPS`` overrides or adds one, ``--no-busbw-floors`` drops
+the defaults.
+
 Bus bandwidth (``busbw``) is the figure to compare across world sizes: nccl-tests' algorithm bandwidth scaled by
 2(n-1)/n for all-reduce, so it approaches the link speed independently of the rank count.
 """
@@ -26,6 +32,14 @@ if TYPE_CHECKING:
 
 MISSING = "-"
 
+# Floors on the peak all-reduce busbw (GB/s) of a multi-node run, at about 80% of a published 2-node nccl-tests
+# all_reduce_perf result over EFA, so a healthy run passes and a socket fallback (a few GB/s) does not:
+# - p5.48xlarge (3200 Gbps EFA): ~124 GB/s average busbw expected by the maintainers of aws/aws-k8s-tester
+#   (pull request #503, "Update mult node nccl test", 2024-11) -> 99.
+# - p4d.24xlarge (400 Gbps EFA): 57.2 GB/s busbw at 1 GiB on 2 nodes in NVIDIA/nccl issue #527
+#   ("Slow bus bandwidth w/ nccl 2.9.9 on EC2 instances", 2022-07) -> 45.
+DEFAULT_BUSBW_FLOORS_GBPS: dict[str, float] = {"p5.48xlarge": 99.0, "p4d.24xlarge": 45.0}
+
 
 @dataclass(frozen=True)
 class BenchRun:
@@ -41,6 +55,11 @@ class BenchRun:
     mfu: float | None = None
     step_time_ms: float | None = None
     busbw_gbps_by_size: dict[int, float] = field(default_factory=dict)
+    instance_type: str | None = None
+    net_requested: str | None = None
+    """"efa" when the run asked for EFA (FI_PROVIDER=efa), else None."""
+    net_used: str | None = None
+    """What NCCL used according to its INFO log: efa, ofi, socket, ib, unknown; None when not recorded."""
 
 
 @dataclass
@@ -71,6 +90,11 @@ def parse_run(name: str, document: Any) -> BenchRun:
         if isinstance(size, int) and not isinstance(size, bool) and value is not None:
             busbw[size] = value
     world_size = document.get("world_size")
+    network = document.get("network") if isinstance(document.get("network"), Mapping) else {}
+
+    def text(value: Any) -> str | None:
+        return value if isinstance(value, str) and value else None
+
     return BenchRun(
         name=name,
         world_size=world_size if isinstance(world_size, int) and not isinstance(world_size, bool) else None,
@@ -83,6 +107,9 @@ def parse_run(name: str, document: Any) -> BenchRun:
         mfu=_number(training.get("mfu")),
         step_time_ms=_number(training.get("step_time_ms")),
         busbw_gbps_by_size=busbw,
+        instance_type=text(document.get("instance_type")),
+        net_requested=text(network.get("requested")),
+        net_used=text(network.get("used")),
     )
 
 
@@ -206,6 +233,34 @@ def format_report(result: LoadResult) -> str:
     return "\n".join(lines) + "\n"
 
 
+def check_runs(runs: Sequence[BenchRun], floors: Mapping[str, float]) -> list[str]:
+    """One line per failed check: EFA requested but not used, peak busbw under its instance type's floor."""
+    problems = []
+    for run in runs:
+        if run.net_requested == "efa" and run.net_used != "efa":
+            used = run.net_used or "not recorded (run trainer.bench with --nccl-log and NCCL_DEBUG=INFO)"
+            problems.append(f"{run.name}: requested EFA but NCCL used {used}; the image lacks aws-ofi-nccl/libfabric, "
+                            f"or the pods have no EFA devices")
+        floor = floors.get(run.instance_type or "")
+        if floor is not None:
+            peak = peak_busbw(run)
+            if peak is None or peak < floor:
+                shown = "no all-reduce result" if peak is None else f"peak busbw {peak:.1f} GB/s"
+                problems.append(f"{run.name}: {shown} is under the {run.instance_type} floor of {floor:g} GB/s")
+    return problems
+
+
+def parse_floor(text: str) -> tuple[str, float]:
+    instance_type, separator, value = text.partition("=")
+    try:
+        gbps = float(value)
+    except ValueError:
+        gbps = -1.0
+    if not separator or not instance_type or gbps < 0:
+        raise argparse.ArgumentTypeError(f"expected TYPE=GBPS like p5.48xlarge=99, got {text!r}")
+    return instance_type, gbps
+
+
 def write_plot(result: LoadResult, output: Path) -> str:
     """Writes the PNG and returns a one-line note; the note explains a skip when matplotlib is missing."""
     try:
@@ -239,7 +294,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tools.bench_report", description=__doc__.splitlines()[0])
     parser.add_argument("source", help="directory of result JSON files, or s3://bucket/prefix")
     parser.add_argument("--plot", type=Path, help="write busbw vs message size to this PNG (needs matplotlib)")
+    parser.add_argument("--busbw-floor", type=parse_floor, action="append", default=[], metavar="TYPE=GBPS",
+                        help="peak all-reduce busbw floor for runs on this instance type (repeatable; overrides the "
+                             f"defaults {DEFAULT_BUSBW_FLOORS_GBPS})")
+    parser.add_argument("--no-busbw-floors", action="store_true", help="drop the default floors")
     args = parser.parse_args(argv)
+    floors = {} if args.no_busbw_floors else dict(DEFAULT_BUSBW_FLOORS_GBPS)
+    floors.update(args.busbw_floor)
     try:
         result = load(args.source)
     except (FileNotFoundError, ValueError) as exc:
@@ -248,6 +309,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     sys.stdout.write(format_report(result))
     if args.plot:
         print(write_plot(result, args.plot))
+    problems = check_runs(result.runs, floors)
+    for problem in problems:
+        print(f"FAIL: {problem}", file=sys.stderr)
+    if problems:
+        return 3
     return 0 if result.runs else 1
 
 

@@ -194,6 +194,8 @@ def run(stack: str, *, root: Path = ROOT, stack_file: Path | None = None, into: 
     region = config.get(f"{project}:region", "us-west-2")
     settings.reset_options(project=project, stack=stack, preview=True)
     runtime_config.set_all_config(config, secret_keys)
+    # The plan is reproducible: the image labels' git revision and remote would change it with every commit.
+    os.environ["GTP_VCS_REVISION"] = os.environ["GTP_SOURCE_URL"] = "unknown"
     monitor = _make_monitor(region, plan)
     loop = asyncio.new_event_loop()
     asyncio.set_event_loop(loop)

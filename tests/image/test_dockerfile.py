@@ -172,7 +172,20 @@ def test_checkov_dockerfile_checks_pass() -> None:
 
 def test_multi_stage_builder_then_runtime(instructions: list[Instruction]) -> None:
     froms = [i.arguments.split() for i in instructions if i.keyword == "FROM"]
-    assert froms == [["${BASE_IMAGE}", "AS", "builder"], ["${BASE_IMAGE}", "AS", "runtime"]]
+    assert froms == [["${BASE_IMAGE}", "AS", "builder"], ["${BASE_IMAGE}", "AS", "net-default"],
+                     ["${BASE_IMAGE}", "AS", "net-efa"], ["net-${NET_VARIANT}", "AS", "runtime"]]
+
+
+def test_efa_stage_fails_closed_without_a_pinned_checksum_and_sets_aws_env(instructions: list[Instruction]) -> None:
+    efa = next(stage for stage in stages(instructions)[1:] if stage[0].arguments.endswith("AS net-efa"))
+    run_text = " ".join(i.arguments for i in efa if i.keyword == "RUN")
+    assert run_text.index('if [ -z "${EFA_INSTALLER_SHA256}" ]') < run_text.index("urlopen")
+    assert "exit 1" in run_text and "hashlib.sha256" in run_text and "--skip-kmod" in run_text
+    assert {"FI_PROVIDER": "efa", "FI_EFA_USE_DEVICE_RDMA": "1", "FI_EFA_FORK_SAFE": "1"}.items() <= env(efa).items()
+    assert "/opt/amazon/ofi-nccl/lib" in run_text and "ldconfig" in run_text
+    assert arg_defaults(stages(instructions)[0])["NET_VARIANT"] == "default"
+    assert set(image_spec.build_args(net_variant="efa")) <= set(arg_defaults(stages(instructions)[0])) | set(
+        arg_defaults(efa)) | set(arg_defaults(stages(instructions)[-1]))
 
 
 def test_base_image_default_matches_versions_and_is_pinned(instructions: list[Instruction]) -> None:
@@ -230,7 +243,7 @@ def test_oci_labels(final_stage: list[Instruction]) -> None:
     assert found["org.opencontainers.image.version"] == "${TRAINER_VERSION}"
     assert found["org.opencontainers.image.source"] == "${SOURCE_URL}"
     declared = set(arg_defaults(final_stage))
-    assert set(image_spec.build_args()) - {"BASE_IMAGE"} <= declared, "every build arg needs an ARG"
+    assert set(image_spec.build_args()) - {"BASE_IMAGE", "NET_VARIANT"} <= declared, "every build arg needs an ARG"
 
 
 def test_trainer_version_agrees(final_stage: list[Instruction]) -> None:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import shutil
+import subprocess
 import sys
 from pathlib import Path
 
@@ -153,6 +155,39 @@ def test_build_args_come_from_versions() -> None:
         "TRAINER_VERSION": versions.TRAINER_VERSION,
         "VCS_REVISION": "abc123",
         "SOURCE_URL": "https://example.invalid/repo",
+        "NET_VARIANT": "default",
     }
     assert all(isinstance(value, str) for value in args.values())
     assert "VCS_REVISION" not in image_spec.content_build_args()
+
+
+# ---- OCI source/revision labels from git -------------------------------------------------------------------
+@pytest.mark.parametrize(("remote", "url"), [
+    ("git@github.com:example-org/gtp.git", "https://github.com/example-org/gtp"),
+    ("https://user:secret-token@github.com/example-org/gtp.git", "https://github.com/example-org/gtp"),
+    ("https://github.com/example-org/gtp", "https://github.com/example-org/gtp"),
+])
+def test_source_url_from_a_git_remote_never_carries_credentials(remote, url):
+    assert image_spec.public_source_url(remote) == url
+
+
+def _git(cwd, *args):
+    subprocess.run(["git", "-C", str(cwd), *args], check=True, capture_output=True,
+                   env={**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.invalid",
+                        "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@example.invalid"})
+
+
+def test_vcs_labels_come_from_git_and_env_overrides(tmp_path):
+    assert image_spec.vcs_labels(tmp_path, {}) == ("unknown", "unknown")  # not a repository
+    _git(tmp_path, "init", "-q")
+    (tmp_path / "f").write_text("1")
+    _git(tmp_path, "add", "f")
+    _git(tmp_path, "commit", "-qm", "c")
+    _git(tmp_path, "remote", "add", "origin", "git@github.com:example-org/gtp.git")
+    head = subprocess.run(["git", "-C", str(tmp_path), "rev-parse", "HEAD"], capture_output=True, text=True,
+                          check=True).stdout.strip()
+    assert image_spec.vcs_labels(tmp_path, {}) == (head, "https://github.com/example-org/gtp")
+    (tmp_path / "f").write_text("2")
+    assert image_spec.vcs_labels(tmp_path, {})[0] == head + "-dirty"
+    assert image_spec.vcs_labels(tmp_path, {"GTP_VCS_REVISION": "abc", "GTP_SOURCE_URL": "https://x.invalid/r"}) == (
+        "abc", "https://x.invalid/r")

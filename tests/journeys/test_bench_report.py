@@ -99,3 +99,79 @@ def test_reads_runs_under_an_s3_prefix_only(monkeypatch):
     s3_only_sample = bench_report.LoadResult(
         runs=[run for run in result.runs if not run.name.startswith("extra/")], skipped=result.skipped)
     assert format_report(s3_only_sample) == directory_text
+
+
+# ---- checks: EFA requested but sockets used, busbw floors ---------------------------------------------------
+def _run(name="r.json", **document):
+    return parse_run(name, {"kind": "bench", **document})
+
+
+def _allreduce(peak):
+    return [{"size_bytes": 1 << 20, "busbw_gbps": peak / 4}, {"size_bytes": 1 << 30, "busbw_gbps": peak}]
+
+
+def test_efa_requested_but_sockets_used_fails():
+    run = _run(network={"requested": "efa", "used": "socket"})
+    [problem] = bench_report.check_runs([run], {})
+    assert problem.startswith("r.json: requested EFA but NCCL used socket")
+
+
+def test_efa_requested_and_used_passes_and_not_requested_is_not_checked():
+    runs = [_run(network={"requested": "efa", "used": "efa"}), _run(network={"requested": None, "used": "socket"}),
+            _run()]
+    assert bench_report.check_runs(runs, {}) == []
+
+
+def test_efa_requested_without_a_recorded_network_fails_closed():
+    [problem] = bench_report.check_runs([_run(network={"requested": "efa"})], {})
+    assert "not recorded" in problem and "--nccl-log" in problem
+
+
+@pytest.mark.parametrize(("peak", "ok"), [(99.0, True), (150.0, True), (98.9, False), (3.2, False)])
+def test_busbw_floor_is_inclusive(peak, ok):
+    run = _run(instance_type="p5.48xlarge", allreduce=_allreduce(peak))
+    problems = bench_report.check_runs([run], bench_report.DEFAULT_BUSBW_FLOORS_GBPS)
+    assert (problems == []) is ok
+    if not ok:
+        assert f"peak busbw {peak:.1f} GB/s is under the p5.48xlarge floor of 99 GB/s" in problems[0]
+
+
+def test_floor_applies_only_to_its_instance_type_and_missing_results_fail():
+    floors = {"p4d.24xlarge": 45.0}
+    assert bench_report.check_runs([_run(instance_type="g6e.48xlarge", allreduce=_allreduce(1.0)), _run()],
+                                   floors) == []
+    [problem] = bench_report.check_runs([_run(instance_type="p4d.24xlarge")], floors)
+    assert "no all-reduce result is under the p4d.24xlarge floor" in problem
+
+
+def test_default_floors_cover_the_efa_p_types():
+    assert set(bench_report.DEFAULT_BUSBW_FLOORS_GBPS) == {"p5.48xlarge", "p4d.24xlarge"}
+    assert bench_report.DEFAULT_BUSBW_FLOORS_GBPS["p5.48xlarge"] > bench_report.DEFAULT_BUSBW_FLOORS_GBPS[
+        "p4d.24xlarge"]
+
+
+def _write(directory: Path, **document) -> None:
+    (directory / "run.json").write_text(json.dumps({"kind": "bench", **document}), encoding="utf-8")
+
+
+def test_cli_exits_3_with_a_clear_message(tmp_path, capsys):
+    _write(tmp_path, instance_type="p5.48xlarge", network={"requested": "efa", "used": "socket"},
+           allreduce=_allreduce(4.0))
+    assert bench_report.main([str(tmp_path)]) == 3
+    errors = capsys.readouterr().err.splitlines()
+    assert errors[0] == ("FAIL: run.json: requested EFA but NCCL used socket; the image lacks aws-ofi-nccl/libfabric, "
+                         "or the pods have no EFA devices")
+    assert "under the p5.48xlarge floor of 99 GB/s" in errors[1]
+
+
+def test_cli_floor_overrides_and_no_default_floors(tmp_path):
+    _write(tmp_path, instance_type="p5.48xlarge", allreduce=_allreduce(50.0))
+    assert bench_report.main([str(tmp_path)]) == 3
+    assert bench_report.main([str(tmp_path), "--busbw-floor", "p5.48xlarge=40"]) == 0
+    assert bench_report.main([str(tmp_path), "--no-busbw-floors"]) == 0
+    assert bench_report.main([str(tmp_path), "--no-busbw-floors", "--busbw-floor", "p5.48xlarge=60"]) == 3
+
+
+def test_cli_rejects_a_malformed_floor(tmp_path):
+    with pytest.raises(SystemExit):
+        bench_report.main([str(tmp_path), "--busbw-floor", "p5.48xlarge"])

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import boto3
 from moto import mock_aws
 
+from trainer import bench
 from trainer.bench import write_output
 
 
@@ -27,3 +29,13 @@ def test_s3_output_is_one_new_object_per_run(monkeypatch):
     assert len(keys) == 2 and keys[0].startswith("bench-x/bench/2026-12-02T13:00:00Z-")
     body = s3.get_object(Bucket="artifacts", Key=keys[1])["Body"].read()
     assert json.loads(body) == {"kind": "bench", "n": 2}
+
+
+def test_network_usage_records_requested_efa_and_what_nccl_used(monkeypatch):
+    logs = Path(__file__).parent / "data"
+    monkeypatch.setenv("FI_PROVIDER", "efa")
+    assert bench.network_usage(str(logs / "nccl_socket_fallback.log")) == {"requested": "efa", "used": "socket"}
+    assert bench.network_usage(str(logs / "nccl_efa.log")) == {"requested": "efa", "used": "efa"}
+    assert bench.network_usage(None) == {"requested": "efa", "used": None}
+    monkeypatch.delenv("FI_PROVIDER")
+    assert bench.network_usage(None) == {"requested": None, "used": None}

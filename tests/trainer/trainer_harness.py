@@ -15,8 +15,16 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from trainer.checkpoint import scan
-from trainer.telemetry import parse_records  # noqa: F401 (re-exported for the tests)
+# The trainer package of THIS checkout, ahead of whatever the shared venv installed (an editable install may point
+# at another worktree): the tests import it, and the subprocesses get it through PYTHONPATH (trainer_env).
+TRAINER_ROOT = str(Path(__file__).resolve().parents[2] / "images" / "trainer")
+if sys.path[:1] != [TRAINER_ROOT]:
+    sys.path.insert(0, TRAINER_ROOT)
+for _name in [name for name in sys.modules if name == "trainer" or name.startswith("trainer.")]:
+    del sys.modules[_name]
+
+from trainer.checkpoint import scan  # noqa: E402
+from trainer.telemetry import parse_records  # noqa: E402, F401 (re-exported for the tests)
 
 PYTHON = sys.executable
 """The venv's interpreter: torchrun and the workers must import the same torch as the tests."""
@@ -42,6 +50,7 @@ def trainer_env(**extra: str) -> dict[str, str]:
     # One thread per rank, as torchrun sets it, so plain-process and torchrun runs compute identically.
     env["OMP_NUM_THREADS"] = "1"
     env["PYTHONUNBUFFERED"] = "1"
+    env["PYTHONPATH"] = os.pathsep.join([TRAINER_ROOT, *filter(None, [os.environ.get("PYTHONPATH")])])
     env.update(extra)
     return env
 

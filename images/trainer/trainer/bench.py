@@ -20,6 +20,7 @@ from datetime import datetime, timezone
 import torch
 import torch.distributed as dist
 
+from trainer import nccl_net
 from trainer.config import TrainConfig
 from trainer.data import build_dataset
 from trainer.distributed import exit_process, init_distributed
@@ -143,6 +144,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--backend", choices=["auto", "nccl", "gloo"], default="auto")
     parser.add_argument("--output", default=None,
                         help="Also write the JSON result to this file, or to a new object under s3://bucket/prefix/.")
+    parser.add_argument("--nccl-log", default=None, metavar="PATH",
+                        help="NCCL_DEBUG=INFO output of this run (e.g. NCCL_DEBUG_FILE); records which network NCCL "
+                             "used, which tools.bench_report checks against FI_PROVIDER=efa.")
     args = parser.parse_args(argv)
     try:
         sizes = [parse_size(size) for size in args.sizes.split(",")]
@@ -157,7 +161,8 @@ def main(argv: list[str] | None = None) -> int:
     result = {"kind": "bench", "started_at": started_at, "world_size": ctx.world_size, "backend": ctx.backend,
               "torch": torch.__version__, "device": training.get("device_name", ctx.device.type),
               "git_sha": os.environ.get("GTP_GIT_SHA"),
-              "allreduce": allreduce_sweep(sizes, args.iterations, ctx.device), "training": training}
+              "allreduce": allreduce_sweep(sizes, args.iterations, ctx.device), "training": training,
+              "instance_type": os.environ.get("GTP_INSTANCE_TYPE"), "network": network_usage(args.nccl_log)}
     if ctx.is_main:
         line = json.dumps(result)
         print(line, flush=True)
@@ -165,6 +170,19 @@ def main(argv: list[str] | None = None) -> int:
             write_output(args.output, line + "\n", started_at)
     dist.barrier()
     return 0
+
+
+def network_usage(nccl_log: str | None) -> dict:
+    """{"requested": "efa" when FI_PROVIDER=efa, "used": NCCL's network from the log, or None without one}."""
+    requested = "efa" if os.environ.get("FI_PROVIDER", "").split(",")[0] == "efa" else None
+    used = None
+    if nccl_log:
+        try:
+            with open(nccl_log, encoding="utf-8", errors="replace") as handle:
+                used = nccl_net.parse(handle.read()).transport
+        except OSError as error:
+            print(f"trainer.bench: cannot read --nccl-log {nccl_log}: {error}", file=sys.stderr)
+    return {"requested": requested, "used": used}
 
 
 def run() -> None:

@@ -2,7 +2,8 @@
 
 Prints one JSON line ``{"ok": bool, "checks": [{"name", "ok", "detail"}, ...]}`` and exits 0 when every check
 passed, 1 otherwise. Checks: visible GPU count, CUDA driver vs the image's CUDA, torch/NCCL versions, /dev/shm
-size (NCCL and DataLoader workers need shared memory; Kubernetes' default is 64 MiB), checkpoint dir writable.
+size (NCCL and DataLoader workers need shared memory; Kubernetes' default is 64 MiB), checkpoint dir writable, and
+with ``--expect-net efa|socket`` the network NCCL used according to its INFO log (``--nccl-log``; see nccl_net).
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ import tempfile
 from dataclasses import asdict, dataclass
 
 import torch
+
+from trainer import nccl_net
 
 
 @dataclass(frozen=True)
@@ -84,6 +87,19 @@ def check_writable(directory: str) -> Check:
         return Check("checkpoint_dir_writable", False, f"{directory} is not writable: {error}")
 
 
+def check_nccl_net(expect: str, log_path: str | None) -> Check:
+    if log_path is None:
+        return Check("nccl_net", False, f"--expect-net {expect} needs --nccl-log: the NCCL_DEBUG=INFO output of a "
+                                        f"multi-node run (e.g. nccl-tests) to read the network from")
+    try:
+        with open(log_path, encoding="utf-8", errors="replace") as handle:
+            text = handle.read()
+    except OSError as error:
+        return Check("nccl_net", False, f"cannot read NCCL log {log_path}: {error}")
+    ok, detail = nccl_net.verify(nccl_net.parse(text), expect)
+    return Check("nccl_net", ok, detail)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m trainer.healthcheck", description=__doc__.splitlines()[0])
     parser.add_argument("--expect-gpus", type=int, default=0, metavar="N",
@@ -100,6 +116,11 @@ def build_parser() -> argparse.ArgumentParser:
                         help="Shared-memory mount to measure. Default: /dev/shm.")
     parser.add_argument("--checkpoint-dir", default=None, metavar="DIR",
                         help="Checkpoint dir that must be writable; skipped when not given.")
+    parser.add_argument("--expect-net", choices=nccl_net.EXPECTATIONS, default="any",
+                        help="Network NCCL must have used: efa (aws-ofi-nccl with libfabric's efa provider), socket, "
+                             "or any (not checked). Default: any.")
+    parser.add_argument("--nccl-log", default=None, metavar="PATH",
+                        help="NCCL_DEBUG=INFO output to read the network from; needed with --expect-net efa|socket.")
     return parser
 
 
@@ -109,6 +130,8 @@ def run_checks(args: argparse.Namespace) -> list[Check]:
     checks.append(check_shm(args.shm_path, args.min_shm_gib))
     if args.checkpoint_dir:
         checks.append(check_writable(args.checkpoint_dir))
+    if args.expect_net != "any":
+        checks.append(check_nccl_net(args.expect_net, args.nccl_log))
     return checks
 
 

@@ -1,0 +1,46 @@
+"""The EFA variant of the image: built only for stacks with EFA groups, with the installer pinned or failing closed."""
+
+from __future__ import annotations
+
+import pytest
+
+from catalog import versions
+from components import image_spec
+from stack_config.derived import image_variant
+from tests.conftest import ROOT
+from tests.test_config import BASE, EXISTING, parse, with_
+
+P5 = {"instanceTypes": ["p5.48xlarge"], "minSize": 0, "maxSize": 2}
+
+
+def test_no_efa_groups_build_the_default_variant():
+    assert image_variant(parse(BASE)) == "default"
+    assert image_variant(parse(EXISTING)) == "default"  # adopted nodes: EFA is never assumed
+
+
+def test_an_efa_group_selects_the_efa_variant():
+    assert image_variant(parse(with_(BASE, "gpuNodeGroups.big", P5))) == "efa"
+
+
+def test_efa_switched_off_on_the_group_builds_the_default_variant():
+    assert image_variant(parse(with_(BASE, "gpuNodeGroups.big", {**P5, "efa": False}))) == "default"
+
+
+def test_efa_build_args_carry_the_pinned_installer_or_an_empty_checksum():
+    args = image_spec.build_args(net_variant="efa")
+    assert args["NET_VARIANT"] == "efa" and args["EFA_INSTALLER_VERSION"] == versions.EFA_INSTALLER.version
+    assert args["EFA_INSTALLER_SHA256"] == (versions.EFA_INSTALLER.sha256 or "")
+    assert "EFA_INSTALLER_VERSION" not in image_spec.build_args()
+    with pytest.raises(ValueError, match="net_variant must be one of"):
+        image_spec.build_args(net_variant="ib")
+
+
+def test_the_installer_checksum_is_a_sha256_or_explicitly_unverified():
+    sha = versions.EFA_INSTALLER.sha256
+    assert sha is None or (len(sha) == 64 and int(sha, 16) >= 0)
+
+
+def test_variants_get_different_tags():
+    context = ROOT / "images" / "trainer"
+    assert image_spec.image_tag(context, image_spec.content_build_args()) != image_spec.image_tag(
+        context, image_spec.content_build_args(net_variant="efa"))
