@@ -15,6 +15,7 @@ from typing import ClassVar
 import pulumi
 
 from catalog.cpu_instances import CPU_INSTANCE_TYPES
+from catalog.aws_regions import REGIONS
 from catalog.gpu_instances import AMI_TYPE_ARCHITECTURE, GPU_INSTANCE_TYPES, bottlerocket
 from cluster_targets.base import AwsNetwork, Cluster, ClusterTarget
 from components.cluster_access import ClusterAccess, ClusterAccessArgs
@@ -257,6 +258,8 @@ def check_zone(path: str, region: str, group: GpuNodeGroupConfig) -> Iterator[Pr
                           "set the reservation's zone (aws ec2 describe-capacity-reservations "
                           "--capacity-reservation-ids <id> --query 'CapacityReservations[0].AvailabilityZone')")
         return
+    if region not in REGIONS:
+        return  # `region` itself is reported; judging the zone against it would only repeat that
     if not re.fullmatch(re.escape(region) + r"[a-z]", group.availability_zone):
         yield Problem(f"{path}.availabilityZone", f"{group.availability_zone!r} is not a regular zone of region "
                       f"{region!r} (like '{region}a'); Local and Wavelength Zones are not supported")
