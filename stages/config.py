@@ -14,7 +14,8 @@ from typing import Any
 import cluster_targets
 import stack_config
 import workload_kinds
-from stack_config import Problem, StackConfig
+from stack_config import ConfigError, Problem, StackConfig
+from stack_config.placeholders import find_placeholders
 from stack_config.rules import Rule
 from stack_config.source import StackSource
 
@@ -46,7 +47,21 @@ RULES: tuple[Rule, ...] = (
 def load_stack_config(stack_file: Path | None = None) -> StackConfig:
     """The stack's config from the Pulumi runtime (the engine, or the offline plan's mocks), checked against the
     stack file it came from (default `stacks/Pulumi.<stack>.yaml`)."""
-    return stack_config.load(choices=CHOICES, rules=RULES, stack_file=stack_file)
+    config = stack_config.load(choices=CHOICES, rules=RULES, stack_file=stack_file)
+    stand_ins = list(find_placeholders(config))
+    if stand_ins and not under_mocks():
+        # The real engine (`pulumi preview` / `up`): refuse before anything is registered.
+        raise ConfigError(config.stack, [Problem(p.path, f"placeholder — {p.message}") for p in stand_ins])
+    return config
+
+
+def under_mocks() -> bool:
+    """True when the program runs under `pulumi.runtime.set_mocks` (the offline plan, tests), not the engine."""
+    from pulumi.runtime import mocks, settings
+    try:
+        return isinstance(settings.get_monitor(), mocks.MockMonitor)
+    except Exception:  # noqa: BLE001 - no monitor configured at all: not the engine either
+        return True
 
 
 def parse_stack_config(raw: Mapping[str, Any], *, project: str = "gtp", stack: str,

@@ -275,6 +275,18 @@ def progress(line: str) -> None:
     print(f"plan: {line}", file=sys.stderr, flush=True)
 
 
+def warn_placeholders(plan: Plan) -> None:
+    """Stand-in values plan fine offline; the real engine refuses them (stages.config.load_stack_config)."""
+    from stack_config.placeholders import find_placeholders
+
+    stand_ins = list(find_placeholders(plan.config)) if plan.config is not None else []
+    for problem in stand_ins:
+        print(f"warning: placeholder {problem}", file=sys.stderr)
+    if stand_ins:
+        print(f"warning: stack '{plan.stack}' has {len(stand_ins)} placeholder(s): `pulumi up` refuses to run until "
+              "they are replaced", file=sys.stderr)
+
+
 def plan_one(stack: str, *, stack_file: Path | None = None, out: Path = ROOT / "build" / "plan",
              quiet: bool = False) -> int:
     """Plan, write and validate one stack. 0: valid; 1: invalid objects or policy violations; 2: invalid config."""
@@ -289,6 +301,7 @@ def plan_one(stack: str, *, stack_file: Path | None = None, out: Path = ROOT / "
         print(f"error: {error}", file=sys.stderr)
         return 2
     progress(f"{stack}: {len(plan.resources)} resources registered in {time.perf_counter() - started:.1f} s")
+    warn_placeholders(plan)
     directory = out / stack
     directory.mkdir(parents=True, exist_ok=True)
     resources, manifests = render(plan)

@@ -1,0 +1,67 @@
+"""Issue 14: stand-in values plan offline with a warning, and the real engine refuses them before registering."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import stages.config
+from stack_config import ConfigError
+from stack_config.placeholders import find_placeholders
+from tests.conftest import plan_modified, plan_stack
+from tools import plan as gtp_plan
+
+
+def test_the_committed_stacks_list_their_placeholders_by_key_path() -> None:
+    paths = {s: [p.path for p in find_placeholders(plan_stack(s).config)] for s in ("dev", "prod")}
+    assert paths["dev"] == ["cluster.publicAccessCidrs[0]", "cluster.adminRoleArns[0]"]
+    assert paths["prod"] == ["cluster.deployerRoleArn", "cluster.adminRoleArns[0]",
+                             "gpuNodeGroups.h100.capacityReservationId"]
+
+
+def test_the_offline_plan_warns_and_still_plans(tmp_path: Path) -> None:
+    stderr = io.StringIO()
+    with contextlib.redirect_stderr(stderr):
+        code = gtp_plan.plan_one("dev", out=tmp_path, quiet=True)
+    assert code == 0
+    assert "warning: placeholder cluster.publicAccessCidrs[0]: '203.0.113.0/24' is a documentation range" in \
+        stderr.getvalue()
+    assert "`pulumi up` refuses to run until they are replaced" in stderr.getvalue()
+
+
+def test_the_real_engine_refuses_before_registering_anything(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(stages.config, "under_mocks", lambda: False)
+    partial = gtp_plan.Plan(project="gtp", stack="prod")
+    with pytest.raises(ConfigError) as caught:
+        gtp_plan.run("prod", into=partial)
+    assert partial.resources == []
+    assert [p.path for p in caught.value.problems] == [
+        "cluster.deployerRoleArn", "cluster.adminRoleArns[0]", "gpuNodeGroups.h100.capacityReservationId"]
+    assert all(p.message.startswith("placeholder — ") for p in caught.value.problems)
+
+
+def test_the_offline_plan_knows_it_runs_under_mocks() -> None:
+    assert plan_stack("dev").config is not None  # planned under mocks without refusal
+    assert stages.config.under_mocks() is True
+
+
+@pytest.mark.parametrize(("cidr", "documentation"), [
+    ("203.0.113.0/24", True), ("192.0.2.128/25", True), ("198.51.100.7/32", True), ("2001:db8:1::/48", True),
+    ("198.18.0.0/24", False),  # a benchmarking range (RFC 2544), not a documentation one
+    ("10.0.0.0/8", False), ("not-a-cidr", False),
+])
+def test_documentation_ranges(cidr: str, documentation: bool) -> None:
+    from stack_config.placeholders import _in_documentation_range
+    assert _in_documentation_range(cidr) is documentation
+
+
+def test_real_values_are_not_placeholders(tmp_path: Path) -> None:
+    def real(config: dict[str, Any]) -> None:
+        config["gtp:cluster"]["publicAccessCidrs"] = ["198.18.0.0/24"]
+        config["gtp:cluster"]["adminRoleArns"] = ["arn:aws:iam::987654321098:role/platform-admins"]
+
+    assert list(find_placeholders(plan_modified(tmp_path, "dev", real).config)) == []
