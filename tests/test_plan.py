@@ -56,24 +56,38 @@ def test_invalid_config_fails_before_any_resource_is_registered(tmp_path: Path) 
                      "gpu.sharing.mode: 'mpx' is not allowed"):
         assert expected in message
     # The CLI says the same, exits 2, and writes no plan.
-    stack_file = next(tmp_path.glob("Pulumi.dev.yaml"))
+    assert_cli_rejects(next(tmp_path.glob("Pulumi.dev.yaml")), tmp_path,
+                       "gpuNodeGroups.g6.maxSize: 2 is less than minSize 3")
+
+
+def broken_dev(tmp_path: Path, section: str, key: str, value: object) -> Path:
+    """A copy of the dev stack file with `gtp:<section>.<key>` set to `value`."""
+    document = yaml.safe_load((ROOT / "stacks" / "Pulumi.dev.yaml").read_text())
+    document["config"][f"gtp:{section}"][key] = value
+    stack_file = tmp_path / "Pulumi.dev.yaml"
+    stack_file.write_text(yaml.safe_dump(document))
+    return stack_file
+
+
+def assert_registers_nothing(stack_file: Path, problem: str) -> None:
+    partial = gtp_plan.Plan(project="gtp", stack="dev")
+    with pytest.raises(Exception, match=problem):
+        gtp_plan.run("dev", stack_file=stack_file, into=partial)
+    assert partial.resources == []
+
+
+def assert_cli_rejects(stack_file: Path, tmp_path: Path, problem: str) -> None:
+    """The CLI says `problem`, exits 2, prints no traceback and writes no plan."""
     out = tmp_path / "out"
     result = subprocess.run([sys.executable, "-m", "tools.plan", "--stack", "dev", "--stack-file", str(stack_file),
                              "--out", str(out)], cwd=ROOT, capture_output=True, text=True, check=False)
     assert result.returncode == 2, result.stderr
-    assert "gpuNodeGroups.g6.maxSize: 2 is less than minSize 3" in result.stderr and "Traceback" not in result.stderr
+    assert problem in result.stderr and "Traceback" not in result.stderr
     assert not out.exists()
 
 
 def test_no_resource_is_registered_when_config_is_invalid(tmp_path: Path) -> None:
-    document = yaml.safe_load((ROOT / "stacks" / "Pulumi.dev.yaml").read_text())
-    document["config"]["gtp:cluster"]["mode"] = "gke"
-    stack_file = tmp_path / "Pulumi.dev.yaml"
-    stack_file.write_text(yaml.safe_dump(document))
-    partial = gtp_plan.Plan(project="gtp", stack="dev")
-    with pytest.raises(Exception, match="cluster.mode: 'gke' is not allowed"):
-        gtp_plan.run("dev", stack_file=stack_file, into=partial)
-    assert partial.resources == []
+    assert_registers_nothing(broken_dev(tmp_path, "cluster", "mode", "gke"), "cluster.mode: 'gke' is not allowed")
 
 
 def test_builtin_objects_are_validated_strictly() -> None:
@@ -190,24 +204,10 @@ def test_a_duplicate_key_in_the_stack_file_fails_the_plan_before_anything_is_reg
     text = (ROOT / "stacks" / "Pulumi.dev.yaml").read_text()
     stack_file = tmp_path / "Pulumi.dev.yaml"
     stack_file.write_text(text + "  gtp:region: us-east-1\n")
-    partial = gtp_plan.Plan(project="gtp", stack="dev")
-    with pytest.raises(Exception, match=r"region: duplicate key 'gtp:region' \(lines \d+ and \d+\)"):
-        gtp_plan.run("dev", stack_file=stack_file, into=partial)
-    assert partial.resources == []
+    assert_registers_nothing(stack_file, r"region: duplicate key 'gtp:region' \(lines \d+ and \d+\)")
 
 
 def test_a_malformed_quantity_exits_2_with_its_key_path_and_registers_nothing(tmp_path: Path) -> None:
-    document = yaml.safe_load((ROOT / "stacks" / "Pulumi.dev.yaml").read_text())
-    document["config"]["gtp:workload"]["memory"] = "64GB"
-    stack_file = tmp_path / "Pulumi.dev.yaml"
-    stack_file.write_text(yaml.safe_dump(document))
-    partial = gtp_plan.Plan(project="gtp", stack="dev")
-    with pytest.raises(Exception, match=r"workload\.memory: '64GB' is not a memory quantity like '16Gi'"):
-        gtp_plan.run("dev", stack_file=stack_file, into=partial)
-    assert partial.resources == []
-    out = tmp_path / "out"
-    result = subprocess.run([sys.executable, "-m", "tools.plan", "--stack", "dev", "--stack-file", str(stack_file),
-                             "--out", str(out)], cwd=ROOT, capture_output=True, text=True, check=False)
-    assert result.returncode == 2, result.stderr
-    assert "workload.memory: '64GB'" in result.stderr and "Traceback" not in result.stderr
-    assert not out.exists()
+    stack_file = broken_dev(tmp_path, "workload", "memory", "64GB")
+    assert_registers_nothing(stack_file, r"workload\.memory: '64GB' is not a memory quantity like '16Gi'")
+    assert_cli_rejects(stack_file, tmp_path, "workload.memory: '64GB'")
