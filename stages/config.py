@@ -58,10 +58,7 @@ def load_stack_config(stack_file: Path | None = None) -> StackConfig:
 def under_mocks() -> bool:
     """True when the program runs under `pulumi.runtime.set_mocks` (the offline plan, tests), not the engine."""
     from pulumi.runtime import mocks, settings
-    try:
-        return isinstance(settings.get_monitor(), mocks.MockMonitor)
-    except Exception:  # noqa: BLE001 - no monitor configured at all: not the engine either
-        return True
+    return isinstance(settings.get_monitor(), mocks.MockMonitor)
 
 
 def parse_stack_config(raw: Mapping[str, Any], *, project: str = "gtp", stack: str,
