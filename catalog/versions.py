@@ -9,13 +9,24 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 
+VENDOR_DIR = "vendor"
+"""Byte-exact copies of every upstream chart and operator manifest deployed (vendor/SOURCES.md, SHA256SUMS).
+Relative to the project root, which is where the Pulumi CLI runs the program and its providers."""
+
+
 @dataclass(frozen=True)
 class HelmChart:
-    """A Helm chart from an upstream repository, pinned to an exact version."""
+    """A Helm chart pinned to an exact version, installed from its vendored copy (`path`); `repository` is where
+    the copy came from (provenance, and what a reviewer checks a bump against)."""
 
     repository: str
     chart: str
     version: str
+
+    @property
+    def path(self) -> str:
+        """The vendored chart directory, relative to the project root."""
+        return f"{VENDOR_DIR}/charts/{self.chart}-{self.version}"
 
 
 # --- Kubernetes -----------------------------------------------------------------------------------------
@@ -74,23 +85,19 @@ CLUSTER_AUTOSCALER = HelmChart("https://kubernetes.github.io/autoscaler", "clust
 # Kubeflow training-operator v1 (PyTorchJob) lives on kubeflow/trainer branch release-1.9; master is
 # Trainer v2 and must never be installed in its place (see shared DESIGN.md).
 TRAINING_OPERATOR_VERSION = "v1.9.4"
-# kustomize.v2.Directory hands the URL to kustomize's own remote loader, which takes the git form
-# `<repo>//<path>?ref=<tag>` (kubernetes-sigs/kustomize examples/remoteBuild.md); the GitHub `/tree/<tag>/`
-# form only worked with kustomize.Directory v1 and fails in v2 (pulumi/pulumi-kubernetes#3358).
-TRAINING_OPERATOR_KUSTOMIZE = (
-    "https://github.com/kubeflow/trainer//manifests/overlays/standalone?ref=" + TRAINING_OPERATOR_VERSION
-)
+# The kustomize render of github.com/kubeflow/trainer `manifests/overlays/standalone` at the tag (namespace
+# `kubeflow`), vendored byte-exact and applied as is.
+TRAINING_OPERATOR_MANIFEST = f"{VENDOR_DIR}/operators/training-operator-{TRAINING_OPERATOR_VERSION}.yaml"
 # DLRover's ElasticJob controller (elastic.iml.github.io/v1alpha1); the image carries dlrover (torch comes from the base image) of the
 # same minor version so `dlrover-run` speaks the controller's protocol.
 DLROVER_VERSION = "v0.6.1"
-# The path DLRover's deployment guide applies (`kubectl -n dlrover apply -k go/elasticjob/config/manifests/bases`;
-# docs/deployment/controller.md); it creates the `dlrover` namespace. Note: at v0.6.1 its Deployment runs the
-# controller image `easydl/elasticjob-controller:master` and passes `--master-image=...dlrover:master`, i.e.
-# the upstream kustomization itself does not pin the controller's images.
-DLROVER_KUSTOMIZE = (
-    "https://github.com/intelligent-machine-learning/dlrover//go/elasticjob/config/manifests/bases?ref="
-    + DLROVER_VERSION
-)
+# The kustomize render of the path DLRover's deployment guide applies (`kubectl -n dlrover apply -k
+# go/elasticjob/config/manifests/bases`; docs/deployment/controller.md), with its ElasticJob CRD swapped for the
+# same tag's `config/crd/bases` one (vendor/SOURCES.md says why; tools/vendor.py derives and checks it). It
+# creates the `dlrover` namespace. Note: at v0.6.1 its Deployment runs the controller image
+# `easydl/elasticjob-controller:master` and passes `--master-image=...dlrover:master`, i.e. the upstream
+# kustomization itself does not pin the controller's images.
+DLROVER_MANIFEST = f"{VENDOR_DIR}/derived/dlrover-{DLROVER_VERSION}.yaml"
 DLROVER_PYTHON = "0.6.1"
 # https://github.com/kedacore/charts
 KEDA = HelmChart("https://kedacore.github.io/charts", "keda", "2.20.2")

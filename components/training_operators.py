@@ -1,7 +1,8 @@
-"""TrainingOperators: the controllers the stack's workloads need, from upstream at pinned versions.
+"""TrainingOperators: the controllers the stack's workloads need, from their vendored copies at pinned versions.
 
-- Kubeflow training-operator v1 (PyTorchJob), kustomize overlay `standalone` (namespace `kubeflow`);
-- DLRover's ElasticJob controller, kustomize `manifests/bases` (namespace `dlrover`);
+- Kubeflow training-operator v1 (PyTorchJob), the kustomize render of overlay `standalone` (namespace `kubeflow`);
+- DLRover's ElasticJob controller, the kustomize render of `manifests/bases` with the newer CRD of the same tag
+  (namespace `dlrover`; vendor/SOURCES.md);
 - KEDA, Helm chart (namespace `keda`).
 
 Only the operators a stack's workloads use are installed. Resource names contain `training-operator`,
@@ -57,8 +58,8 @@ class TrainingOperatorsArgs:
 
 
 class TrainingOperators(pulumi.ComponentResource):
-    training_operator: k8s.kustomize.v2.Directory | None = None
-    dlrover: k8s.kustomize.v2.Directory | None = None
+    training_operator: k8s.yaml.v2.ConfigFile | None = None
+    dlrover: k8s.yaml.v2.ConfigFile | None = None
     keda: k8s.helm.v3.Release | None = None
     keda_operator_role: aws.iam.Role | None = None
 
@@ -66,13 +67,12 @@ class TrainingOperators(pulumi.ComponentResource):
         super().__init__("gtp:workload:TrainingOperators", name, None, opts)
         child = pulumi.ResourceOptions(parent=self, provider=args.provider)
         if args.training_operator:
-            # A remote kustomization: the provider clones the tag and builds it at deploy time (under the offline
-            # plan only this input is recorded). Never the default branch: master is Trainer v2.
-            self.training_operator = k8s.kustomize.v2.Directory(
-                f"{name}-training-operator", directory=versions.TRAINING_OPERATOR_KUSTOMIZE, opts=child)
+            # The vendored render, applied object by object by the provider (nothing fetched at deploy time; the
+            # offline plan records the file and renders its objects into cluster.yaml).
+            self.training_operator = k8s.yaml.v2.ConfigFile(
+                f"{name}-training-operator", file=versions.TRAINING_OPERATOR_MANIFEST, opts=child)
         if args.dlrover:
-            self.dlrover = k8s.kustomize.v2.Directory(f"{name}-dlrover", directory=versions.DLROVER_KUSTOMIZE,
-                                                      opts=child)
+            self.dlrover = k8s.yaml.v2.ConfigFile(f"{name}-dlrover", file=versions.DLROVER_MANIFEST, opts=child)
         if args.keda:
             values = keda_values()
             if args.system_node_selector is not None:

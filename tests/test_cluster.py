@@ -115,7 +115,7 @@ def test_scale_from_zero_tags_for_a_min_zero_group() -> None:
     group = dev.one("aws:eks/nodeGroup:NodeGroup", "g6-nodes")
     assert group.inputs["tags"]["k8s.io/cluster-autoscaler/gtp-dev"] == "owned"
     release = dev.one("kubernetes:helm.sh/v3:Release", "autoscaler-release")
-    assert release.inputs["chart"] == "cluster-autoscaler" and release.inputs["values"]["autoDiscovery"] == {
+    assert release.inputs["chart"] == "vendor/charts/cluster-autoscaler-9.52.1" and release.inputs["values"]["autoDiscovery"] == {
         "clusterName": "gtp-dev"}
     identity = dev.one("aws:eks/podIdentityAssociation:PodIdentityAssociation", "autoscaler-identity")
     assert identity.inputs["serviceAccount"] == "cluster-autoscaler"

@@ -4,7 +4,8 @@
    schemas on custom resources, and the policy pack on every resource).
 2. Checkov on each stack's manifests, with every PyTorchJob / ElasticJob / ScaledJob replica template
    re-emitted as a `PodTemplate` (Checkov silently skips custom kinds), and on the Dockerfile.
-3. import-linter's layer contracts (`.importlinter`, ARCHITECTURE.md);
+3. the vendored charts and operator manifests against their SHA-256 digests (tools/vendor.py);
+   import-linter's layer contracts (`.importlinter`, ARCHITECTURE.md);
 4. hadolint on the Dockerfile; yamllint on stack files, Pulumi.yaml and workflows; zizmor and actionlint on
    the workflows.
 
@@ -114,6 +115,7 @@ def main(argv: list[str] | None = None) -> int:
                                                              "--directory", str(check_dir), *checkov_env])
     results["checkov Dockerfile"] = run("checkov Dockerfile", [args.checkov, "--framework", "dockerfile", "--file",
                                                                "images/trainer/Dockerfile", *checkov_env])
+    results["vendored components"] = run("vendored components", [sys.executable, "-m", "tools.vendor", "check"])
     results["import contracts"] = run("import contracts", [str(BIN / "lint-imports"), "--no-cache"])
     results["hadolint"] = run("hadolint", [str(BIN / "hadolint"), "images/trainer/Dockerfile"])
     results["yamllint"] = run("yamllint", [str(BIN / "yamllint"), "--strict", "-c", ".yamllint.yaml", "stacks",

@@ -113,7 +113,7 @@ def _key_inputs(resource: Mapping[str, Any]) -> list[str]:
     return lines
 
 
-_VERSION_PATH = re.compile(r"(?:^|\.)(?:version|addonVersion|clusterVersion|releaseVersion|directory)$")
+_VERSION_PATH = re.compile(r"(?:^|\.)(?:version|addonVersion|clusterVersion|releaseVersion|directory|file|chart)$")
 
 
 def version_changes(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[str]:

@@ -29,7 +29,7 @@ OPERATOR_TYPES = HELM_RELEASE_TYPES + (
     "kubernetes:yaml/v2:ConfigFile",
     "kubernetes:yaml/v2:ConfigGroup",
 )
-# API group of a custom resource → marker the installing Helm release / kustomize Directory name contains.
+# API group of a custom resource → marker the installing Helm release / operator manifest (yaml ConfigFile) name contains.
 OPERATOR_OF_GROUP = {
     "kubeflow.org": "training-operator",
     "elastic.iml.github.io": "dlrover",
@@ -168,7 +168,7 @@ def custom_resources_depend_on_operator(stack: StackIndex, facts: Facts) -> Iter
             names = [o.get("name") for o in candidates]
             yield Finding("dependsOn", record.get("dependsOn") or [],
                           f"must depend (dependsOn, parent or provider) on the {marker} operator "
-                          f"(Helm release or kustomize Directory; found {names or 'none'}) so destroy removes it "
+                          f"(Helm release or operator manifest; found {names or 'none'}) so destroy removes it "
                           "before its controller", record=record)
 
 

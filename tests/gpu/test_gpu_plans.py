@@ -31,9 +31,10 @@ def node_affinity_terms(values):
 def test_dev_device_plugin_mps_4_with_gfd_on_gpu_nodes(plans):
     plan = plans("dev")
     release = plan.one(RELEASE, "nvidia-release")
-    assert release.inputs["chart"] == versions.NVIDIA_DEVICE_PLUGIN.chart
+    # The vendored chart, not a repository: nothing is fetched at `pulumi up`.
+    assert release.inputs["chart"] == "vendor/charts/nvidia-device-plugin-0.20.0" == versions.NVIDIA_DEVICE_PLUGIN.path
     assert release.inputs["version"] == "0.20.0"
-    assert release.inputs["repositoryOpts"] == {"repo": versions.NVIDIA_DEVICE_PLUGIN.repository}
+    assert "repositoryOpts" not in release.inputs
     assert release.inputs["namespace"] == DEVICE_PLUGIN_NAMESPACE
     values = release.inputs["values"]
     assert values["config"]["default"] == "mps-4"
@@ -60,7 +61,7 @@ def test_prod_no_sharing_and_efa_plugin_on_efa_groups(plans):
     assert release.inputs["values"]["config"]["default"] == "none"
     assert sharing_of(release) == {"none": {"version": "v1", "flags": {"migStrategy": "none"}}}
     efa = plan.one(RELEASE, "efa-release")
-    assert efa.inputs["chart"] == "aws-efa-k8s-device-plugin"
+    assert efa.inputs["chart"] == versions.EFA_DEVICE_PLUGIN.path
     assert efa.inputs["namespace"] == DEVICE_PLUGIN_NAMESPACE
     assert efa.inputs["values"]["supportedInstanceLabels"] == {"keys": ["gtp.dev/node-group"],
                                                                  "values": ["a100", "h100"]}
@@ -84,7 +85,7 @@ def test_edge_whole_gpus_on_existing_cluster_nodes(plans):
 def test_metrics_in_every_stack(plans, stack):
     plan = plans(stack)
     dcgm = plan.one(RELEASE, "gpu-metrics-dcgm-exporter")
-    assert dcgm.inputs["chart"] == "dcgm-exporter"
+    assert dcgm.inputs["chart"] == versions.DCGM_EXPORTER.path
     assert dcgm.inputs["namespace"] == DEVICE_PLUGIN_NAMESPACE  # privileged: root, SYS_ADMIN, hostPath
     assert node_affinity_terms(dcgm.inputs["values"])
     prometheus = plan.one(RELEASE, "gpu-metrics-prometheus")

@@ -150,14 +150,12 @@ def compliant_stack(kind: str = "dev") -> list[dict]:
     training_ns = kr("kubernetes:core/v1:Namespace", n("training"), {"metadata": {
         "name": "training", "labels": {"pod-security.kubernetes.io/enforce": "restricted"}}})
     device_plugin = kr("kubernetes:helm.sh/v3:Release", n("nvidia-device-plugin"), {
-        "chart": "nvidia-device-plugin", "version": "0.20.0", "namespace": "nvidia-device-plugin",
-        "repositoryOpts": {"repo": "https://nvidia.github.io/k8s-device-plugin"},
+        "chart": "vendor/charts/nvidia-device-plugin-0.20.0", "version": "0.20.0", "namespace": "nvidia-device-plugin",
         "values": {"gfd": {"enabled": True}, "config": {"map": {"default": MPS_CONFIG}, "default": "default"}}},
         depends_on=[plugin_ns["urn"]])
     operators = r("gtp:operators:TrainingOperators", n("operators"), {}, custom=False)
-    training_operator = kr("kubernetes:kustomize/v2:Directory", n("training-operator"),
-                           {"directory": "https://github.com/kubeflow/trainer.git//manifests/overlays/standalone"
-                                         "?ref=v1.9.4"}, custom=False, parent=operators["urn"])
+    training_operator = kr("kubernetes:yaml/v2:ConfigFile", n("training-operator"),
+                           {"file": "vendor/operators/training-operator-v1.9.4.yaml"}, custom=False, parent=operators["urn"])
     dlrover = kr("kubernetes:helm.sh/v3:Release", n("dlrover"), {"chart": "dlrover", "namespace": "dlrover"},
                  parent=operators["urn"])
     keda = kr("kubernetes:helm.sh/v3:Release", n("keda"), {"chart": "keda", "version": "2.20.2",

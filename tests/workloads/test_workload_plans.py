@@ -16,7 +16,7 @@ PYTORCH_JOB = "kubernetes:kubeflow.org/v1:PyTorchJob"
 ELASTIC_JOB = "kubernetes:elastic.iml.github.io/v1alpha1:ElasticJob"
 SCALED_OBJECT = "kubernetes:keda.sh/v1alpha1:ScaledObject"
 SCALED_JOB = "kubernetes:keda.sh/v1alpha1:ScaledJob"
-KUSTOMIZE = "kubernetes:kustomize/v2:Directory"
+KUSTOMIZE = "kubernetes:yaml/v2:ConfigFile"
 HELM = "kubernetes:helm.sh/v3:Release"
 
 
