@@ -13,7 +13,7 @@ would run it, with the engine replaced by `pulumi.runtime.set_mocks`:
   be decrypted offline, so each becomes the placeholder ``fake-secret-<key>`` and is marked secret.
 
 Usage: ``python -m tools.plan --stack dev`` (what ``make plan STACK=dev`` runs) writes
-``build/plan/<stack>/resources.json`` and ``manifests.yaml``, prints a resource tree and progress lines (on
+``build/plan/<stack>/resources.json``, ``manifests.yaml`` and ``cluster.yaml`` (tools/cluster.py), prints a resource tree and progress lines (on
 stderr), and validates; ``--all`` (``make plan-all``) plans every stack in one process.
 """
 
@@ -309,6 +309,28 @@ def plan_one(stack: str, *, stack_file: Path | None = None, out: Path = ROOT / "
     (directory / "manifests.yaml").write_text(manifests)
     if not quiet:
         print(tree(plan))
+    from tools import cluster
+
+    rendered = time.perf_counter()
+    try:
+        objects = cluster.render_cluster(plan)
+    except (cluster.RenderError, FileNotFoundError) as error:
+        print(f"error: rendering the cluster of stack '{stack}': {error}", file=sys.stderr)
+        return 1
+    (directory / "cluster.yaml").write_text(cluster.dump(objects))
+    counts = ", ".join(f"{source} {count}" for source, count in cluster.by_source(objects).items()) or "none"
+    progress(f"{stack}: cluster.yaml: {len(objects)} objects ({counts}) in {time.perf_counter() - rendered:.1f} s")
+    from tools import simulate
+
+    simulated = time.perf_counter()
+    simulation = simulate.simulate(plan, objects)
+    simulate.write(simulation, directory)
+    progress(f"{stack}: simulation.json: {simulate.summary(simulation)} in {time.perf_counter() - simulated:.1f} s")
+    misses = simulate.findings(simulation)
+    if misses:
+        print(f"error: the cluster of stack '{stack}' would not run: {len(misses)} miss(es):", file=sys.stderr)
+        for line in misses:
+            print(f"  - {line}", file=sys.stderr)
     validated = time.perf_counter()
     report = validate_plan(plan, directory)
     progress(f"{stack}: validated ({report.summary()}) in {time.perf_counter() - validated:.1f} s: "
@@ -320,8 +342,10 @@ def plan_one(stack: str, *, stack_file: Path | None = None, out: Path = ROOT / "
         for line in report.errors:
             print(f"  - {line}", file=sys.stderr)
         return 1
+    if misses:
+        return 1
     if not quiet:
-        print(f"\nwrote {directory / 'resources.json'} and {directory / 'manifests.yaml'}")
+        print(f"\nwrote {directory / 'resources.json'}, {directory / 'manifests.yaml'} and {directory / 'cluster.yaml'}")
     return 0
 
 

@@ -1,0 +1,180 @@
+"""Every object that would exist in the cluster after `pulumi up`, rendered offline from the vendored sources.
+
+- `stack`: the objects the program applies directly (the plan's `manifests.yaml`);
+- `chart`: each `helm.v3.Release` rendered with the real helm (v4.1.4, `make setup` installs it) from the same
+  vendored chart directory and the same values the release records: `helm template <name> <chart> --namespace
+  <ns> --kube-version <stack's version> --include-crds -f values.json`, plus the Namespace a release creates;
+- `operator`: each operator manifest (`yaml.v2.ConfigFile`) read from its vendored file.
+
+Namespaced objects without a namespace get the one `helm install` / the provider would give them (the release's,
+or `default`). `build/plan/<stack>/cluster.yaml` holds them all, each document preceded by a `# source:` line.
+The helm processes of one stack run concurrently (a stack's releases render in a fraction of a second).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import tempfile
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from tools.plan_record import COMPUTED, ROOT, SECRET, Plan
+
+YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+YAML_DUMPER = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+
+HELM_RELEASE = "kubernetes:helm.sh/v3:Release"
+CONFIG_FILE = "kubernetes:yaml/v2:ConfigFile"
+
+# Kinds without a namespace (core and the API groups the vendored sources use); everything else is namespaced.
+CLUSTER_SCOPED = frozenset({
+    "Namespace", "Node", "PersistentVolume", "ClusterRole", "ClusterRoleBinding", "CustomResourceDefinition",
+    "PriorityClass", "StorageClass", "CSIDriver", "CSINode", "VolumeAttachment", "RuntimeClass", "IngressClass",
+    "ValidatingWebhookConfiguration", "MutatingWebhookConfiguration", "ValidatingAdmissionPolicy",
+    "ValidatingAdmissionPolicyBinding", "APIService", "ClusterTrainingRuntime", "ClusterQueue", "ResourceFlavor",
+    "ClusterTriggerAuthentication", "NodeFeatureRule", "NodeFeatureGroup", "FlowSchema",
+    "PriorityLevelConfiguration",
+})
+
+
+@dataclass(frozen=True)
+class ClusterObject:
+    source: str
+    """`stack`, `chart <chart dir> release <namespace>/<name>` or `operator <file>`."""
+    obj: dict[str, Any]
+
+    @property
+    def kind(self) -> str:
+        return str(self.obj.get("kind"))
+
+    @property
+    def namespace(self) -> str | None:
+        return (self.obj.get("metadata") or {}).get("namespace")
+
+    @property
+    def name(self) -> str:
+        return str((self.obj.get("metadata") or {}).get("name"))
+
+    def describe(self) -> str:
+        namespace = self.namespace
+        return f"{self.kind} {namespace + '/' if namespace else ''}{self.name} ({self.source})"
+
+
+class RenderError(RuntimeError):
+    pass
+
+
+def _plain_values(node: Any) -> Any:
+    """Release values as helm gets them at apply time: a computed value or a secret becomes a string of the
+    same role (helm never sees the plan's markers)."""
+    if isinstance(node, dict):
+        return {key: _plain_values(value) for key, value in node.items()}
+    if isinstance(node, list):
+        return [_plain_values(item) for item in node]
+    if node == COMPUTED:
+        return "computed-at-apply"
+    if node == SECRET:
+        return "secret-at-apply"
+    return node
+
+
+def _namespaced(obj: dict[str, Any], namespace: str) -> dict[str, Any]:
+    if obj.get("kind") not in CLUSTER_SCOPED:
+        metadata = obj.setdefault("metadata", {})
+        if not metadata.get("namespace"):
+            metadata["namespace"] = namespace
+    return obj
+
+
+def _documents(text: str) -> Iterator[dict[str, Any]]:
+    for document in yaml.load_all(text, Loader=YAML_LOADER):
+        if isinstance(document, dict) and document:
+            if document.get("kind", "").endswith("List") and "items" in document:
+                yield from (item for item in document["items"] if item)
+            else:
+                yield document
+
+
+def helm_binary() -> str:
+    from tools.vendor import helm_binary as find
+
+    return find()
+
+
+def render_releases(releases: list[Mapping[str, Any]], kubernetes_version: str,
+                    root: Path = ROOT) -> list[ClusterObject]:
+    """Render every release (recorded Release inputs) with helm, concurrently; in the order given."""
+    helm = helm_binary()
+    objects: list[ClusterObject] = []
+    with tempfile.TemporaryDirectory(prefix="gtp-helm-") as tmp:
+        running = []
+        for index, release in enumerate(releases):
+            values = Path(tmp) / f"values-{index}.json"
+            values.write_text(json.dumps(_plain_values(release.get("values") or {})))
+            command = [helm, "template", release["name"], str(root / release["chart"]),
+                       "--namespace", release["namespace"], "--kube-version", kubernetes_version,
+                       "--include-crds", "--values", str(values)]
+            running.append((release, subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                                      text=True, cwd=tmp)))
+        for release, process in running:
+            out, err = process.communicate()
+            source = f"chart {release['chart']} release {release['namespace']}/{release['name']}"
+            if process.returncode != 0:
+                raise RenderError(f"helm template failed for {source}: {err.strip()}")
+            if release.get("createNamespace"):
+                objects.append(ClusterObject(source, {"apiVersion": "v1", "kind": "Namespace",
+                                                      "metadata": {"name": release["namespace"]}}))
+            objects.extend(ClusterObject(source, _namespaced(doc, release["namespace"])) for doc in _documents(out))
+    return objects
+
+
+def render_operator(path: str, root: Path = ROOT) -> list[ClusterObject]:
+    return [ClusterObject(f"operator {path}", _namespaced(doc, "default"))
+            for doc in _documents((root / path).read_text())]
+
+
+def render_cluster(plan: Plan, root: Path = ROOT) -> list[ClusterObject]:
+    """Every object of the stack's cluster: stack objects, then releases and operators in plan (URN) order."""
+    objects = [ClusterObject("stack", obj) for obj in plan.kubernetes_objects()]
+    if not plan.by_type(HELM_RELEASE) and not plan.by_type(CONFIG_FILE):
+        return objects
+    releases = [resource.inputs for resource in plan.by_type(HELM_RELEASE)]
+    objects += render_releases(releases, plan.config.kubernetes_version, root)
+    for resource in plan.by_type(CONFIG_FILE):
+        objects += render_operator(resource.inputs["file"], root)
+    return objects
+
+
+def dump(objects: Iterable[ClusterObject]) -> str:
+    """`cluster.yaml`: one document per object, each preceded by its `# source:` line."""
+    parts = []
+    for item in objects:
+        body = yaml.dump(item.obj, Dumper=YAML_DUMPER, sort_keys=False, width=120, default_flow_style=False)
+        parts.append(f"# source: {item.source}\n{body}")
+    return "---\n".join(parts)
+
+
+def load(text: str) -> list[ClusterObject]:
+    """Read `cluster.yaml` back (sources from the comment lines)."""
+    objects = []
+    for chunk in text.split("\n---\n") if text else []:
+        chunk = chunk.removeprefix("---\n")
+        first, _, body = chunk.partition("\n")
+        if not first.startswith("# source: "):
+            raise ValueError(f"cluster.yaml document without a '# source:' line: {first[:80]!r}")
+        objects.append(ClusterObject(first.removeprefix("# source: "), yaml.load(body, Loader=YAML_LOADER)))
+    return objects
+
+
+def by_source(objects: Iterable[ClusterObject]) -> dict[str, int]:
+    """How many objects each kind of source contributes (`stack`, `chart`, `operator`)."""
+    counts: dict[str, int] = {}
+    for item in objects:
+        key = item.source.split(" ", 1)[0]
+        counts[key] = counts.get(key, 0) + 1
+    return counts

@@ -1,0 +1,50 @@
+"""Would it run? The rendered cluster (tools/cluster.py) simulated against the upstream behaviour of the pinned
+versions, without a cluster: `simulate()` writes `build/plan/<stack>/simulation.json` and `make plan` fails on any
+miss, naming the object, the rule and the fix.
+
+Parts (each a module with `check(...) -> list[CheckResult]`):
+- `pods`: every workload expanded into the Pods its controller creates (PyTorchJob, ElasticJob, ScaledJob → Job,
+  Deployment, DaemonSet, StatefulSet, Job), with the controllers' injections;
+- `admission`: Pod Security Standards (baseline / restricted, every control) per namespace label, ResourceQuota at
+  the largest allowed scale, LimitRange defaults;
+- `scheduling`: every pod fits a node group (labels, taints, allocatable minus kube-reserved and DaemonSets);
+- `autoscaler`: scale from zero — the cluster-autoscaler's template node from the ASG tags only;
+- `storage`: who may write each volume against the pod's uid/gid/fsGroup;
+- `queries`: the KEDA queries (verified against a real Prometheus by the test suite).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from tools.cluster import ClusterObject, by_source
+from tools.plan_record import Plan
+from tools.simulate.model import CheckResult, ExpandedPod, Finding
+
+__all__ = ["CheckResult", "ExpandedPod", "Finding", "simulate", "write"]
+
+
+def simulate(plan: Plan, objects: list[ClusterObject]) -> dict[str, Any]:
+    """Every check over the stack's rendered cluster; the content of simulation.json."""
+    results: list[CheckResult] = []
+    # Parts are added here as they land; each is independent of the others' results.
+    return {"stack": plan.stack, "objects": dict(sorted(by_source(objects).items())),
+            "checks": {result.name: result.as_json() for result in results},
+            "ok": all(not result.findings and result.passed == result.total for result in results)}
+
+
+def write(report: dict[str, Any], directory: Path) -> None:
+    (directory / "simulation.json").write_text(json.dumps(report, indent=2, sort_keys=False) + "\n")
+
+
+def summary(report: dict[str, Any]) -> str:
+    """`objects by source; admitted N/N, scheduled N/N, ...` for the plan's progress line."""
+    parts = [f"{name} {check['passed']}/{check['total']}" for name, check in report["checks"].items()]
+    return ", ".join(parts) or "no checks"
+
+
+def findings(report: dict[str, Any]) -> list[str]:
+    return [f"{name}: {f['subject']}: {f['rule']} — fix: {f['fix']}"
+            for name, check in report["checks"].items() for f in check["findings"]]

@@ -1,0 +1,59 @@
+"""What the simulation's parts exchange: expanded pods, findings and per-check results."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class ExpandedPod:
+    """A Pod exactly as a controller would create it from an object of the rendered cluster."""
+
+    owner: str
+    """What creates it, e.g. `PyTorchJob training/bench Worker`, `DaemonSet kube-system/nvidia-device-plugin`."""
+    source: str
+    """The owning object's `ClusterObject.source` (`stack`, `chart ...`, `operator ...`)."""
+    namespace: str
+    pod: dict[str, Any]
+    """A full `v1` Pod object (apiVersion, kind, metadata, spec): the template plus what the controller injects."""
+    count: int = 1
+    """How many such pods exist at the largest scale the stack allows (a DaemonSet's: 1, per node)."""
+    daemon: bool = False
+    """A DaemonSet pod: one on every node it tolerates and selects."""
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One miss: what, which rule it breaks, and how to fix it."""
+
+    subject: str
+    rule: str
+    fix: str
+
+    def line(self) -> str:
+        return f"{self.subject}: {self.rule} — fix: {self.fix}"
+
+
+@dataclass
+class CheckResult:
+    """One line of simulation.json: `name` N/N, with every finding."""
+
+    name: str
+    total: int = 0
+    passed: int = 0
+    findings: list[Finding] = field(default_factory=list)
+    details: list[str] = field(default_factory=list)
+    """What was checked, one line each, for readers of simulation.json (not failures)."""
+
+    def record(self, ok: bool, finding: Finding | None = None) -> None:
+        self.total += 1
+        if ok:
+            self.passed += 1
+        elif finding is not None:
+            self.findings.append(finding)
+
+    def as_json(self) -> dict[str, Any]:
+        return {"passed": self.passed, "total": self.total,
+                "findings": [{"subject": f.subject, "rule": f.rule, "fix": f.fix} for f in self.findings],
+                "details": list(self.details)}
