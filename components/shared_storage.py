@@ -309,6 +309,11 @@ class SharedStorage(pulumi.ComponentResource):
         namespace = k8s.core.v1.Namespace(
             f"{name}-setup-namespace", metadata={"name": SETUP_NAMESPACE, "labels": setup_namespace_labels()},
             opts=opts)
+        # The setup pod needs no network at all (the node's kernel mounts Lustre, not the pod): deny everything.
+        k8s.networking.v1.NetworkPolicy(
+            f"{name}-setup-deny-all", metadata={"name": "deny-all", "namespace": SETUP_NAMESPACE},
+            spec={"podSelector": {}, "policyTypes": ["Ingress", "Egress"]},
+            opts=pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=[namespace]))
         volume_name = f"{args.name_prefix}-shared-setup"
         volume = k8s.core.v1.PersistentVolume(
             f"{name}-setup-volume", metadata={"name": volume_name},
@@ -332,6 +337,7 @@ class SharedStorage(pulumi.ComponentResource):
                     "checkov.io/skip1": "CKV_K8S_23=chown needs uid 0; only CHOWN/DAC_OVERRIDE/FOWNER are kept",
                     "checkov.io/skip2": "CKV_K8S_40=runs as root on purpose (chown); see CKV_K8S_23",
                     "checkov.io/skip3": "CKV_K8S_37=CHOWN/DAC_OVERRIDE/FOWNER are the least chown/chmod need",
+                    "checkov.io/skip4": "CKV_K8S_25=CHOWN/DAC_OVERRIDE/FOWNER are the least chown/chmod need",
                 },
             },
             spec=directories_job_spec(image=args.setup_image, claim_name=CLAIM_NAME,
