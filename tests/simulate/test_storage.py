@@ -313,3 +313,8 @@ def test_stacks_simulate_clean_for_storage(plans, stack):
     assert check["findings"] == [] and check["passed"] == check["total"] > 0
     if stack == "edge":  # the site's StorageClass: stated as an assumption, not a verified fact
         assert any("nfs-client is the site's, assumed writable" in line for line in check["details"])
+
+
+def test_unbalanced_quotes_do_not_crash_the_parsers():
+    assert storage.parse_setup_script("mkdir -p '/fsx/a && chown 1:1 /fsx/a", "/fsx") == []
+    assert storage.written_directory([{"args": ["echo 'x /mnt/shared/a"]}], "/mnt/shared") == "/mnt/shared/a"

@@ -132,6 +132,14 @@ def identity(pod_spec: Mapping[str, Any], container: Mapping[str, Any]) -> Ident
     return Identity(uid=uid, gids=frozenset(gids), capabilities=frozenset(effective))
 
 
+def _words(text: str) -> list[str]:
+    """Shell words of `text`; an unbalanced quote falls back to whitespace splitting."""
+    try:
+        return shlex.split(text)
+    except ValueError:
+        return text.split()
+
+
 def written_directory(containers: Iterable[Mapping[str, Any]], mount_path: str) -> str:
     """The deepest directory under `mount_path` that the containers name (flags `--x=<path>` or bare paths);
     the mount's root when none does."""
@@ -141,7 +149,7 @@ def written_directory(containers: Iterable[Mapping[str, Any]], mount_path: str) 
         for token in [*(container.get("command") or []), *(container.get("args") or [])]:
             if not isinstance(token, str):
                 continue
-            for word in shlex.split(token) if " " in token else [token]:
+            for word in _words(token) if " " in token else [token]:
                 path = word.split("=", 1)[1] if word.startswith("-") and "=" in word else word
                 path = posixpath.normpath(path) if path.startswith("/") else ""
                 if path.startswith(root + "/") and path.count("/") > best.count("/"):
@@ -169,7 +177,7 @@ def parse_setup_script(script: str, mount_path: str) -> list[tuple[str, int, int
     root = mount_path.rstrip("/")
     made: dict[str, dict[str, Any]] = {}
     for step in script.split("&&"):
-        words = shlex.split(step)
+        words = _words(step)
         if len(words) < 2:
             continue
         command, *rest = words
@@ -428,7 +436,10 @@ def _judge_fsx(plan: Plan, volumes: Volumes, provisioned: list[Provisioned], pod
                                   f"chown it to the pod's uid/gid (runAsUser {who.uid})"), None
         owner = _owner_resource(plan, pod.owner)
         job = _job_resource(plan, made)
-        if owner is not None and job is not None and not plan.depends_transitively(owner, job):
+        if owner is None or job is None:
+            return True, None, (f"{directory} made by {made.job}; ordering not checked (no plan resource for "
+                                f"{pod.owner if owner is None else made.job})")
+        if not plan.depends_transitively(owner, job):
             return False, Finding(subject, f"{made.job} makes {made.relative}, but {owner.name} does not depend on "
                                            "it: the pods may start before the directory exists",
                                   "add the setup Job to the training object's dependsOn"), None
