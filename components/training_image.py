@@ -2,11 +2,11 @@
 
 Attestations (SBOM, provenance) and signatures are CI's job, not this component's
 (`.github/workflows/image.yml`, `tools/image_supply.py`): CI runs `docker buildx build --sbom=true
---provenance=mode=max --push` on a docker-container builder with exactly this component's platform, build args and
-content tag, signs the pushed digest with cosign (keyless) and verifies it; a stack then runs that digest
-(`image.build: false`, `image.reference`, listed in `image.signedDigests`), and the policy pack lets production run
-only such digests or this component's own build. Why the stack's build stays `docker.Image` rather than carrying
-the attestations itself:
+--provenance=mode=max --push` on a docker-container builder with exactly this component's platform and build
+args (tag: the content tag plus `-attested`), signs the pushed digest with cosign (keyless) and verifies it; a
+stack then runs that digest (`image.build: false`, `image.reference`, listed in `image.signedDigests`), and the
+policy pack lets production run only such digests or this component's own build. Why the stack's build stays
+`docker.Image` rather than carrying the attestations itself:
 
 - pulumi-docker 5.2.0 `RegistryImage` (+ `BuildxBuilder`) takes `sbom`/`provenance` inputs, but its upstream
   (terraform-provider-docker v4.5.0, the version pulumi-docker 5.2.0 bridges) builds with `exportLoad = true`

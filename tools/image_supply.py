@@ -15,8 +15,9 @@ loads the result into the Docker daemon and pushes from there, which drops them)
 has no attestation inputs. `docker buildx build --push` with a docker-container builder does it.
 
 The build settings come from the same functions as the stack's own build (`stages.image.build_base_image`,
-`stack_config.derived.image_variant`, `components.image_spec.image_tag`/`build_args`), so CI pushes the tag the
-stack would push, and an unchanged context neither rebuilds nor pushes (ECR tags are immutable).
+`stack_config.derived.image_variant`, `components.image_spec.image_tag`/`build_args`): CI pushes the stack's
+content tag plus `-attested` (the stack's own build may push the bare tag to the same immutable repository), and
+an unchanged context neither rebuilds nor pushes.
 """
 
 from __future__ import annotations
@@ -42,6 +43,9 @@ OIDC_ISSUER = "https://token.actions.githubusercontent.com"
 WORKFLOW = ".github/workflows/image.yml"
 SIGNING_REF = "refs/heads/main"
 """Only what main's image workflow signed is trusted."""
+ATTESTED_SUFFIX = "-attested"
+"""CI's tag is the stack's content tag plus this: the stack's own build (no attestations) may push the content tag
+to the same immutable repository, and CI must neither collide with it nor mistake it for its attested build."""
 
 
 def load(stack: str, root: Path = ROOT) -> StackConfig:
@@ -58,11 +62,13 @@ def settings(config: StackConfig, root: Path = ROOT, environ: Mapping[str, str] 
     from stages.image import build_base_image
 
     base, variant = build_base_image(config), image_variant(config)
+    tag = image_spec.image_tag(root / CONTEXT, image_spec.content_build_args(base, variant))
     revision, source = image_spec.vcs_labels(root, environ)
     return {
         "stack": config.stack,
         "platform": config.image.platform,
-        "tag": image_spec.image_tag(root / CONTEXT, image_spec.content_build_args(base, variant)),
+        "tag": tag,
+        "attestedTag": tag + ATTESTED_SUFFIX,
         "buildArgs": image_spec.build_args(vcs_revision=revision, source_url=source, base_image=base,
                                            net_variant=variant),
         "repository": config.repository_name,
@@ -80,7 +86,7 @@ def buildx_command(build: dict, repository: str, builder: str, metadata_file: st
     """
     command = ["docker", "buildx", "build", "--builder", builder, "--platform", build["platform"],
                "--sbom=true", "--provenance=mode=max", "--push", "--metadata-file", metadata_file,
-               "--tag", f"{repository}:{build['tag']}", "--file", f"{build['context']}/Dockerfile"]
+               "--tag", f"{repository}:{build['attestedTag']}", "--file", f"{build['context']}/Dockerfile"]
     for key, value in sorted(build["buildArgs"].items()):
         command += ["--build-arg", f"{key}={value}"]
     return command + [build["context"]]
@@ -117,7 +123,7 @@ def _run(command: Sequence[str], **kwargs) -> subprocess.CompletedProcess[str]:
 def cmd_build(config: StackConfig, registry: str, builder: str, metadata_file: str) -> int:
     build = settings(config)
     repository = f"{registry.rstrip('/')}/{build['repository']}"
-    tagged = f"{repository}:{build['tag']}"
+    tagged = f"{repository}:{build['attestedTag']}"
     existing = _run(digest_command(tagged), capture_output=True)
     if existing.returncode == 0 and existing.stdout.strip().startswith("sha256:"):
         print(f"image: {tagged} is already pushed (unchanged context): not rebuilding", file=sys.stderr)

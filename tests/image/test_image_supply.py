@@ -55,7 +55,8 @@ def test_buildx_command_pushes_with_sbom_and_max_provenance() -> None:
     assert "--load" not in command  # loading into the daemon drops attestations
     options = dict(zip(command, command[1:]))
     assert options["--builder"] == "gtp" and options["--platform"] == "linux/amd64"
-    assert options["--tag"] == f"{REPO}:{settings['tag']}"
+    # Not the stack's own tag: the stack may push that one (unattested) to the same immutable repository.
+    assert options["--tag"] == f"{REPO}:{settings['tag']}-attested" == f"{REPO}:{settings['attestedTag']}"
     assert options["--file"] == "images/trainer/Dockerfile"
     build_args = [command[i + 1] for i, word in enumerate(command) if word == "--build-arg"]
     assert build_args == [f"{k}={v}" for k, v in sorted(settings["buildArgs"].items())]
@@ -137,6 +138,7 @@ esac
     first = calls.read_text().splitlines()
     assert [line.split()[1] for line in first] == ["imagetools", "build", "imagetools"]
     assert "--sbom=true --provenance=mode=max --push" in first[1]
+    assert first[0].split()[3].endswith("-attested")  # an unattested push of the stack's tag is never reused
     assert image_supply.cmd_build(config, registry, "gtp", str(tmp_path / "meta.json")) == 0  # unchanged context
     second = calls.read_text().splitlines()[len(first):]
     assert [line.split()[1] for line in second] == ["imagetools", "imagetools"]

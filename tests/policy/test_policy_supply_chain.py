@@ -1,4 +1,4 @@
-"""production-image-signed-or-own-build: a production pod runs the stack's own build or a signed digest, nothing else."""
+"""production-image-signed-or-own-build: production pods run the stack's own build or a signed digest, nothing else."""
 from __future__ import annotations
 
 from pathlib import Path
