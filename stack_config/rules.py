@@ -215,6 +215,10 @@ def _check_image(config: StackConfig) -> Iterator[Problem]:
     if image.reference is not None and not DIGEST_REFERENCE.match(image.reference):
         yield Problem("image.reference", f"{image.reference!r} must reference an image by digest "
                                          "('repo@sha256:<64 hex>'), never a mutable tag")
+    for index, signed in enumerate(image.signed_digests):
+        if not DIGEST_REFERENCE.match(signed):
+            yield Problem(f"image.signedDigests[{index}]", f"{signed!r} must reference an image by digest "
+                                                           "('repo@sha256:<64 hex>'), as cosign signed it")
     if not image.build and image.reference is None:
         yield Problem("image.reference", "is required when image.build is false")
     if image.build and image.reference is not None:
