@@ -318,3 +318,15 @@ def test_the_edge_elasticjob_master_needs_its_baseline_namespace() -> None:
               if o.kind == "Namespace" and o.name == "training-edge" else o for o in objects]
     (result,) = check(plan_stack("edge"), strict, expand_pods(strict))
     assert {f.subject for f in result.findings} == {"ElasticJob training-edge/edge-finetune dlrover-master"}
+
+
+def test_a_bad_quantity_names_its_key_path_and_value() -> None:
+    pod = restricted_pod()
+    pod["spec"]["containers"][0]["resources"]["limits"]["memory"] = "8 GB"
+    quota = namespaced("ResourceQuota", {"hard": {"requests.cpu": "eight"}})
+    result = admitted([namespace("ns"), quota], [expanded(pod)])
+    rules = {f.subject: f.rule for f in result.findings}
+    assert "spec.containers[0].resources.limits.memory: '8 GB' is not a Kubernetes quantity" in rules[
+        "Deployment ns/app"]
+    assert "spec.hard.requests.cpu: 'eight' is not a Kubernetes quantity" in rules["ResourceQuota ns/resourcequota"]
+    assert result.passed == 0

@@ -569,6 +569,28 @@ def admitted_resources(pod: Mapping[str, Any], limit_ranges: list[Mapping[str, A
     return pod
 
 
+def invalid_quantities(node: Any, path: str, keys: tuple[str, ...] | None = None) -> list[str]:
+    """`path.key=value: why` for every value under `node` (a pod: its containers' requests/limits; otherwise every
+    leaf of the mapping, e.g. a quota's `spec.hard`) that is not a Kubernetes quantity."""
+    problems = []
+    if keys is not None:                      # a pod
+        for key in keys:
+            for index, container in enumerate((node.get("spec") or {}).get(key) or []):
+                for kind in ("requests", "limits"):
+                    problems += invalid_quantities(_resources(container, kind),
+                                                   f"spec.{key}[{index}].resources.{kind}")
+        return problems
+    if isinstance(node, Mapping):
+        for key, value in node.items():
+            problems += invalid_quantities(value, f"{path}.{key}")
+        return problems
+    try:
+        quantity(node)
+    except ValueError as error:
+        problems.append(f"{path}: {error}")
+    return problems
+
+
 def _add(total: dict[str, Fraction], values: Mapping[str, Any]) -> None:
     for name, value in values.items():
         total[name] = total.get(name, Fraction(0)) + quantity(value)
@@ -749,10 +771,31 @@ def check(plan: Plan | None, objects: list[ClusterObject], pods: list[ExpandedPo
         result.details.append("namespaces without a pod-security.kubernetes.io/enforce label (privileged, nothing "
                               "enforced): " + ", ".join(unlabelled))
 
+    for key in list(by_namespace):
+        kept = []
+        for item in by_namespace[key]:
+            where = "spec.limits" if key.startswith("LimitRange") else "spec.hard"
+            node = (item.get("spec") or {}).get("limits" if key.startswith("LimitRange") else "hard") or {}
+            leaves = {str(i): {k: v for k, v in entry.items() if k != "type"} for i, entry in enumerate(node)} \
+                if isinstance(node, list) else node
+            problems = invalid_quantities(leaves, where)
+            if problems:
+                result.findings.append(Finding(f"{key.split('/')[0]} {key.split('/')[1]}/"
+                                               f"{(item.get('metadata') or {}).get('name')}", "; ".join(problems),
+                                               "write Kubernetes quantities (e.g. 500m, 2, 16Gi)"))
+            else:
+                kept.append(item)
+        by_namespace[key] = kept
+
     verdicts = [_Verdict(pod) for pod in pods]
     admitted_pods: list[tuple[_Verdict, dict[str, Any]]] = []
     for verdict in verdicts:
         pod = verdict.pod
+        problems = invalid_quantities(pod.pod, "", ("containers", "initContainers"))
+        if problems:
+            verdict.findings.append(Finding(pod.owner, "; ".join(problems),
+                                            "write Kubernetes quantities (e.g. 500m, 2, 16Gi)"))
+            continue
         policy = policies.get(pod.namespace)
         if policy is not None:
             for control, detail in pod_security(pod.pod, policy.level, policy.version):

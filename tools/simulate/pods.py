@@ -375,9 +375,12 @@ def _elasticjob(item: ClusterObject, objects: list[ClusterObject]) -> list[Expan
             # K8sJobArgs.initilize reads requests.cpu/memory of containers[0]; set_container_resource writes them
             # back into BOTH requests and limits (cpu rounded to 0.1 core, memory in whole Mi).
             first = (containers[0].get("resources") or {}).get("requests") or {}
-            cpu, memory = _dlrover_cpu(first.get("cpu", 0)), _dlrover_memory(first.get("memory"))
+            try:
+                cpu, memory = _dlrover_cpu(first.get("cpu", 0)), _dlrover_memory(first.get("memory"))
+            except ValueError:
+                cpu = memory = None   # left as written: the admission check names the bad quantity's path
             resources = main.setdefault("resources", {})
-            for key in ("requests", "limits"):
+            for key in ("requests", "limits") if cpu is not None else ():
                 if resources.get(key):
                     resources[key] = {**resources[key], "cpu": cpu, "memory": memory}
                 else:
