@@ -262,6 +262,11 @@ def test_quota_on_cpu_requires_every_container_to_state_it() -> None:
     scoped = namespaced("ResourceQuota", {"hard": {"limits.cpu": "10"}, "scopeSelector": {"matchExpressions": [
         {"scopeName": "PriorityClass", "operator": "In", "values": ["high"]}]}})
     assert admitted([namespace("ns"), scoped], [expanded(pod)]).passed == 1   # out of the quota's scope
+    best_effort = namespaced("ResourceQuota", {"hard": {"pods": "0"}, "scopes": ["BestEffort"]})
+    assert admitted([namespace("ns"), best_effort], [expanded(pod)]).passed == 1     # it requests cpu/memory
+    for c in pod["spec"]["containers"] + pod["spec"]["initContainers"]:
+        c.pop("resources", None)
+    assert admitted([namespace("ns"), best_effort], [expanded(pod)]).passed == 0
 
 
 def test_quantities_are_exact() -> None:

@@ -708,8 +708,10 @@ def _in_scope(pod: Mapping[str, Any], quota: Mapping[str, Any]) -> bool:
     BestEffort / NotBestEffort, PriorityClass (scopeSelector In / NotIn / Exists / DoesNotExist)."""
     spec = quota.get("spec") or {}
     pod_spec = pod.get("spec") or {}
-    best_effort = not any(_resources(c, "requests") or _resources(c, "limits")
-                          for key in ("containers", "initContainers") for c in pod_spec.get(key) or [])
+    # pkg/apis/core/v1/helper/qos GetPodQOS: BestEffort = no cpu/memory request or limit on any container
+    best_effort = not any(name in ("cpu", "memory") for key in ("containers", "initContainers")
+                          for c in pod_spec.get(key) or [] for kind in ("requests", "limits")
+                          for name in _resources(c, kind))
     terminating = pod_spec.get("activeDeadlineSeconds") is not None
     selectors = [{"scopeName": scope, "operator": "Exists"} for scope in spec.get("scopes") or []]
     selectors += list((spec.get("scopeSelector") or {}).get("matchExpressions") or [])
