@@ -200,6 +200,9 @@ def test_autoscalers_raise_a_deployment_to_their_maximum_and_auto_named_objects_
     anonymous = ClusterObject("stack", {"kind": "Job", "metadata": {"namespace": "gate"},
                                         "spec": {"template": template()}})
     assert expand_pods([anonymous])[0].owner == "Job gate/<auto-named>"
+    bare = obj("Pod", "debug", {"containers": [container()]})
+    (pod,) = expand_pods([bare])
+    assert (pod.owner, pod.count, pod.pod["spec"]["containers"][0]["name"]) == ("Pod training/debug", 1, "pytorch")
 
 
 def test_the_stacks_expand_to_their_training_pods_at_the_largest_scale() -> None:

@@ -456,7 +456,13 @@ def expand_pods(objects: list[ClusterObject], plan: Plan | None = None) -> list[
     scalers = _scalers(objects)
     pods: list[ExpandedPod] = []
     for item in objects:
-        if item.kind in _TEMPLATE_PATHS:
+        if item.kind == "Pod" and str(item.obj.get("apiVersion", "v1")) == "v1":
+            namespace = item.namespace or "default"
+            pod = copy.deepcopy(item.obj)
+            pod.setdefault("metadata", {})["namespace"] = namespace
+            pods.append(ExpandedPod(owner=f"Pod {namespace}/{object_name(item)}", source=item.source,
+                                    namespace=namespace, pod=pod))
+        elif item.kind in _TEMPLATE_PATHS:
             pods += _builtin(item, scalers)
         elif item.kind == "PyTorchJob":
             pods += _pytorchjob(item, objects, scalers)
