@@ -21,7 +21,7 @@ from typing import Any
 
 from tools.cluster import ClusterObject, by_source
 from tools.plan_record import Plan
-from tools.simulate import storage
+from tools.simulate import admission, storage
 from tools.simulate.model import CheckResult, ExpandedPod, Finding
 from tools.simulate.pods import expand_pods
 
@@ -33,6 +33,7 @@ def simulate(plan: Plan, objects: list[ClusterObject]) -> dict[str, Any]:
     results: list[CheckResult] = []
     # Parts are added here as they land; each is independent of the others' results.
     pods = expand_pods(objects, plan)
+    results += admission.check(plan, objects, pods)
     results += storage.check(plan, objects, pods)
     return {"stack": plan.stack, "objects": dict(sorted(by_source(objects).items())),
             "checks": {result.name: result.as_json() for result in results},
