@@ -30,6 +30,13 @@ def simulate(plan: Plan, objects: list[ClusterObject]) -> dict[str, Any]:
     """Every check over the stack's rendered cluster; the content of simulation.json."""
     results: list[CheckResult] = []
     # Parts are added here as they land; each is independent of the others' results.
+    from tools.simulate import autoscaler, nodes, pods, scheduling
+
+    expanded = pods.expand_pods(objects, plan)
+    groups = nodes.node_groups(plan, objects, expanded)
+    if groups:
+        results.append(scheduling.check(expanded, groups))
+        results.append(autoscaler.check(expanded, groups, objects))
     return {"stack": plan.stack, "objects": dict(sorted(by_source(objects).items())),
             "checks": {result.name: result.as_json() for result in results},
             "ok": all(not result.findings and result.passed == result.total for result in results)}
