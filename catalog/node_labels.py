@@ -122,7 +122,7 @@ def gfd_labels(*, num_gpus: int, gpu_model: str, gpu_memory_gib: float, sharing_
     `sharing_strategy` (`none`, `mps`, `time-slicing`) with `replicas` per GPU (`renamed`: renameByDefault).
 
     `nvidia.com/gpu.memory` is the nominal size in MiB; NVML reports slightly less (an L4's 24 GiB reads 23034),
-    so a `Gt` on it is judged against an upper bound."""
+    so a `Gt` on it is judged against an upper bound; 0 (an adopted node's, not declared) gives UNKNOWN."""
     if num_gpus <= 0:
         return {}
     nvml_name, (major, minor) = _NVML.get(gpu_model, (None, (0, 0)))
@@ -137,7 +137,7 @@ def gfd_labels(*, num_gpus: int, gpu_model: str, gpu_memory_gib: float, sharing_
         GPU_COUNT: str(num_gpus),
         GPU_REPLICAS: str(replicas),
         GPU_SHARING_STRATEGY: sharing_strategy if shared else "none",
-        GPU_MEMORY: str(int(gpu_memory_gib * 1024)),
+        GPU_MEMORY: str(int(gpu_memory_gib * 1024)) if gpu_memory_gib > 0 else UNKNOWN,
         MIG_CAPABLE: "true" if gpu_model in _MIG_CAPABLE else "false",
         # newSharingLabeler: "false" unless MPS; under MPS, isMPSCapable (no MIG-enabled device).
         MPS_CAPABLE: "true" if sharing_strategy == "mps" else "false",

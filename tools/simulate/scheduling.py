@@ -19,13 +19,10 @@ import math
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from catalog.node_labels import UNKNOWN
 from tools.simulate.model import CheckResult, ExpandedPod, Finding
-
-if TYPE_CHECKING:
-    from tools.simulate.nodes import NodeGroup
 
 Resources = dict[str, float]
 """Resource name → amount: cpu in cores, memory and ephemeral-storage in bytes, everything else a count."""
@@ -34,6 +31,19 @@ _QUANTITY = re.compile(r"([+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?)(Ki|Mi|Gi|Ti
 _SUFFIX = {None: 1, "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60,
            "n": 1e-9, "u": 1e-6, "m": 1e-3, "k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15, "E": 1e18}
 BLOCKING_EFFECTS = ("NoSchedule", "NoExecute")
+
+
+class NodeGroup(Protocol):
+    """What the checks read of a node group (tools/simulate/nodes.py `NodeGroup`, which imports this module)."""
+
+    name: str
+    labels: dict[str, str]
+    taints: list[dict[str, str]]
+    allocatable: dict[str, float]
+    free: dict[str, float]
+    max_size: int
+
+    def describe(self) -> str: ...
 
 
 def quantity(value: Any, *, where: str = "quantity") -> float:
