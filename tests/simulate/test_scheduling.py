@@ -344,3 +344,41 @@ def test_the_checked_in_stacks_schedule(stack: str) -> None:
     if stack == "edge":
         # the current edge stack: whole GPUs (sharing none) on nodes the site labels nvidia.com/gpu.present
         assert "ElasticJob training-edge/edge-finetune worker ×1: fits orin" in details
+
+
+def test_efa_devices_only_where_the_efa_plugin_lands() -> None:
+    efa_plugin = pod("DaemonSet ns/efa", daemon=True, image="602401143452.dkr.ecr.us-west-2.amazonaws.com/eks/"
+                     "aws-efa-k8s-device-plugin:v0.5.13", selector={NODE_GROUP_LABEL: "p5"},
+                     tolerations=[{"operator": "Exists"}])
+    p5 = group("p5", taints=[GPU_TAINT], num_efa=32)
+    other = group("other", taints=[GPU_TAINT], num_efa=4)
+    nodes.enrich([p5, other], [efa_plugin], [])
+    assert p5.allocatable["vpc.amazonaws.com/efa"] == 32 and "vpc.amazonaws.com/efa" not in other.allocatable
+
+
+def test_bottlerocket_groups_have_whole_gpus_from_their_own_plugin() -> None:
+    g = group(taints=[GPU_TAINT], gpu_model="A10G", num_gpus=4, ami_type="BOTTLEROCKET_x86_64_NVIDIA")
+    nodes.enrich([g], [], [])
+    assert g.allocatable[WHOLE_GPU_RESOURCE] == 4
+
+
+def test_a_device_plugin_config_that_does_not_replicate_gpus_is_an_error_naming_it() -> None:
+    text = yaml.safe_dump({"version": "v1", "sharing": {"mps": {"resources": [{"name": "nvidia.com/mig-1g.5gb",
+                                                                               "replicas": 2}]}}})
+    with pytest.raises(ValueError, match="ConfigMap ns/c data.x: sharing.mps does not replicate nvidia.com/gpu"):
+        nodes.parse_sharing(text, "ConfigMap ns/c data.x")
+    assert nodes.parse_sharing(yaml.safe_dump(sharing_config(SharingSpec("time-slicing", 3))), "x") == \
+        nodes.Sharing("time-slicing", 3, True, SHARED_GPU_RESOURCE)
+
+
+def test_an_instance_type_missing_from_the_catalogs_is_an_error_naming_it() -> None:
+    with pytest.raises(ValueError, match="'x9.huge' is in neither catalog/gpu_instances.py nor"):
+        nodes.instance_allocatable("x9.huge", 100)
+
+
+def test_an_adopted_clusters_groups_carry_the_declared_selector_and_gpus_only() -> None:
+    groups = {g.name: g for g in nodes.existing_groups(plan_stack("edge").config)}
+    orin = groups["orin"]
+    assert orin.labels[nl.GPU_PRESENT] == "true" and orin.labels[nl.ARCH] == "arm64"
+    assert orin.num_gpus == 1 and orin.taints == [] and math.isinf(orin.allocatable["cpu"])
+    assert groups["site"].role == "site" and groups["site"].num_gpus == 0
