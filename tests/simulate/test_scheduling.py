@@ -315,8 +315,10 @@ def _edge_group(node_selector: dict[str, str]) -> NodeGroup:
 
 def test_old_failure_3_whole_gpus_on_shared_edge_nodes_do_not_schedule() -> None:
     g = _edge_group({nl.GPU_PRESENT: "true"})
-    result = scheduling.check([_edge_worker(WHOLE_GPU_RESOURCE)], [g])
+    site = group("site", role="site")
+    result = scheduling.check([_edge_worker(WHOLE_GPU_RESOURCE)], [site, g])
     assert result.passed == 0
+    # the fix is the closest group's (orin: placed, one resource short), not the site nodes' missing label
     assert "requests nvidia.com/gpu 1 > free 0" in result.findings[0].rule
     assert "nvidia.com/gpu.shared (one slice) on MPS" in result.findings[0].fix
     assert scheduling.check([_edge_worker(SHARED_GPU_RESOURCE)], [g]).passed == 1

@@ -221,8 +221,16 @@ class _Why:
     misses: list[str]
 
 
+def _placed(miss: str) -> bool:
+    return not miss.startswith(("nodeSelector", "required node affinity", "taint "))
+
+
 def _fix(reasons: list[_Why]) -> str:
-    text = " ".join(m for r in reasons for m in r.misses)
+    """The fix for the closest group: one the pod lands on (only resources short), else the fewest misses."""
+    if not reasons:
+        return "the stack has no node group for this pod"
+    closest = min(reasons, key=lambda r: (not all(_placed(m) for m in r.misses), len(r.misses)))
+    text = " ".join(closest.misses)
     if "nodeSelector" in text or "node affinity" in text:
         return ("select a label the target group's nodes carry (catalog/node_labels.py lists who writes which: the "
                 "group's own labels, EKS, GFD, NFD), or add it to the group's labels / nodeSelector in the stack")
