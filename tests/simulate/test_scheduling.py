@@ -384,3 +384,10 @@ def test_an_adopted_clusters_groups_carry_the_declared_selector_and_gpus_only() 
     assert orin.labels[nl.GPU_PRESENT] == "true" and orin.labels[nl.ARCH] == "arm64"
     assert orin.num_gpus == 1 and orin.taints == [] and math.isinf(orin.allocatable["cpu"])
     assert groups["site"].role == "site" and groups["site"].num_gpus == 0
+
+
+def test_eks_nodes_run_the_vpc_cni_daemonset_outside_cluster_yaml() -> None:
+    assert nodes.addon_pods(plan_stack("dev")) == [nodes.AWS_NODE] and nodes.addon_pods(plan_stack("edge")) == []
+    tainted = group(taints=[GPU_TAINT], labels=nl.kubernetes_labels(architecture="arm64"))
+    nodes.enrich([tainted], [nodes.AWS_NODE], [])
+    assert tainted.free["cpu"] == pytest.approx(4.0 - 0.025) and tainted.daemons == [nodes.AWS_NODE.owner]

@@ -32,7 +32,7 @@ def simulate(plan: Plan, objects: list[ClusterObject]) -> dict[str, Any]:
     # Parts are added here as they land; each is independent of the others' results.
     from tools.simulate import autoscaler, nodes, pods, scheduling
 
-    expanded = pods.expand_pods(objects, plan)
+    expanded = [*pods.expand_pods(objects, plan), *nodes.addon_pods(plan)]
     groups = nodes.node_groups(plan, objects, expanded)
     if groups:
         results.append(scheduling.check(expanded, groups))

@@ -16,8 +16,10 @@ or, under a config that shares with `renameByDefault` (api/config/v1/replicas.go
 `rename: <name>.shared`), `nvidia.com/gpu.shared` = GPUs × replicas and no whole GPU; the EFA plugin advertises
 `vpc.amazonaws.com/efa` = the launch template's EFA interfaces. Bottlerocket NVIDIA AMIs run their own plugin
 (whole GPUs). Finally every DaemonSet pod that lands takes its requests off `free`.
-Not modelled: the EKS-managed add-ons' DaemonSets (aws-node, kube-proxy, CSI node plugins, pod identity agent),
-which are not objects of cluster.yaml; their requests (tens of millicores) sit inside the 7.5 % memory margin.
+EKS-managed add-ons run DaemonSets that are not objects of cluster.yaml: the VPC CNI's `aws-node` is added on EKS
+(`AWS_NODE`, from aws/amazon-vpc-cni-k8s v1.20.4 `charts/aws-vpc-cni/values.yaml`, the pinned add-on's build:
+requests cpu 25m, tolerates everything, linux amd64/arm64); kube-proxy, the pod identity agent and the CSI node
+plugins are not modelled (their manifests are EKS's; their requests are tens of millicores).
 """
 
 from __future__ import annotations
@@ -298,10 +300,34 @@ def enrich(groups: list[NodeGroup], pods: list[ExpandedPod], objects: list[Clust
     return groups
 
 
+AWS_NODE = ExpandedPod(
+    owner="DaemonSet kube-system/aws-node (EKS add-on vpc-cni)", source="eks add-on", namespace="kube-system",
+    daemon=True, pod={"apiVersion": "v1", "kind": "Pod", "metadata": {"namespace": "kube-system"}, "spec": {
+        "containers": [{"name": "aws-node", "resources": {"requests": {"cpu": "25m"}}},
+                       {"name": "aws-eks-nodeagent", "resources": {}}],
+        "tolerations": [{"operator": "Exists"}],
+        "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+            {"matchExpressions": [{"key": nl.OS, "operator": "In", "values": ["linux"]},
+                                  {"key": nl.ARCH, "operator": "In", "values": ["amd64", "arm64"]},
+                                  {"key": "eks.amazonaws.com/compute-type", "operator": "NotIn",
+                                   "values": ["fargate", "hybrid", "auto"]}]}]}}}}})
+"""The VPC CNI's DaemonSet pod on every EKS node (see the module docstring)."""
+
+
+def _mode(plan: Plan) -> str:
+    return str(getattr(getattr(plan.config, "cluster", None), "mode", "eks"))
+
+
+def addon_pods(plan: Plan) -> list[ExpandedPod]:
+    """DaemonSet pods the cluster runs outside cluster.yaml (EKS-managed add-ons); pass them with the expanded pods
+    to `node_groups` and the checks."""
+    return [AWS_NODE] if _mode(plan) == "eks" else []
+
+
 def node_groups(plan: Plan, objects: list[ClusterObject], pods: list[ExpandedPod]) -> list[NodeGroup]:
     """The stack's node groups (EKS from the plan, adopted clusters from the config), enriched; [] for a Swarm."""
     config = plan.config
-    mode = getattr(getattr(config, "cluster", None), "mode", "eks")
+    mode = _mode(plan)
     if mode == "eks":
         groups = eks_groups(plan)
     elif mode == "existing":
@@ -312,4 +338,4 @@ def node_groups(plan: Plan, objects: list[ClusterObject], pods: list[ExpandedPod
     return enrich(groups, pods, objects, site_nfd=site_nfd)
 
 
-__all__ = ["NodeGroup", "SHARED_GPU_RESOURCE", "Sharing", "enrich", "node_groups", "parse_sharing"]
+__all__ = ["AWS_NODE", "NodeGroup", "addon_pods", "SHARED_GPU_RESOURCE", "Sharing", "enrich", "node_groups", "parse_sharing"]
