@@ -20,10 +20,11 @@ Sources (pinned versions):
   input — the chart's default affinity (`deployments/helm/nvidia-device-plugin/values.yaml`: "We allow a GPU
   deployment to be forced by setting the following label"), the static manifests and a kind demo script that
   sets it by hand. A pod selecting it lands only on nodes an operator labelled.
-- NFD v0.19.0 (the chart's `nfd` subchart): the worker's `pci` source labels each device class on the chart's
-  `deviceClassWhitelist` ("02", "03") by `deviceLabelFields` (`vendor`) → `feature.node.kubernetes.io/pci-10de.present
-  = "true"` where an NVIDIA *PCI* display/3D controller exists (discrete GPUs). Jetson's GPU is integrated (not on
-  PCI): no such label there.
+- NFD v0.19.0 (the chart's `nfd` subchart): `source/pci/pci.go` `GetLabels` labels every PCI device whose class
+  starts with an entry of `deviceClassWhitelist` as `pci-<deviceLabelFields joined by '_'>.present = true` under
+  `feature.node.kubernetes.io/`; the device-plugin chart sets the whitelist to "02", "03" and the fields to `vendor`
+  (values.yaml `nfd.worker.config`) → `feature.node.kubernetes.io/pci-10de.present = "true"` where an NVIDIA *PCI*
+  display/3D controller exists (discrete GPUs). Jetson's GPU is integrated (not on PCI): no such label there.
 """
 
 from __future__ import annotations
