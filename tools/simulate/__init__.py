@@ -21,7 +21,7 @@ from typing import Any
 
 from tools.cluster import ClusterObject, by_source
 from tools.plan_record import Plan
-from tools.simulate import admission, storage
+from tools.simulate import admission, autoscaler, nodes, scheduling, storage
 from tools.simulate.model import CheckResult, ExpandedPod, Finding
 from tools.simulate.pods import expand_pods
 
@@ -31,9 +31,14 @@ __all__ = ["CheckResult", "ExpandedPod", "Finding", "simulate", "write"]
 def simulate(plan: Plan, objects: list[ClusterObject]) -> dict[str, Any]:
     """Every check over the stack's rendered cluster; the content of simulation.json."""
     results: list[CheckResult] = []
-    # Parts are added here as they land; each is independent of the others' results.
     pods = expand_pods(objects, plan)
     results += admission.check(plan, objects, pods)
+    # EKS's own add-on pods (aws-node...) are not in cluster.yaml but take room on every node.
+    expanded = [*pods, *nodes.addon_pods(plan)]
+    groups = nodes.node_groups(plan, objects, expanded)
+    if groups:
+        results.append(scheduling.check(expanded, groups))
+        results.append(autoscaler.check(expanded, groups, objects))
     results += storage.check(plan, objects, pods)
     return {"stack": plan.stack, "objects": dict(sorted(by_source(objects).items())),
             "checks": {result.name: result.as_json() for result in results},
