@@ -30,6 +30,9 @@ def simulate(plan: Plan, objects: list[ClusterObject]) -> dict[str, Any]:
     """Every check over the stack's rendered cluster; the content of simulation.json."""
     results: list[CheckResult] = []
     # Parts are added here as they land; each is independent of the others' results.
+    from tools.simulate import queries
+
+    results.extend(queries.check(objects))
     return {"stack": plan.stack, "objects": dict(sorted(by_source(objects).items())),
             "checks": {result.name: result.as_json() for result in results},
             "ok": all(not result.findings and result.passed == result.total for result in results)}
