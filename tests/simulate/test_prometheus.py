@@ -173,7 +173,7 @@ def _publish(server: Server, per_node: list[list[queries.GpuUse]]) -> None:
 
 def _workload(trigger: queries.Trigger, utilizations: list[list[float]]) -> list[list[queries.GpuUse]]:
     """Node 0 runs workers 0..1, node 1 runs worker 2 (two GPUs each), plus GPU series the query must ignore:
-    the same pod name in another namespace, the Master, and an idle GPU without a pod."""
+    the same pod name in another namespace, the decoy pods (another job named gpt-pretrain-v2), and an idle GPU without a pod."""
     workers = trigger.pod_names[:3]
     uses: list[list[queries.GpuUse]] = [[], []]
     gpu = {0: 0, 1: 0}
@@ -183,9 +183,10 @@ def _workload(trigger: queries.Trigger, utilizations: list[list[float]]) -> list
             uses[node].append(queries.GpuUse(gpu[node], value, trigger.namespace, pod, trigger.container))
             gpu[node] += 1
     uses[1].append(queries.GpuUse(gpu[1], 3.0, "training-dev", workers[0], trigger.container))
-    for decoy in trigger.decoy_pods:
-        uses[1].append(queries.GpuUse(gpu[1] + 1, 7.0, trigger.namespace, decoy, trigger.container))
-    uses[1].append(queries.GpuUse(gpu[1] + 2, 0.0))
+    assert trigger.decoy_pods
+    for offset, decoy in enumerate(trigger.decoy_pods, start=1):
+        uses[1].append(queries.GpuUse(gpu[1] + offset, 7.0, trigger.namespace, decoy, trigger.container))
+    uses[1].append(queries.GpuUse(gpu[1] + len(trigger.decoy_pods) + 1, 0.0))
     return uses
 
 

@@ -427,7 +427,7 @@ class Trigger:
     pod_names: tuple[str, ...]
     """The scaled pods' names at the largest scale."""
     decoy_pods: tuple[str, ...]
-    """Pods of the same workload the query must not select (another replica type)."""
+    """Pods the query must not select: the job's other replica types, a job named with this one's name as prefix."""
     container: str
 
 
@@ -453,7 +453,9 @@ def triggers(objects: Sequence[ClusterObject]) -> tuple[list[Trigger], list[str]
             replica_specs = ((target.obj.get("spec") or {}).get("pytorchReplicaSpecs") or {}) if target else {}
             pods = _replica_pods(name, "Worker", maximum) if kind == "PyTorchJob" else tuple(
                 f"{name}-{i}" for i in range(maximum))
+            # Other replica types of the job, and a job whose name starts with this one's.
             decoys = tuple(p for rtype in replica_specs if rtype != "Worker" for p in _replica_pods(name, rtype, 1))
+            decoys += _replica_pods(f"{name}-v2", "Worker", 1) if kind == "PyTorchJob" else ()
             container = "pytorch" if kind == "PyTorchJob" else name
         else:
             kind, name = "Job", item.name
@@ -510,8 +512,8 @@ class Scenario:
 
 
 def scenario(trigger: Trigger, other_namespace: str = "elsewhere") -> Scenario:
-    """One GPU per scaled pod, plus: the same pod name in another namespace, each other replica type, an idle GPU
-    (no pod attribution)."""
+    """One GPU per scaled pod, plus: the same pod name in another namespace, each decoy pod (other replica types,
+    a job with a longer name), an idle GPU (no pod attribution)."""
     result, gpu = Scenario(), 0
     for pod in trigger.pod_names:
         result.wanted.append(GpuUse(gpu, 90.0, trigger.namespace, pod, trigger.container))
