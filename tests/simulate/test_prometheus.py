@@ -227,14 +227,15 @@ def test_the_scaledobject_query_returns_the_workers_average_and_keda_scales_by_i
     assert ratio > 1 + queries.DEFAULT_TOLERANCE and desired == min(trigger.max_replicas, -(-3 * value // trigger.threshold))
     assert desired == 4
 
-    # Utilization falls to 40 %: the HPA asks for ceil(3 × 40/threshold), never below minReplicaCount.
+    # Utilization falls to 40 % (a checkpoint, an input stall): the recommendation is ceil(3 × 40/threshold) = 2,
+    # but the ScaledObject disables scale-down, so the running job keeps its 3 workers (no restart).
     _publish(prometheus, _workload(trigger, [[40.0, 40.0]] * 3))
     answer = prometheus.wait_for(trigger.query, lambda a: a["data"]["result"]
                                  and float(a["data"]["result"][0]["value"][1]) == pytest.approx(40.0))
-    low = queries.hpa_desired_replicas(metric_type=trigger.metric_type, value=queries.keda_value(answer),
-                                       threshold=trigger.threshold, current=3, ready=3,
-                                       minimum=trigger.min_replicas, maximum=trigger.max_replicas)
-    assert low == max(trigger.min_replicas, 2) == 2
+    low = dict(metric_type=trigger.metric_type, value=queries.keda_value(answer), threshold=trigger.threshold,
+               current=3, ready=3, minimum=trigger.min_replicas, maximum=trigger.max_replicas)
+    assert queries.hpa_desired_replicas(**low) == 2
+    assert trigger.scale_down_disabled and queries.hpa_desired_replicas(**low, scale_down_disabled=True) == 3
 
 
 def test_the_old_exported_labels_query_returns_nothing(prometheus: Server) -> None:

@@ -119,6 +119,18 @@ def test_hpa_desired_replicas(metric_type: str, value: float, current: int, expe
                                         ready=current, minimum=2, maximum=4) == expected
 
 
+def test_disabled_scale_down_keeps_the_current_count_but_still_scales_out() -> None:
+    common = dict(metric_type="Value", threshold=85, current=3, ready=3, minimum=2, maximum=4,
+                  scale_down_disabled=True)
+    assert queries.hpa_desired_replicas(value=20, **common) == 3
+    assert queries.hpa_desired_replicas(value=95, **common) == 4
+
+
+def test_prod_scaledobject_never_scales_in() -> None:
+    (trigger,), _ = queries.triggers(prod_objects())
+    assert trigger.scale_down_disabled
+
+
 def test_activation_is_strictly_above_the_threshold() -> None:
     assert queries.is_active(0.1, 0) and not queries.is_active(0, 0) and not queries.is_active(5, 5)
 

@@ -429,6 +429,8 @@ class Trigger:
     decoy_pods: tuple[str, ...]
     """Pods the query must not select: the job's other replica types, a job named with this one's name as prefix."""
     container: str
+    scale_down_disabled: bool = False
+    """The HPA's `behavior.scaleDown.selectPolicy` is `Disabled` (the ScaledObject's `advanced`)."""
 
 
 def _replica_pods(job: str, replica_type: str, count: int) -> tuple[str, ...]:
@@ -475,7 +477,10 @@ def triggers(objects: Sequence[ClusterObject]) -> tuple[list[Trigger], list[str]
                 activation_threshold=float(metadata.get("activationThreshold", 0)),
                 metric_type=str(trigger.get("metricType", "AverageValue")),
                 min_replicas=minimum, max_replicas=maximum, workload=f"{kind} {name}",
-                pod_names=pods, decoy_pods=decoys, container=container))
+                pod_names=pods, decoy_pods=decoys, container=container,
+                scale_down_disabled=((((spec.get("advanced") or {}).get("horizontalPodAutoscalerConfig") or {})
+                                      .get("behavior") or {}).get("scaleDown") or {}).get("selectPolicy")
+                == "Disabled"))
     return found, others
 
 
@@ -636,11 +641,13 @@ def is_active(value: float, activation_threshold: float) -> bool:
 
 
 def hpa_desired_replicas(*, metric_type: str, value: float, threshold: float, current: int, ready: int,
-                         minimum: int, maximum: int, tolerance: float = DEFAULT_TOLERANCE) -> int:
+                         minimum: int, maximum: int, tolerance: float = DEFAULT_TOLERANCE,
+                         scale_down_disabled: bool = False) -> int:
     """The replicas the HPA KEDA creates asks for (kubernetes pkg/controller/podautoscaler/replica_calculator.go):
     `Value` → `GetExternalMetricReplicas`: ratio = value/threshold, current kept within the tolerance, else
     ceil(ratio × ready pods); `AverageValue` → `GetExternalPerPodMetricReplicas`: ceil(value/threshold) unless
-    value/(threshold × current) is within the tolerance. Then clamped to [min, max]."""
+    value/(threshold × current) is within the tolerance. Then clamped to [min, max]; with scale-down disabled
+    (horizontal.go `calculateScaleDownLimitWithBehaviors`: selectPolicy Disabled) never below the current count."""
     if metric_type == "Value":
         ratio = value / threshold
         if current and abs(1.0 - ratio) <= tolerance:
@@ -654,4 +661,6 @@ def hpa_desired_replicas(*, metric_type: str, value: float, threshold: float, cu
             desired = math.ceil(value / threshold)
     else:
         raise ValueError(f"metricType {metric_type!r}: KEDA allows Value or AverageValue for prometheus")
+    if scale_down_disabled and current:
+        desired = max(desired, current)
     return max(minimum, min(maximum, desired))
