@@ -1,7 +1,7 @@
 """Each KEDA prometheus trigger of the prod stack, run through a REAL Prometheus.
 
 The server loads the prometheus chart's rendered `prometheus.yml` (relabel rules untouched; Kubernetes discovery
-replaced by static targets with the labels it would give dcgm-exporter's pods, `queries.test_config`), scrapes
+replaced by static targets with the labels it would give dcgm-exporter's pods, `queries.offline_config`), scrapes
 HTTP servers that speak dcgm-exporter 4.x's exposition with pod attribution, and answers the ScaledObject's exact
 query over its HTTP API. The job's relabelling rewrites the address to the Service annotation's port (9400), so
 each fake exporter listens on its own loopback address at that port, like a pod IP.
@@ -134,7 +134,7 @@ def prometheus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     servers = [_serve_on_loopback(port) for _ in range(2)]
     pods = [dataclasses.replace(pod, ip=address)
             for pod, (_, address) in zip(queries.exporter_pods(len(servers)), servers, strict=True)]
-    test_config = queries.test_config(config, exporter, pods)
+    test_config = queries.offline_config(config, exporter, pods)
     directory = tmp_path_factory.mktemp("prometheus")
     (directory / "prometheus.yml").write_text(yaml.safe_dump(test_config, sort_keys=False))
     listen = f"127.0.0.1:{_free_port()}"

@@ -9,7 +9,7 @@ as the scrape does (`scraped_labels`, scrape/scrape.go `mutateSampleLabels`); th
 of every ScaledObject/ScaledJob `prometheus` trigger against those series: it must select exactly the GPU series of
 the scaled workload's pods, and none of a same-named pod in another namespace, another replica type or an idle GPU.
 
-Test time (tests/simulate/test_prometheus.py): `test_config` turns the same rendered `prometheus.yml` into one a
+Test time (tests/simulate/test_prometheus.py): `offline_config` turns the same rendered `prometheus.yml` into one a
 real Prometheus can load offline (kubernetes_sd_configs → static_configs carrying the same labels, relabel rules
 untouched), the test serves `exposition` text and runs the exact trigger query through the HTTP API; `keda_value`
 and `hpa_desired_replicas` are KEDA's and the HPA's arithmetic on the answer.
@@ -34,6 +34,8 @@ from tools.simulate.model import CheckResult, Finding
 CHECK = "queries"
 KEDA_KINDS = ("ScaledObject", "ScaledJob")
 META = "__meta_kubernetes_"
+POD_LABELS = ("container", "namespace", "pod")
+"""dcgm-exporter's pod attribution labels (with `pod_uid`), shown in a finding."""
 DEFAULT_TOLERANCE = 0.1
 """kube-controller-manager `--horizontal-pod-autoscaler-tolerance` default."""
 
@@ -319,8 +321,8 @@ class GpuUse:
         # `gpuMetricsFormat`: gpu, UUID, pci_bus_id, device, modelName, Hostname, then the attributes in key order;
         # internal/pkg/transformation/kubernetes.go `Process` (+ const.go) adds `pod`, `namespace`, `container`,
         # `pod_uid` to a GPU a pod holds (`pod_name`/`pod_namespace` only with the non-default UseOldNamespace).
-        labels = {"gpu": str(self.gpu), "UUID": f"GPU-{hashlib.sha256(f'{hostname}/{self.gpu}'.encode()).hexdigest()[:8]}"
-                  "-0000-0000-0000-000000000000", "pci_bus_id": f"00000000:{0x10 + self.gpu:02X}:00.0",
+        uuid = hashlib.sha256(f"{hostname}/{self.gpu}".encode()).hexdigest()[:8]
+        labels = {"gpu": str(self.gpu), "UUID": f"GPU-{uuid}-0000-0000-0000-000000000000", "pci_bus_id": f"00000000:{0x10 + self.gpu:02X}:00.0",
                   "device": f"nvidia{self.gpu}", "modelName": "NVIDIA H100 80GB HBM3", "Hostname": hostname}
         if self.pod:
             labels.update({"container": self.container, "namespace": self.namespace, "pod": self.pod,
@@ -583,9 +585,10 @@ def _query_problem(trigger: Trigger, config: Mapping[str, Any], exporter: Export
             shown = ", ".join(str(m) for m in selector if m.name != "__name__")
             if wanted:
                 sample = stored(wanted[0])
+                pod_labels = {k: sample[k] for k in sorted(sample) if k.removeprefix("exported_") in POD_LABELS}
                 return (f"selector {{{shown}}} misses the GPU series of {trigger.workload}'s pods as job "
                         f"{job['job_name']} stores them (honor_labels {bool(job.get('honor_labels', False))}), e.g. "
-                        f"{ {k: sample[k] for k in sorted(sample) if k in ('namespace', 'pod', 'container', 'exported_namespace', 'exported_pod')} }",
+                        f"{pod_labels}",
                         "filter on the labels the stored series carry (dcgm-exporter's namespace/pod survive a "
                         "honor_labels job unchanged)")
             if unwanted:
@@ -599,7 +602,7 @@ def _query_problem(trigger: Trigger, config: Mapping[str, Any], exporter: Export
 # ---------------------------------------------------------------- a real Prometheus (tests)
 
 
-def test_config(config: Mapping[str, Any], exporter: Exporter, pods: Sequence[ExporterPod],
+def offline_config(config: Mapping[str, Any], exporter: Exporter, pods: Sequence[ExporterPod],
                 interval: str = "1s") -> dict[str, Any]:
     """The rendered prometheus.yml for an offline Prometheus: every kubernetes_sd_configs job keeps its relabel
     rules byte for byte, its discovery becomes static_configs with the labels Kubernetes SD would give dcgm-exporter's
