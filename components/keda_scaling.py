@@ -1,12 +1,24 @@
 """KedaScaling: KEDA scales the training workload.
 
 - `scaledobject`: a ScaledObject on the elastic PyTorchJob's `/scale` subresource (Worker replicas), triggered by
-  average GPU utilization (`DCGM_FI_DEV_GPU_UTIL` from dcgm-exporter, in Prometheus). Never below one worker.
+  average GPU utilization (`DCGM_FI_DEV_GPU_UTIL` from dcgm-exporter, in Prometheus). Never below one worker, and
+  never scaled in (HPA `scaleDown.selectPolicy: Disabled`), see "The signal" below.
 - `scaledjob`: scale to zero. An SQS queue (SSE, with a dead-letter queue) holds training requests; a ScaledJob
   starts one single-pod training Job per message. KEDA's operator reads the queue length with its own EKS Pod
   Identity (a role allowed `sqs:GetQueueAttributes` on that queue only); the training pod receives and deletes
   its message with the training role (allowed exactly that on that queue): `python -m trainer.queue -- torchrun
   ...` deletes it when training exits 0, otherwise it is retried and, after `maxReceiveCount`, dead-lettered.
+
+The signal. Scale on what says "more workers would help". For the ScaledJob that is pending work: the queue's
+length, one Job per request, zero when empty. For an elastic data-parallel PyTorchJob nothing in GPU metrics says
+it: every worker runs the same synchronous step, so average utilization is about as high with 4 workers as with 2,
+and scaling out on high utilization only ratchets the job to `maxReplicas` (what `replicas = max` with
+`elasticPolicy` min..max and the cluster autoscaler would do without KEDA). The harmful half is the other
+direction: utilization dips during checkpoints, evaluation, input stalls or a hung collective, and a scale-in
+there restarts every worker (a new rendezvous) and loses the work since the last checkpoint, at the worst time.
+So the ScaledObject only ever scales out (scale-down disabled; the job releases its workers when it finishes).
+Removing the ScaledObject for elastic jobs altogether (capacity-driven elasticity) is the cleaner end state; it is
+a config-level change (`autoscaling.mode`), not this component's.
 """
 
 from __future__ import annotations
@@ -60,6 +72,12 @@ def scaled_object_body(*, job_name: str, namespace: str, scale_target: Mapping[s
             "scaleTargetRef": dict(scale_target),
             "minReplicaCount": min_replicas, "maxReplicaCount": max_replicas,
             "pollingInterval": polling_interval, "cooldownPeriod": cooldown_period,
+            # Never scale a running job in on a utilization dip: each resize is a restart of every worker (see the
+            # module docstring). `Disabled` is autoscaling/v2's HPAScalingRules.selectPolicy that turns the direction
+            # off (kubernetes pkg/controller/podautoscaler/horizontal.go `calculateScaleDownLimitWithBehaviors`
+            # returns the current replicas); KEDA copies `advanced.horizontalPodAutoscalerConfig.behavior` into the
+            # HPA it owns.
+            "advanced": {"horizontalPodAutoscalerConfig": {"behavior": {"scaleDown": {"selectPolicy": "Disabled"}}}},
             "triggers": [{
                 "type": "prometheus",
                 # `Value`: the query already averages over the workers, so the HPA scales by value/threshold
