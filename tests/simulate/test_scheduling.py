@@ -344,8 +344,9 @@ def test_the_checked_in_stacks_schedule(stack: str) -> None:
     assert scheduled["findings"] == [] and scheduled["passed"] == scheduled["total"] > 3
     details = "\n".join(scheduled["details"])
     if stack == "edge":
-        # the current edge stack: whole GPUs (sharing none) on nodes the site labels nvidia.com/gpu.present
-        assert "ElasticJob training-edge/edge-finetune worker ×1: fits orin" in details
+        # the current edge stack: whole GPUs (sharing none) on nodes the site labels nvidia.com/gpu.present, all
+        # three workers (elastic --nnodes=1:3) at once
+        assert "ElasticJob training-edge/edge-finetune worker ×3: fits orin" in details
 
 
 def test_efa_devices_only_where_the_efa_plugin_lands() -> None:
