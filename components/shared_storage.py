@@ -188,7 +188,7 @@ class SharedStorage(pulumi.ComponentResource):
         self.file_system = file_system
         attributes = {"dnsname": file_system.dns_name, "mountname": file_system.mount_name}
         # NOTE: a new Lustre root is owned by root (0755); the uid-10001 trainer needs `<root>/checkpoints`
-        # made writable once (an admin `chown`, README "The real path", step 5).
+        # made writable once (an admin `chown`, README "The real path", step 6).
         return file_system.id, attributes, [addon]
 
     def _addon(self, name: str, addon: str, args: SharedStorageArgs, opts: pulumi.ResourceOptions) -> aws.eks.Addon:
