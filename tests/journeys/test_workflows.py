@@ -239,5 +239,12 @@ def test_reap_runs_nightly_on_the_bench_stacks_runner():
     runner = _runners_job(workflow, "runner")
     assert "--require-real --template bench" in next(s for s in runner["steps"] if s.get("id") == "labels")["run"]
     assert workflow["jobs"]["reap"]["runs-on"] == "${{ fromJSON(needs.runner.outputs.labels) }}"
-    run = workflow["jobs"]["reap"]["steps"][-1]["run"]
+    steps = workflow["jobs"]["reap"]["steps"]
+    reap_step = next(step for step in steps if step.get("name") == "Reap")
+    run = reap_step["run"]
+    assert reap_step["env"]["GTP_RESULTS_ARCHIVE"] == "${{ vars.GTP_RESULTS_ARCHIVE }}"
+    # the results downloaded before each destroy leave the runner with the run, even when a destroy failed
+    upload = steps[-1]
+    assert upload["uses"].startswith("actions/upload-artifact@") and upload["if"] == "always()"
+    assert upload["with"]["path"] == "build/bench-results/"
     assert ".venv/bin/python -m tools.reap --dry-run" in run and ".venv/bin/python -m tools.reap\n" in run
