@@ -165,19 +165,24 @@ def _fake_gh(tmp_path: Path, existing: str) -> tuple[Path, Path]:
     return fake, log
 
 
-@pytest.mark.parametrize(("existing", "expected"), [
-    ("", "api --method POST repos/o/r/issues/7/comments -f body=<!-- m -->"),
-    ("4242\n", "api --method PATCH repos/o/r/issues/comments/4242 -f body=<!-- m -->"),
+@pytest.mark.parametrize(("existing", "mode", "expected"), [
+    ("", [], "api --method POST repos/o/r/issues/7/comments -f body=<!-- m -->"),
+    ("4242\n", [], "api --method PATCH repos/o/r/issues/comments/4242 -f body=<!-- m -->"),
+    ("4242\n", ["--update-only"], "api --method PATCH repos/o/r/issues/comments/4242 -f body=<!-- m -->"),
+    ("", ["--update-only"], None),  # nothing to update: no new comment
 ])
-def test_pr_comment_creates_or_edits_the_one_marked_comment(tmp_path, existing, expected):
+def test_pr_comment_creates_or_edits_the_one_marked_comment(tmp_path, existing, mode, expected):
     fake, log = _fake_gh(tmp_path, existing)
     (tmp_path / "body.md").write_text("the diff\n")
     env = {"PATH": f"{fake}:/usr/bin:/bin", "GH_TOKEN": "t", "GH_REPO": "o/r", "PR_NUMBER": "7"}
-    subprocess.run([str(REPO_ROOT / ".github" / "scripts" / "pr-comment.sh"), "<!-- m -->", "body.md"], cwd=tmp_path,
-                   env=env, check=True)
+    subprocess.run([str(REPO_ROOT / ".github" / "scripts" / "pr-comment.sh"), "<!-- m -->", "body.md", *mode],
+                   cwd=tmp_path, env=env, check=True)
     calls = log.read_text()
     assert 'select(.body | startswith("<!-- m -->"))' in calls
-    assert expected in calls and "the diff" in calls
+    if expected is None:
+        assert "--method" not in calls
+    else:
+        assert expected in calls and "the diff" in calls
 
 
 def _runners_job(workflow: dict, name: str) -> dict:
@@ -206,8 +211,9 @@ def test_pr_preview_runs_on_each_stacks_runner_with_the_policy_pack_and_comments
     assert pulumi["with"]["comment-on-pr"] is True
     steps = preview["steps"]
     assert any(step.get("run") == 'make plan STACK="${STACK}"' for step in steps[:steps.index(pulumi)])
-    failed = steps[steps.index(pulumi) + 1]
+    failed, fixed = steps[steps.index(pulumi) + 1], steps[steps.index(pulumi) + 2]
     assert failed["if"] == "failure()" and "pr-comment.sh" in failed["run"]
+    assert fixed["if"] == "success()" and fixed["run"].rstrip().endswith("--update-only")
 
 
 def test_deploy_gates_prod_behind_the_production_environment_and_runs_up_with_the_policy_pack():
