@@ -39,6 +39,27 @@ BASE_IMAGE_PYTHON_VERSION = "3.12"
 IMAGE_ARCHITECTURES = ("x86_64", "aarch64")
 
 
+# pip platform tags the lock is resolved for from another host (`lock_download_command`): the manylinux
+# policies a glibc-2.28-or-newer base accepts, newest first, as pip orders them natively.
+MANYLINUX_TAGS = ("manylinux_2_28", "manylinux_2_17", "manylinux2014", "manylinux1")
+
+
+def lock_download_command(lock: str, dest: str, architecture: str, python: str = "python") -> list[str]:
+    """The builder stage's `pip download` of requirements.lock for the image Python on `architecture`, from any host.
+
+    The Dockerfile runs `pip download --require-hashes --only-binary=:all:` on the base itself; here the image
+    Python (`BASE_IMAGE_PYTHON_VERSION`, CPython) and the Linux platform are named instead. Shared by
+    tests/image (every locked package has a wheel for each architecture) and tools/image_size.py (what the
+    wheels weigh), so both see exactly the wheels the build would install.
+    """
+    if architecture not in IMAGE_ARCHITECTURES:
+        raise ValueError(f"architecture must be one of {IMAGE_ARCHITECTURES}, got {architecture!r}")
+    platforms = [f"--platform={tag}_{architecture}" for tag in MANYLINUX_TAGS]
+    return [python, "-m", "pip", "--disable-pip-version-check", "download", "--no-cache-dir", "--quiet",
+            "--require-hashes", "--only-binary=:all:", "--implementation=cp",
+            f"--python-version={BASE_IMAGE_PYTHON_VERSION}", *platforms, "--dest", dest, "--requirement", lock]
+
+
 def trainer_wheel_build_command(wheel_dir: str = BUILDER_WHEEL_DIR) -> list[str]:
     """The command the Dockerfile's builder stage runs, from the context root, to build the trainer wheel.
 

@@ -2,7 +2,9 @@
 
 - `efs` (dev): an encrypted EFS file system with a mount target in every private subnet and an access point
   that owns `/gtp` as the trainer's uid/gid (10001), so the non-root pods can write without a chown step.
-- `fsx-lustre` (prod): an FSx for Lustre file system (always encrypted at rest) in the first private subnet.
+- `fsx-lustre` (prod): an FSx for Lustre file system (always encrypted at rest) in the first private subnet. Its
+  root is owned by root (0755) and Lustre has no access points, so a one-shot setup Job (`directories_job_spec`)
+  creates each directory the trainer writes, owned by its uid/gid, before any training object is created.
 - `existing` (edge): a PVC of an existing StorageClass.
 - `none`: an emptyDir per pod (checkpoints die with the pod).
 
@@ -14,6 +16,8 @@ plugin mounts from the node. Production protects the file system (`protect`).
 
 from __future__ import annotations
 
+import shlex
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -23,12 +27,25 @@ import pulumi_kubernetes as k8s
 
 from catalog import versions
 from components.training_pod import RUN_AS_USER
+from conventions.kubernetes import RUNTIME_DEFAULT_SECCOMP, platform_labels, pod_security_labels
 
 EFS_DRIVER = "efs.csi.aws.com"
 FSX_DRIVER = "fsx.csi.aws.com"
 CLAIM_NAME = "shared"
 LUSTRE_PORTS = ((988, 988), (1018, 1023))
 """FSx for Lustre client ports (AWS FSx docs, "File system access control with Amazon VPC")."""
+SETUP_NAMESPACE = "gtp-storage-setup"
+"""Namespace of the FSx directory setup Job (enforces Pod Security `baseline`, see `setup_namespace_labels`).
+The policy pack exempts exactly this namespace from `k8s-run-as-non-root` (policy/gtp_policy/rules_kubernetes.py,
+`STORAGE_SETUP_NAMESPACE`; a test keeps the two in step)."""
+SETUP_CAPABILITIES = ("CHOWN", "DAC_OVERRIDE", "FOWNER")
+"""The only capabilities the setup container keeps: `chown` needs CAP_CHOWN; `chmod` of a directory it no longer
+owns needs CAP_FOWNER; CAP_DAC_OVERRIDE lets a re-run traverse and re-own a directory the trainer already owns
+(0750) or an admin tightened. All three are in Pod Security baseline's allowed set."""
+SETUP_MOUNT_PATH = "/fsx"
+"""Where the setup Job mounts the file system's root."""
+DIRECTORY_MODE = "0750"
+"""Mode of each provisioned directory: the trainer's uid writes, its group reads, nobody else."""
 
 
 def ingress_rules(kind: str) -> list[tuple[int, int]]:
@@ -65,6 +82,72 @@ def empty_dir_volume(size: str) -> dict[str, Any]:
     return {"emptyDir": {"sizeLimit": size}}
 
 
+def directories_script(mount_path: str, directories: Sequence[str], uid: int, gid: int,
+                       mode: str = DIRECTORY_MODE) -> str:
+    """`mkdir -p D && chown U:G D && chmod M D` for every directory (relative to the file system root), in order;
+    `&&` makes the first failure fail the Job (and so the deployment)."""
+    if not directories:
+        raise ValueError("directories: at least one directory to provision is required")
+    steps: list[str] = []
+    for directory in directories:
+        relative = directory.strip("/")
+        if not relative or ".." in relative.split("/"):
+            raise ValueError(f"directories: {directory!r} must be a path below the file system root (no '..')")
+        path = shlex.quote(f"{mount_path.rstrip('/')}/{relative}")
+        steps += [f"mkdir -p {path}", f"chown {uid}:{gid} {path}", f"chmod {mode} {path}"]
+    return " && ".join(steps)
+
+
+def setup_namespace_labels() -> dict[str, str]:
+    """Pod Security `baseline` (enforce, warn and audit): the setup pod runs as root with CHOWN/DAC_OVERRIDE/FOWNER,
+    which `restricted` forbids and `baseline` allows (its capability allow-list includes all three); nothing in
+    this namespace may be privileged, share host namespaces or mount host paths. Warn/audit stay at baseline: the
+    one pod here knowingly misses `restricted`, and a warning on every deploy would only teach people to ignore
+    warnings."""
+    return {**pod_security_labels("baseline", warn_and_audit="baseline"), **platform_labels("storage-setup")}
+
+
+def directories_job_spec(*, image: pulumi.Input[str], claim_name: str, directories: Sequence[str], uid: int,
+                         gid: int, node_selector: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """The one-shot Job that creates `directories` on the file system owned by `uid:gid`, mode 0750.
+
+    Least privilege: uid 0 because only root may chown (a non-root process gets no effective capabilities from
+    `capabilities.add`: Kubernetes sets no ambient capabilities), every capability dropped except
+    SETUP_CAPABILITIES, no privilege escalation, read-only root filesystem, RuntimeDefault seccomp, no API token.
+    The image is the training image (by digest, from the stack's registry, which private clusters can reach); it
+    has `sh`, `mkdir`, `chown` and `chmod`."""
+    container_security = {
+        "runAsUser": 0, "runAsGroup": 0, "runAsNonRoot": False, "allowPrivilegeEscalation": False,
+        "privileged": False, "readOnlyRootFilesystem": True,
+        "capabilities": {"drop": ["ALL"], "add": list(SETUP_CAPABILITIES)},
+        "seccompProfile": dict(RUNTIME_DEFAULT_SECCOMP),
+    }
+    resources = {"cpu": "100m", "memory": "64Mi"}
+    pod: dict[str, Any] = {
+        "automountServiceAccountToken": False,
+        "restartPolicy": "Never",
+        "securityContext": {"seccompProfile": dict(RUNTIME_DEFAULT_SECCOMP)},
+        "containers": [{
+            "name": "directories", "image": image, "imagePullPolicy": "IfNotPresent",
+            "command": ["sh", "-c", directories_script(SETUP_MOUNT_PATH, directories, uid, gid)],
+            "securityContext": container_security,
+            "resources": {"requests": dict(resources), "limits": dict(resources)},
+            "volumeMounts": [{"name": "shared", "mountPath": SETUP_MOUNT_PATH}],
+        }],
+        "volumes": [{"name": "shared", "persistentVolumeClaim": {"claimName": claim_name}}],
+    }
+    if node_selector:
+        pod["nodeSelector"] = dict(node_selector)
+    return {
+        # mkdir/chown/chmod are idempotent: a retry after a transient mount failure is safe.
+        "backoffLimit": 3,
+        # Pulling the training image onto a system node dominates; a Lustre mount that hangs fails the deploy.
+        "activeDeadlineSeconds": 900,
+        # No ttlSecondsAfterFinished: a Job deleted behind Pulumi's back would be recreated on every update.
+        "template": {"metadata": {"labels": {"app.kubernetes.io/name": "storage-setup"}}, "spec": pod},
+    }
+
+
 @dataclass
 class SharedStorageArgs:
     kind: Literal["none", "efs", "fsx-lustre", "existing"]
@@ -85,6 +168,18 @@ class SharedStorageArgs:
     fsx_deployment_type: str = "PERSISTENT_2"
     fsx_throughput_per_unit: int = 125
     protect: bool = False
+    owned_directories: list[str] = field(default_factory=list)
+    """`fsx-lustre`: directories (relative to the file system root) the training pods write, e.g.
+    `checkpoints/<job>`; a setup Job creates them owned by `owner_uid:owner_gid` (mode 0750) before `ready`."""
+    owner_uid: int = RUN_AS_USER
+    """Owner of `owned_directories` and the EFS access point's user: the trainer image's uid."""
+    owner_gid: int = RUN_AS_USER
+    """Group of `owned_directories` and the EFS access point's group: the trainer image's gid."""
+    setup_image: pulumi.Input[str] | None = None
+    """`fsx-lustre`: image of the setup Job (the training image by digest); required when `owned_directories`."""
+    setup_node_selector: dict[str, str] | None = None
+    """`fsx-lustre`: where the setup Job runs (the system node group, which carries the cluster security group
+    the file system admits)."""
     aws_opts: pulumi.ResourceOptions | None = None
     """Options carrying the AWS provider (EKS stacks)."""
     provider: k8s.Provider | None = None
@@ -110,6 +205,9 @@ class SharedStorage(pulumi.ComponentResource):
         k8s_opts = pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=args.depends_on)
         storage_class = args.existing_storage_class or f"{args.name_prefix}-{args.kind}"
         volume_name = None
+        volume_handle: pulumi.Input[str] = ""
+        attributes: dict[str, pulumi.Input[str]] | None = None
+        driver_ready: list[pulumi.Resource] = []
         if args.kind in ("efs", "fsx-lustre"):
             volume_handle, attributes, driver_ready = self._aws_file_system(name, args)
             k8s.storage.v1.StorageClass(
@@ -130,6 +228,9 @@ class SharedStorage(pulumi.ComponentResource):
             opts=pulumi.ResourceOptions(parent=self, provider=args.provider,
                                         depends_on=[*args.depends_on, *self.ready]))
         self.ready.append(claim)
+        if args.kind == "fsx-lustre" and args.owned_directories:
+            self.ready.append(self._fsx_directories(name, args, storage_class, volume_handle, attributes,
+                                                    driver_ready))
         self.volume = {"persistentVolumeClaim": {"claimName": CLAIM_NAME}}
         self.register_outputs({"claimName": CLAIM_NAME})
 
@@ -169,9 +270,11 @@ class SharedStorage(pulumi.ComponentResource):
             ]
             access_point = aws.efs.AccessPoint(
                 f"{name}-access-point", file_system_id=file_system.id,
-                posix_user={"uid": RUN_AS_USER, "gid": RUN_AS_USER},
+                    # Every NFS operation through the access point runs as posix_user, whatever the pod's uid; the root
+                # directory is created owned by the same uid/gid, so the trainer (10001) owns what it writes.
+                posix_user={"uid": args.owner_uid, "gid": args.owner_gid},
                 root_directory={"path": "/gtp", "creation_info": {
-                    "owner_uid": RUN_AS_USER, "owner_gid": RUN_AS_USER, "permissions": "0750"}},
+                    "owner_uid": args.owner_uid, "owner_gid": args.owner_gid, "permissions": DIRECTORY_MODE}},
                 tags={"Name": f"{args.name_prefix}-shared"}, opts=child)
             addon = self._addon(name, "aws-efs-csi-driver", args, child)
             self.file_system = file_system
@@ -187,9 +290,60 @@ class SharedStorage(pulumi.ComponentResource):
         addon = self._addon(name, "aws-fsx-csi-driver", args, child)
         self.file_system = file_system
         attributes = {"dnsname": file_system.dns_name, "mountname": file_system.mount_name}
-        # NOTE: a new Lustre root is owned by root (0755); the uid-10001 trainer needs `<root>/checkpoints`
-        # made writable once (an admin `chown`, README "The real path", step 6).
+        # A new Lustre root is owned by root (0755): `_fsx_directories` makes the trainer's directories.
         return file_system.id, attributes, [addon]
+
+    def _fsx_directories(self, name: str, args: SharedStorageArgs, storage_class: str,
+                         volume_handle: pulumi.Input[str], attributes: dict[str, pulumi.Input[str]] | None,
+                         driver_ready: list[pulumi.Resource]) -> k8s.batch.v1.Job:
+        """The setup Job and what it mounts: its own PV + PVC of the same file system in SETUP_NAMESPACE.
+
+        A PV binds to exactly one PVC, and a pod mounts only claims of its own namespace, so the training claim
+        cannot be shared: the second PV names the same file system (volumeHandle, dnsname, mountname). Two PVs of
+        one Lustre file system are safe with the pinned FSx CSI driver v1.7.0: its node service advertises no
+        STAGE_UNSTAGE_VOLUME (pkg/driver/node.go, `nodeCaps` is empty), so each pod's NodePublishVolume mounts
+        on its own and no staging path is shared; the CSIDriver has attachRequired false (no VolumeAttachment)."""
+        if args.setup_image is None:
+            raise ValueError("storage: fsx-lustre with owned_directories needs setup_image (the training image)")
+        opts = pulumi.ResourceOptions(parent=self, provider=args.provider)
+        namespace = k8s.core.v1.Namespace(
+            f"{name}-setup-namespace", metadata={"name": SETUP_NAMESPACE, "labels": setup_namespace_labels()},
+            opts=opts)
+        # The setup pod needs no network at all (the node's kernel mounts Lustre, not the pod): deny everything.
+        k8s.networking.v1.NetworkPolicy(
+            f"{name}-setup-deny-all", metadata={"name": "deny-all", "namespace": SETUP_NAMESPACE},
+            spec={"podSelector": {}, "policyTypes": ["Ingress", "Egress"]},
+            opts=pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=[namespace]))
+        volume_name = f"{args.name_prefix}-shared-setup"
+        volume = k8s.core.v1.PersistentVolume(
+            f"{name}-setup-volume", metadata={"name": volume_name},
+            spec=persistent_volume_spec(args.kind, size_gib=args.size_gib, storage_class=storage_class,
+                                        volume_handle=volume_handle, volume_attributes=attributes),
+            opts=pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=[namespace, *driver_ready]))
+        claim = k8s.core.v1.PersistentVolumeClaim(
+            f"{name}-setup-claim", metadata={"name": CLAIM_NAME, "namespace": SETUP_NAMESPACE},
+            spec=claim_spec(size_gib=args.size_gib, storage_class=storage_class, volume_name=volume_name),
+            opts=pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=[namespace, volume]))
+        return k8s.batch.v1.Job(
+            f"{name}-setup-job",
+            metadata={
+                # Auto-named: a changed directory list replaces the Job create-before-delete, and the new one runs.
+                "namespace": SETUP_NAMESPACE,
+                # pulumi-kubernetes awaits a Job until its Complete condition (provider/pkg/await/job.go,
+                # jobInitAwaiter; default timeout 10 min): the training objects that depend on it start only
+                # after the directories exist. The deadline covers the pull of the training image.
+                "annotations": {
+                    "pulumi.com/timeoutSeconds": "960",
+                    "checkov.io/skip1": "CKV_K8S_23=chown needs uid 0; only CHOWN/DAC_OVERRIDE/FOWNER are kept",
+                    "checkov.io/skip2": "CKV_K8S_40=runs as root on purpose (chown); see CKV_K8S_23",
+                    "checkov.io/skip3": "CKV_K8S_37=CHOWN/DAC_OVERRIDE/FOWNER are the least chown/chmod need",
+                    "checkov.io/skip4": "CKV_K8S_25=CHOWN/DAC_OVERRIDE/FOWNER are the least chown/chmod need",
+                },
+            },
+            spec=directories_job_spec(image=args.setup_image, claim_name=CLAIM_NAME,
+                                      directories=args.owned_directories, uid=args.owner_uid, gid=args.owner_gid,
+                                      node_selector=args.setup_node_selector),
+            opts=pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=[claim]))
 
     def _addon(self, name: str, addon: str, args: SharedStorageArgs, opts: pulumi.ResourceOptions) -> aws.eks.Addon:
         return aws.eks.Addon(

@@ -1,4 +1,29 @@
-"""TrainingImage: the registry, the build and push of `images/trainer`, and the image reference *by digest*."""
+"""TrainingImage: the registry, the build and push of `images/trainer`, and the image reference *by digest*.
+
+Attestations (SBOM, provenance) and signatures are CI's job, not this component's
+(`.github/workflows/image.yml`, `tools/image_supply.py`): CI runs `docker buildx build --sbom=true
+--provenance=mode=max --push` on a docker-container builder with exactly this component's platform and build
+args (tag: the content tag plus `-attested`), signs the pushed digest with cosign (keyless) and verifies it; a
+stack then runs that digest (`image.build: false`, `image.reference`, listed in `image.signedDigests`), and the
+policy pack lets production run only such digests or this component's own build. Why the stack's build stays
+`docker.Image` rather than carrying the attestations itself:
+
+- pulumi-docker 5.2.0 `RegistryImage` (+ `BuildxBuilder`) takes `sbom`/`provenance` inputs, but its upstream
+  (terraform-provider-docker v4.5.0, the version pulumi-docker 5.2.0 bridges) builds with `exportLoad = true`
+  (`internal/provider/docker_buildx_build.go`, `mapBuildAttributesToBuildOptions`) and then pushes from the Docker
+  daemon (`resource_docker_registry_image_funcs.go`, `resourceDockerRegistryImageCreate` → `pushDockerRegistryImage`
+  → `client.ImagePush`). Loading into the daemon drops attestations (Docker docs, "Add SBOM and provenance
+  attestations with GitHub Actions": the `docker` exporter and `load: true` "don't support attestations"), and
+  the resource's docs require the daemon's classic image store. The plan would record `sbom: "true"` on an
+  image that has no SBOM.
+- pulumi-docker-build 0.0.22 `Image` has no attestation inputs at all (its SDK's `ImageArgs`), so it would add a
+  dependency and a provider without adding the SBOM.
+- Switching resource types would also replace the image resource of every live stack for no content change.
+
+`docker.Image` keeps what the stacks rely on: the content tag (`image_spec.image_tag`: an unchanged context
+neither rebuilds nor pushes, an immutable ECR tag is never reused), one platform per build, the build args, the
+registry credentials, and `repo_digest` (`repository@sha256:...`) as the only reference workloads get.
+"""
 
 from __future__ import annotations
 

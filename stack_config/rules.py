@@ -309,11 +309,26 @@ def _check_sharing_config(path: str, sharing: SharingConfig) -> Iterator[Problem
         yield Problem(f"{path}.replicas", f"{sharing.replicas} must be at least 2 for time-slicing")
 
 
+# ECR repository names (CreateRepository, `repositoryName`): 2-256 characters, lowercase path components
+# separated by '/', each letters/digits with single '.', '_' or '-' between them.
+ECR_REPOSITORY_NAME = re.compile(r"^(?:[a-z0-9]+(?:[._-][a-z0-9]+)*/)*[a-z0-9]+(?:[._-][a-z0-9]+)*$")
+
+
 def _check_image(config: StackConfig) -> Iterator[Problem]:
     image = config.image
+    if image.repository_name is not None and (not 2 <= len(image.repository_name) <= 256
+                                              or not ECR_REPOSITORY_NAME.match(image.repository_name)):
+        suggestion = re.sub(r"[^a-z0-9/]+", "-", image.repository_name.lower()).strip("-/") or "team/trainer"
+        yield Problem("image.repositoryName", f"{image.repository_name!r} is not an ECR repository name: 2-256 "
+                      "characters, lowercase letters and digits, separated by single '.', '_' or '-', path parts by "
+                      f"'/'; e.g. {suggestion!r}")
     if image.reference is not None and not DIGEST_REFERENCE.match(image.reference):
         yield Problem("image.reference", f"{image.reference!r} must reference an image by digest "
                                          "('repo@sha256:<64 hex>'), never a mutable tag")
+    for index, signed in enumerate(image.signed_digests):
+        if not DIGEST_REFERENCE.match(signed):
+            yield Problem(f"image.signedDigests[{index}]", f"{signed!r} must reference an image by digest "
+                                                           "('repo@sha256:<64 hex>'), as cosign signed it")
     if not image.build and image.reference is None:
         yield Problem("image.reference", "is required when image.build is false")
     if image.build and image.reference is not None:

@@ -270,6 +270,11 @@ class ImageConfig(_Section):
     """Existing mode: username for the registry (password is the `registryPassword` secret)."""
     reference: str | None = None
     """An existing image *by digest* (`repo@sha256:<64 hex>`) to run instead of building."""
+    signed_digests: tuple[str, ...] = ()
+    """Images *by digest* (`repo@sha256:<64 hex>`) that CI built with SBOM and provenance attestations, signed
+    with cosign and verified (`.github/workflows/image.yml`). On a production stack (`lifecycle.protect`) the
+    policy pack lets workloads run only the stack's own build or one of these; list `reference` here when
+    `build` is false. Default: none."""
     base_image: str | None = None
     """Base to build on *by digest* (`repo:tag@sha256:<64 hex>`), instead of the catalog's base for the platform
     and GPU nodes (`catalog/versions.py` `BASE_IMAGES`: x86_64 CUDA, arm64 SBSA, Jetson L4T). Needed where the

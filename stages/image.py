@@ -16,8 +16,16 @@ CONTEXT_DIR = Path("images/trainer")
 """Relative: Pulumi runs the program from the project directory."""
 
 
+def build_base_image(config: StackConfig) -> str:
+    """The base this stack's image builds on (a placeholder that `pulumi up` refuses when unpinned)."""
+    return base_image(config) or f"unpinned-{config.image.platform.replace('/', '-')}-base"
+
+
 def build_image(config: StackConfig, cluster: Cluster) -> TrainingImage:
-    """`TrainingImage.image_ref` is the image *by digest* every workload runs."""
+    """`TrainingImage.image_ref` is the image *by digest* every workload runs.
+
+    CI builds the same image for the same stack (`tools/image_supply.py`, `.github/workflows/image.yml`):
+    platform, base, variant and tag come from the same functions, so both produce one content tag."""
     image, lifecycle = config.image, config.lifecycle
     revision, source = image_spec.vcs_labels(Path.cwd())
     refusal = base_image_refusal(config)
@@ -32,7 +40,7 @@ def build_image(config: StackConfig, cluster: Cluster) -> TrainingImage:
         net_variant=image_variant(config),
         vcs_revision=revision,
         source_url=source,
-        base_image=base_image(config) or f"unpinned-{image.platform.replace('/', '-')}-base",
+        base_image=build_base_image(config),
         build=image.build,
         reference=image.reference,
         registry=image.registry,

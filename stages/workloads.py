@@ -21,7 +21,7 @@ from components.swarm_training import constraints_for
 from components.training_image import registry_server
 from components.training_namespace import QuotaSize, TrainingNamespace, TrainingNamespaceArgs
 from components.training_operators import TrainingOperators, TrainingOperatorsArgs
-from components.training_pod import PodShape, bench_args, checkpoint_dir, trainer_args
+from components.training_pod import RUN_AS_USER, PodShape, bench_args, checkpoint_dir, trainer_args
 from conventions.names import (
     METRICS_NAMESPACE,
     SHARED_GPU_RESOURCE,
@@ -58,7 +58,7 @@ def build_workloads(config: StackConfig, cluster: Cluster, image_ref: pulumi.Inp
         aws_opts=cluster.aws_opts if cluster.aws else None,
     ))
     training_ns = build_namespace(config, cluster, kind, operators)
-    storage = build_storage(config, cluster, training_ns)
+    storage = build_storage(config, cluster, training_ns, image_ref)
     context = WorkloadContext(
         config=config, shape=pod_shape(config, cluster, image_ref, storage.volume), operators=operators,
         provider=cluster.provider, ready=[*training_ns.ready, *storage.ready, *gpu.ready],
@@ -89,8 +89,12 @@ def build_namespace(config: StackConfig, cluster: Cluster, kind: KubernetesWorkl
     ))
 
 
-def build_storage(config: StackConfig, cluster: Cluster, training_ns: TrainingNamespace) -> SharedStorage:
+def build_storage(config: StackConfig, cluster: Cluster, training_ns: TrainingNamespace,
+                  image_ref: pulumi.Input[str]) -> SharedStorage:
+    """The shared volume; on FSx for Lustre (root-owned root) also the setup Job that makes the workload's
+    checkpoint directory the trainer's (`storage.ready` holds it, and every training object depends on that)."""
     storage, aws = config.storage, cluster.aws
+    checkpoints = checkpoint_dir(config.storage.mount_path, config.workload.name)
     return SharedStorage("storage", SharedStorageArgs(
         kind=storage.kind, namespace=training_namespace(config.stack), name_prefix=config.cluster_name,
         size_gib=storage.size_gib, existing_storage_class=storage.existing_storage_class,
@@ -103,6 +107,9 @@ def build_storage(config: StackConfig, cluster: Cluster, training_ns: TrainingNa
         fsx_deployment_type=storage.fsx_deployment_type,
         fsx_throughput_per_unit=storage.fsx_throughput_per_unit,
         protect=config.lifecycle.protect, aws_opts=cluster.aws_opts if aws else None,
+        owned_directories=[checkpoints.removeprefix(config.storage.mount_path.rstrip("/")).strip("/")],
+        owner_uid=RUN_AS_USER, owner_gid=RUN_AS_USER, setup_image=image_ref,
+        setup_node_selector=cluster.system_node_selector,
         provider=cluster.provider, depends_on=[training_ns.namespace],
         addon_depends_on=[aws.system_node_group] if aws else [],
     ))

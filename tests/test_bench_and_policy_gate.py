@@ -102,7 +102,7 @@ def test_plan_cli_writes_policy_facts_that_the_pack_cli_accepts(tmp_path: Path) 
     assert result.returncode == 0, result.stderr
     facts = json.loads((out / "prod" / "policy-facts.json").read_text())
     assert facts == {"stack": "prod", "ephemeral": False, "production": True, "registry": None,
-                     "requiredTags": ["gtp:lifecycle", "gtp:project", "gtp:stack"]}
+                     "requiredTags": ["gtp:lifecycle", "gtp:project", "gtp:stack"], "signedDigests": []}
     pack_config = json.loads((out / "prod" / "policy-pack-config.json").read_text())
     assert pack_config["eks-private-endpoint-in-production"]["production"] is True
     check = subprocess.run([sys.executable, "-m", "policy.gtp_policy.offline", str(out / "prod" / "resources.json"),

@@ -240,6 +240,10 @@ RULES = [
     (EXISTING, "gpuNodeGroups.orin.instanceTypes", ["g5g.xlarge"], r"^gpuNodeGroups\.orin\.instanceTypes: only applies to EKS node groups"),
     (EXISTING, "cluster.endpointPublicAccess", True, r"^cluster\.endpointPublicAccess: only applies to mode 'eks'"),
     (EXISTING, "storage.kind", "efs", r"^storage\.kind: 'efs' is created in AWS next to an EKS cluster"),
+    (BASE, "image.repositoryName", "Team/Trainer", r"^image\.repositoryName: 'Team/Trainer' is not an ECR repository name"),
+    (BASE, "image.repositoryName", "team//trainer", r"^image\.repositoryName: 'team//trainer' is not an ECR"),
+    (BASE, "image.repositoryName", "x", r"^image\.repositoryName: 'x' is not an ECR repository name: 2-256"),
+    (BASE, "image.repositoryName", "a" * 257, r"^image\.repositoryName: 'a{257}' is not an ECR"),
     (EXISTING, "autoscaling.mode", "scaledjob", r"^autoscaling\.mode: 'scaledjob' reads an SQS queue with Pod Identity, which needs EKS"),
 ]
 
@@ -260,6 +264,11 @@ def test_rule(base: dict[str, Any], path: str, value: Any, expected: str) -> Non
 def test_the_valid_bases_are_valid() -> None:
     parse(BASE)
     parse(EXISTING)
+
+
+@pytest.mark.parametrize("name", ["ml-platform/trainer", "gtp-dev-trainer", "team.a/x_y", "ab"])
+def test_valid_ecr_repository_names_pass(name: str) -> None:
+    parse(with_(BASE, "image.repositoryName", name))
 
 
 def test_existing_cluster_needs_a_kubeconfig_or_a_context() -> None:

@@ -12,6 +12,7 @@ from catalog import versions
 from tests.conftest import plan_modified, plan_stack
 from stack_config import ConfigError
 from tools import plan as gtp_plan
+from tools.plan_record import COMPUTED
 
 
 @pytest.mark.parametrize("kubernetes_version", versions.SUPPORTED_KUBERNETES_VERSIONS)
@@ -182,3 +183,38 @@ def test_long_group_names_are_rejected_before_eks_does(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match=r"gpuNodeGroups\.a-very-long-node-group-name-for-h100s: name prefix "
                                           r"'gtp-prod-a-very-long-node-group-name-for-h100s-' is 47 characters"):
         plan_modified(tmp_path, "prod", long_name)
+
+
+# --- Names AWS would reject or that two resources could share ------------------------------------------------------
+# Resources the program names explicitly, with the config rule that keeps each name valid (stack_config/rules.py,
+# cluster_targets/eks.py). Every other AWS resource is auto-named by Pulumi (a random suffix), so it can't collide
+# with anything, in this stack or another one. A new explicitly named type must be added here with its rule.
+EXPLICIT_NAMES = {
+    ("aws:eks/cluster:Cluster", "name"): "namePrefix (DNS label, <= 40 characters)",
+    ("aws:ec2/launchTemplate:LaunchTemplate", "name"): "group names are DNS labels; 'system' is reserved",
+    ("aws:eks/nodeGroup:NodeGroup", "nodeGroupNamePrefix"): "63 characters with the provider's 26-character suffix",
+    ("aws:kms/alias:Alias", "name"): "derived from the cluster name",
+    ("aws:cloudwatch/logGroup:LogGroup", "name"): "EKS's own /aws/eks/<cluster>/cluster",
+    ("aws:ecr/repository:Repository", "name"): "image.repositoryName (ECR's pattern) or derived",
+}
+NAME_FIELDS = ("name", "namePrefix", "nodeGroupNamePrefix", "nodeGroupName", "bucket", "bucketPrefix", "roleName",
+               "repositoryName", "queueName", "fileSystemName", "logGroupName", "clusterName")
+
+
+@pytest.mark.parametrize("stack", ["dev", "prod", "edge"])
+def test_every_explicit_aws_name_is_known_checked_and_unique(plans, stack):
+    plan = plans(stack)
+    seen: dict[tuple[str, str], str] = {}
+    for resource in plan.resources:
+        if not resource.custom or not resource.type.startswith("aws:"):
+            continue
+        for field in NAME_FIELDS:
+            value = resource.inputs.get(field)
+            if not isinstance(value, str) or value == COMPUTED or field == "clusterName":
+                continue  # a reference to another resource (its computed name, or the cluster): names nothing new
+            assert (resource.type, field) in EXPLICIT_NAMES, (
+                f"{resource.type} {resource.name} sets {field}={value!r}: auto-name it, or add a config rule for it "
+                "and an entry in EXPLICIT_NAMES")
+            key = (resource.type, value)
+            assert key not in seen, f"{resource.type} name {value!r} used by {seen.get(key)} and {resource.name}"
+            seen[key] = resource.name

@@ -91,6 +91,33 @@ def _namespaced(obj: dict[str, Any], namespace: str) -> dict[str, Any]:
     return obj
 
 
+def _masked(obj: dict[str, Any]) -> dict[str, Any]:
+    """Secret values never reach a file (`[secret]`, as in the plan); a pod template's `checksum/secret*`
+    annotation, derived from them, is known only at apply (charts like grafana generate a password with
+    `randAlphaNum` unless the release finds one in the cluster), so it is `<computed>`: cluster.yaml stays
+    deterministic."""
+    if obj.get("kind") == "Secret":
+        for field in ("data", "stringData"):
+            if isinstance(obj.get(field), dict):
+                obj[field] = {key: SECRET for key in obj[field]}
+
+    def walk(node: Any) -> None:
+        if isinstance(node, dict):
+            annotations = (node.get("metadata") or {}).get("annotations") if isinstance(node.get("metadata"), dict) else None
+            if isinstance(annotations, dict):
+                for key in annotations:
+                    if key.startswith("checksum/secret"):
+                        annotations[key] = COMPUTED
+            for value in node.values():
+                walk(value)
+        elif isinstance(node, list):
+            for value in node:
+                walk(value)
+
+    walk(obj)
+    return obj
+
+
 def _documents(text: str) -> Iterator[dict[str, Any]]:
     for document in yaml.load_all(text, Loader=YAML_LOADER):
         if isinstance(document, dict) and document:
@@ -129,7 +156,8 @@ def render_releases(releases: list[Mapping[str, Any]], kubernetes_version: str,
             if release.get("createNamespace"):
                 objects.append(ClusterObject(source, {"apiVersion": "v1", "kind": "Namespace",
                                                       "metadata": {"name": release["namespace"]}}))
-            objects.extend(ClusterObject(source, _namespaced(doc, release["namespace"])) for doc in _documents(out))
+            objects.extend(ClusterObject(source, _masked(_namespaced(doc, release["namespace"])))
+                           for doc in _documents(out))
     return objects
 
 

@@ -211,7 +211,8 @@ def policy_facts(plan: Plan) -> dict[str, Any]:
     if not config.image.build and config.image.reference:
         registry = config.image.reference.split("@", 1)[0]
     return {"stack": plan.stack, "ephemeral": config.lifecycle.ephemeral, "production": config.lifecycle.protect,
-            "registry": registry, "requiredTags": sorted(required)}
+            "registry": registry, "requiredTags": sorted(required),
+            "signedDigests": list(config.image.signed_digests)}
 
 
 def run_policy_pack(plan: Plan, report: Report) -> None:

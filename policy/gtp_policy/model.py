@@ -13,6 +13,7 @@ Secret inputs read "[secret]"; values unknown until apply read "<computed>".
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Literal, Mapping, Optional
 
@@ -29,6 +30,8 @@ Scope = Literal["resource", "stack"]
 
 DEFAULT_REQUIRED_TAGS = ("gtp:stack", "gtp:project", "gtp:lifecycle")
 EPHEMERAL_TAGS = ("gtp:ttl-hours", "gtp:expires-at")
+DIGEST_REF = re.compile(r"^[^@\s]+@sha256:[0-9a-f]{64}$")
+"""An image reference by digest: `repo@sha256:<64 hex>`."""
 
 
 def is_computed(value: Any) -> bool:
@@ -132,8 +135,11 @@ class Facts:
     """Image prefix every directly applied container image must start with (`<host>/<repo>`); None = not checked."""
     required_tags: tuple[str, ...] = DEFAULT_REQUIRED_TAGS
     """Tag keys every AWS provider's defaultTags and every launch template's instance tags must carry."""
+    signed_digests: tuple[str, ...] = ()
+    """Image references by digest (`repo@sha256:<64 hex>`) that CI signed and verified (the stack's
+    `image.signedDigests`): besides the stack's own build, the only images a production workload may run."""
 
-    KEYS = ("stack", "ephemeral", "production", "registry", "requiredTags")
+    KEYS = ("stack", "ephemeral", "production", "registry", "requiredTags", "signedDigests")
 
     @classmethod
     def from_mapping(cls, data: Mapping[str, Any]) -> "Facts":
@@ -156,6 +162,10 @@ class Facts:
         tags = data.get("requiredTags", list(DEFAULT_REQUIRED_TAGS))
         if not isinstance(tags, (list, tuple)) or not all(isinstance(t, str) and t for t in tags):
             problems.append(f"requiredTags: expected a list of tag keys, got {tags!r}")
+        signed = data.get("signedDigests", [])
+        if not isinstance(signed, (list, tuple)) or not all(isinstance(s, str) and DIGEST_REF.match(s)
+                                                             for s in signed):
+            problems.append(f"signedDigests: expected a list of 'repo@sha256:<64 hex>' references, got {signed!r}")
         if data.get("ephemeral") is True and data.get("production") is True:
             problems.append("ephemeral and production are mutually exclusive; set at most one to true")
         if problems:
@@ -166,6 +176,7 @@ class Facts:
             production=bool(data.get("production", False)),
             registry=registry,
             required_tags=tuple(tags),
+            signed_digests=tuple(signed),
         )
 
     def to_mapping(self) -> dict:
@@ -175,6 +186,7 @@ class Facts:
             "production": self.production,
             "registry": self.registry,
             "requiredTags": list(self.required_tags),
+            "signedDigests": list(self.signed_digests),
         }
 
 
@@ -189,6 +201,9 @@ FACTS_CONFIG_SCHEMA = {
                      "description": "Required image prefix (<host>/<repo>); null disables the registry check."},
         "requiredTags": {"type": "array", "items": {"type": "string"}, "default": list(DEFAULT_REQUIRED_TAGS),
                          "description": "Tag keys every AWS provider's defaultTags must carry."},
+        "signedDigests": {"type": "array", "items": {"type": "string"}, "default": [],
+                          "description": "Signed image references (repo@sha256:...) production workloads may run "
+                                         "besides the stack's own build."},
     },
     "required": ["stack", "ephemeral", "production"],
 }

@@ -9,6 +9,7 @@ from __future__ import annotations
 from . import rules_aws as aws
 from . import rules_kubernetes as k8s
 from . import rules_lifecycle as life
+from . import rules_supply_chain as supply
 from .model import Rule
 
 R, S = "resource", "stack"
@@ -51,6 +52,9 @@ POLICIES: tuple[Rule, ...] = (
     Rule("ecr-lifecycle-policy", "Every ECR repository has a lifecycle policy.", S, aws.ecr_lifecycle_policy),
     Rule("ecr-no-public-repository-policy", "ECR repository policies grant nothing to the '*' principal.",
          R, aws.ecr_no_public_repository_policy),
+    Rule("production-image-signed-or-own-build", "Production workloads run only the stack's own image build or "
+         "an image digest CI signed and verified (image.signedDigests).",
+         S, supply.production_image_signed_or_own_build),
     # IAM
     Rule("iam-no-wildcard-actions", "Policies of node and training roles list actions; no '*' or 'service:*'.",
          S, aws.iam_no_wildcard_actions),

@@ -36,6 +36,10 @@ PSS_ENFORCE = "pod-security.kubernetes.io/enforce"
 # Only the GPU device plugin's namespace (device plugin, GFD, MPS control daemon) may run privileged pods:
 # they need host paths (/var/lib/kubelet/device-plugins) and hostPID/hostIPC for MPS.
 DEVICE_PLUGIN_NAMESPACE = re.compile(r"(^|-)(nvidia-)?device-plugins?($|-)|^nvidia($|-)")
+# The FSx directory setup Job (components/shared_storage.py, SETUP_NAMESPACE) must chown as root. Only there, and
+# only a container that drops ALL and keeps no more than these capabilities without escalation, may run as uid 0.
+STORAGE_SETUP_NAMESPACE = "gtp-storage-setup"
+STORAGE_SETUP_CAPABILITIES = frozenset({"CHOWN", "DAC_OVERRIDE", "FOWNER"})
 DIGEST_REFERENCE = re.compile(r"@sha256:[0-9a-f]{64}$")
 # NVIDIA device plugin 0.17+: MPS needs compute capability >= 7.5 and allows at most 48 clients per GPU.
 MPS_MIN_REPLICAS, MPS_MAX_REPLICAS = 2, 48
@@ -114,8 +118,22 @@ def _effective(container: Mapping, spec: Mapping, field: str) -> Any:
 # ---------------------------------------------------------------- pod security
 
 
+def _least_privilege_root(record: Record, container: Mapping) -> bool:
+    """A root container the storage setup namespace allows: ALL dropped, only chown/chmod capabilities added, no
+    privilege escalation, not privileged."""
+    if namespace_of(record) != STORAGE_SETUP_NAMESPACE:
+        return False
+    added = {str(cap) for cap in as_list(get_path(container, "securityContext.capabilities.add"))}
+    return ("ALL" in as_list(get_path(container, "securityContext.capabilities.drop"))
+            and added <= STORAGE_SETUP_CAPABILITIES
+            and is_false(get_path(container, "securityContext.allowPrivilegeEscalation"))
+            and not is_true(get_path(container, "securityContext.privileged")))
+
+
 def k8s_run_as_non_root(record: Record, facts: Facts) -> Iterator[Finding]:
     for path, container, spec in _each_container(record):
+        if _least_privilege_root(record, container):
+            continue
         value = _effective(container, spec, "runAsNonRoot")
         if not is_true(value):
             yield Finding(f"{path}.securityContext.runAsNonRoot", value,

@@ -320,18 +320,10 @@ def test_lock_covers_requirements_in_and_versions() -> None:
 
 
 @pytest.mark.parametrize("architecture", image_spec.IMAGE_ARCHITECTURES)
-def test_lock_has_binary_wheels_for_the_image_python(tmp_path: Path, architecture: str) -> None:
+def test_lock_has_binary_wheels_for_the_image_python(locked_wheels, architecture: str) -> None:
     # The builder runs `pip download --only-binary=:all: --require-hashes` on the base image's Python;
-    # this is the same resolution for that Python and architecture, from here.
-    manylinux_tags = ("manylinux_2_28", "manylinux_2_17", "manylinux2014", "manylinux1")
-    platforms = [f"--platform={tag}_{architecture}" for tag in manylinux_tags]
-    _run([
-        sys.executable, "-m", "pip", "--disable-pip-version-check", "download", "--no-cache-dir", "--quiet",
-        "--require-hashes", "--only-binary=:all:", "--implementation=cp",
-        f"--python-version={image_spec.BASE_IMAGE_PYTHON_VERSION}", *platforms,
-        "--dest", str(tmp_path), "--requirement", str(LOCK),
-    ])
-    assert len(list(tmp_path.glob("*.whl"))) == len(_locked())
+    # `locked_wheels` (conftest) runs the same resolution for that Python and architecture, from here.
+    assert len(list(locked_wheels(architecture).glob("*.whl"))) == len(_locked())
 
 
 # --- The trainer wheel, built as the builder stage builds it -------------------------------------------

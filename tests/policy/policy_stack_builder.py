@@ -14,9 +14,10 @@ MPS_CONFIG = "version: v1\nsharing:\n  mps:\n    renameByDefault: true\n    reso
 
 def facts(kind: str = "dev", **overrides: Any) -> dict:
     base = {
-        "dev": {"stack": "dev", "ephemeral": False, "production": False},
-        "prod": {"stack": "prod", "ephemeral": False, "production": True},
-        "bench": {"stack": "bench-a", "ephemeral": True, "production": False},
+        "dev": {"stack": "dev", "ephemeral": False, "production": False, "signedDigests": []},
+        # The compliant production stack runs an image CI signed (rules_supply_chain).
+        "prod": {"stack": "prod", "ephemeral": False, "production": True, "signedDigests": [IMAGE]},
+        "bench": {"stack": "bench-a", "ephemeral": True, "production": False, "signedDigests": []},
     }[kind]
     return {**base, "registry": REGISTRY, "requiredTags": list(REQUIRED_TAGS), **overrides}
 

@@ -127,6 +127,8 @@ FAILING = [
      ["inputs", "spec", "template", "spec", "containers", 0, "resources", "limits"], DELETE, "resources.limits"),
     ("k8s-image-by-digest", "dev", "-pytorchjob", WORKER_CONTAINER + ["image"],
      "123456789012.dkr.ecr.us-east-1.amazonaws.com/gtp-trainer:latest", "containers[pytorch].image"),
+    ("production-image-signed-or-own-build", "prod", "-pytorchjob", WORKER_CONTAINER + ["image"],
+     IMAGE.replace("a" * 64, "b" * 64), "containers[pytorch].image"),
     ("k8s-image-from-stack-registry", "dev", "-pytorchjob", WORKER_CONTAINER + ["image"],
      "docker.io/library/python@sha256:" + "b" * 64, "must come from the stack's registry"),
     ("k8s-image-from-stack-registry", "dev", "-pytorchjob", WORKER_CONTAINER + ["image"],

@@ -21,7 +21,9 @@ from typing import Any
 
 from tools.cluster import ClusterObject, by_source
 from tools.plan_record import Plan
+from tools.simulate import admission, storage
 from tools.simulate.model import CheckResult, ExpandedPod, Finding
+from tools.simulate.pods import expand_pods
 
 __all__ = ["CheckResult", "ExpandedPod", "Finding", "simulate", "write"]
 
@@ -30,6 +32,9 @@ def simulate(plan: Plan, objects: list[ClusterObject]) -> dict[str, Any]:
     """Every check over the stack's rendered cluster; the content of simulation.json."""
     results: list[CheckResult] = []
     # Parts are added here as they land; each is independent of the others' results.
+    pods = expand_pods(objects, plan)
+    results += admission.check(plan, objects, pods)
+    results += storage.check(plan, objects, pods)
     return {"stack": plan.stack, "objects": dict(sorted(by_source(objects).items())),
             "checks": {result.name: result.as_json() for result in results},
             "ok": all(not result.findings and result.passed == result.total for result in results)}

@@ -1,0 +1,83 @@
+"""Supply chain: what a production workload may run.
+
+A production pod runs either the image this stack built and pushed itself, or an image CI built with BuildKit
+attestations, signed with cosign and verified (`.github/workflows/image.yml`), listed in the stack's
+`image.signedDigests` (policy fact `signedDigests`). Any other image, even one by digest from the stack's own
+registry, is a violation.
+
+How the rule tells "the stack's own build" apart:
+- Once the build ran (`pulumi up`, or a preview of a stack whose image is unchanged), the build resource's
+  outputs name the pushed digest: `docker:index/image:Image` `repoDigest`, or `docker:index/registryImage:
+  RegistryImage` `name` + `sha256Digest`. The pod's image must equal it exactly. (Stack policies see each
+  resource's final outputs: pulumi's `AnalyzeStack` is called on outputs, not inputs.)
+- Before the push (a preview that builds, and the offline plan, which records inputs only) the digest is
+  unknown, and so is every pod image made from it. An unknown image passes only when the pod's resource
+  depends directly on one of this stack's image builds whose digest is itself still unknown: the Pulumi SDKs
+  record every resource an input was computed from as a dependency (and, under the engine, per property in
+  `propertyDependencies`, which the rule then reads for the property that holds the pod spec). An unknown
+  from anything else (another resource's output, a stack reference) names no image build and fails.
+"""
+from __future__ import annotations
+
+from typing import Any, Iterator, Mapping, Optional
+
+from .graph import StackIndex, inputs
+from .model import DIGEST_REF, Facts, Finding, Record, is_computed
+from .rules_kubernetes import _each_container
+
+DOCKER_IMAGE = "docker:index/image:Image"
+REGISTRY_IMAGE = "docker:index/registryImage:RegistryImage"
+IMAGE_BUILDS = (DOCKER_IMAGE, REGISTRY_IMAGE)
+
+
+def _known(value: Any) -> Optional[str]:
+    return value if isinstance(value, str) and value and not is_computed(value) else None
+
+
+def built_reference(build: Record) -> Optional[str]:
+    """`repo@sha256:<digest>` a build resource pushed, or None while it is unknown (not pushed yet)."""
+    props = inputs(build)
+    if build.get("type") == DOCKER_IMAGE:
+        reference = _known(props.get("repoDigest"))
+        return reference if reference and DIGEST_REF.match(reference) else None
+    name, digest = _known(props.get("name")), _known(props.get("sha256Digest"))
+    if not name or not digest:
+        return None
+    repository = name.split("@", 1)[0]
+    last = repository.rsplit("/", 1)[-1]
+    if ":" in last:  # drop the tag, keep a registry's :port
+        repository = repository[: len(repository) - len(last)] + last.split(":", 1)[0]
+    return f"{repository}@{digest}"
+
+
+def _pending_build_dependencies(stack: StackIndex, record: Record, field: str, pending: set) -> bool:
+    """Whether the property holding `field` was computed from one of this stack's not-yet-pushed builds."""
+    by_property: Mapping = record.get("propertyDependencies") or {}
+    top = field.split(".", 1)[0]
+    if top in by_property:
+        urns = set(by_property.get(top) or ())
+    else:
+        urns = {dep.get("urn") for dep in stack.direct_dependencies(record)}
+    return bool(urns & pending)
+
+
+def production_image_signed_or_own_build(stack: StackIndex, facts: Facts) -> Iterator[Finding]:
+    if not facts.production:
+        return
+    builds = stack.of_type(*IMAGE_BUILDS)
+    built = {ref for ref in map(built_reference, builds) if ref}
+    pending = {b.get("urn") for b in builds if built_reference(b) is None}
+    signed = set(facts.signed_digests)
+    for record in stack.records:
+        for path, container, _ in _each_container(record):
+            field, image = f"{path}.image", container.get("image")
+            if is_computed(image):
+                if _pending_build_dependencies(stack, record, field, pending):
+                    continue
+                yield Finding(field, image, "unknown until apply and not computed from this stack's image build; "
+                              "run the stack's own build or a digest listed in image.signedDigests", record=record)
+            elif image not in built and image not in signed:
+                allowed = sorted(built | signed)
+                yield Finding(field, image, "production runs only the stack's own build or an image CI signed and "
+                              f"verified (add it to image.signedDigests); allowed here: {allowed or 'none'}",
+                              record=record)
