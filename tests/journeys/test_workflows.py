@@ -35,7 +35,7 @@ def load(name: str) -> dict:
 
 
 def test_expected_workflows_exist():
-    assert [path.name for path in WORKFLOW_FILES] == ["deploy.yml", "pr.yml", "reap.yml"]
+    assert [path.name for path in WORKFLOW_FILES] == ["deploy.yml", "image.yml", "pr.yml", "reap.yml"]
 
 
 def test_zizmor_offline_has_no_findings():
