@@ -136,6 +136,8 @@ class EksTarget(ClusterTarget):
 
     def provision(self, config: StackConfig, aws_opts: pulumi.ResourceOptions) -> Cluster:
         lifecycle = config.lifecycle
+        deployer = config.cluster.deployer
+        assert deployer is not None  # required for mode eks (stack_config.rules._check_deployer)
         network = Network("network", NetworkArgs(
             cluster_name=config.cluster_name,
             vpc_cidr=config.network.vpc_cidr,
@@ -146,6 +148,8 @@ class EksTarget(ClusterTarget):
             existing_vpc_id=config.network.existing_vpc_id,
             existing_private_subnet_ids=list(config.network.existing_private_subnet_ids),
             existing_public_subnet_ids=list(config.network.existing_public_subnet_ids),
+            transit_gateway_id=deployer.transit_gateway_id if deployer.access == "transit-gateway" else None,
+            transit_gateway_cidrs=list(deployer.cidrs) if deployer.access == "transit-gateway" else [],
         ), opts=aws_opts)
         system = config.cluster.system_node_group
         eks = EksCluster("eks", EksClusterArgs(
@@ -155,6 +159,7 @@ class EksTarget(ClusterTarget):
             private_subnet_ids=network.private_subnet_ids,
             endpoint_public_access=config.cluster.endpoint_public_access,
             public_access_cidrs=list(config.cluster.public_access_cidrs),
+            private_endpoint_cidrs=list(deployer.cidrs) if deployer.access in ("in-vpc", "transit-gateway") else [],
             deployer_role_arn=config.cluster.deployer_role_arn,
             admin_role_arns=list(config.cluster.admin_role_arns),
             log_retention_days=config.cluster.log_retention_days,
@@ -197,8 +202,10 @@ class EksTarget(ClusterTarget):
             ), opts=aws_opts))
         access = ClusterAccess("cluster", ClusterAccessArgs(
             kubeconfig=eks.kubeconfig,
+            # ...and on the deployer's path to the API: the attachment and routes, the endpoint's ingress rules.
             depends_on=[eks.cluster, eks.system_node_group, eks.deployer_access, *eks.addons_after_nodes,
-                        *[group.node_group for group in node_groups]],
+                        *[group.node_group for group in node_groups], *eks.private_endpoint_ingress,
+                        *network.deployer_path],
         ))
         ClusterAutoscaler("autoscaler", ClusterAutoscalerArgs(
             cluster_name=eks.cluster.name, cluster_name_plain=config.cluster_name, region=config.region,

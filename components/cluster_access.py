@@ -30,8 +30,13 @@ class ClusterAccess(pulumi.ComponentResource):
             context=args.context,
             # Server-side apply: field ownership is explicit, and conflicts with controllers surface as errors.
             enable_server_side_apply=True,
-            # Never fall back to whatever cluster the deployer's current context points at.
-            delete_unreachable=False,
+            # `deleteUnreachable` is deliberately left unset (false by default): the provider lets an explicit
+            # provider input override the PULUMI_K8S_DELETE_UNREACHABLE environment variable (pulumi-kubernetes
+            # provider/pkg/provider/provider.go, kubeProvider.Configure: `deleteUnreachable := func()` reads
+            # vars["kubernetes:config:deleteUnreachable"] first; read at the upstream default branch of 2026-07, not
+            # at the v4.34.2 tag), so setting it false here would take away
+            # `python -m tools.destroy --delete-unreachable`, the way to finish destroying a stack whose cluster is
+            # already gone. It only changes what a destroy does with an unreachable cluster.
             opts=pulumi.ResourceOptions(parent=self, depends_on=args.depends_on),
         )
         self.register_outputs({})

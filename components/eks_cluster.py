@@ -63,6 +63,9 @@ class EksClusterArgs:
     endpoint_public_access: bool = False
     """Public API endpoint (restricted to `public_access_cidrs`)."""
     public_access_cidrs: list[str] = field(default_factory=list)
+    private_endpoint_cidrs: list[str] = field(default_factory=list)
+    """CIDRs allowed to the private endpoint on 443 (a deployer in the VPC or behind a Transit Gateway): the cluster
+    security group EKS creates admits only its own members otherwise."""
     deployer_role_arn: pulumi.Input[str] | None = None
     """Role that runs Pulumi; gets cluster-admin through an access entry."""
     admin_role_arns: list[str] = field(default_factory=list)
@@ -131,6 +134,17 @@ class EksCluster(pulumi.ComponentResource):
             opts=pulumi.ResourceOptions(parent=self, protect=args.protect, depends_on=[log_group, cluster_policy]),
         )
         self.security_group_id = self.cluster.vpc_config.cluster_security_group_id
+        # The private endpoint's network interfaces carry the cluster security group, which EKS creates admitting
+        # only itself; a deployer elsewhere in the VPC or a connected network needs 443 opened to it (EKS user
+        # guide, "Cluster API server endpoint": "the cluster security group must allow ingress on port 443 from
+        # your connected network").
+        self.private_endpoint_ingress = [
+            aws.vpc.SecurityGroupIngressRule(
+                f"{name}-api-from-{cidr.replace('/', '-').replace('.', '-')}", security_group_id=self.security_group_id,
+                cidr_ipv4=cidr, ip_protocol="tcp", from_port=443, to_port=443,
+                description="Kubernetes API from the deployer", opts=child)
+            for cidr in args.private_endpoint_cidrs
+        ]
 
         # --- access entries ---------------------------------------------------------------------------------
         deployer = args.deployer_role_arn or _caller_role_arn(self)

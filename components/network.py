@@ -44,11 +44,18 @@ class NetworkArgs:
     `num_availability_zones` zones if missing there — appended, so existing subnets keep their CIDRs."""
     existing_private_subnet_ids: list[str] = field(default_factory=list)
     existing_public_subnet_ids: list[str] = field(default_factory=list)
+    transit_gateway_id: str | None = None
+    """Attach the created VPC (its private subnets) to this Transit Gateway: the deployer's network lies behind it."""
+    transit_gateway_cidrs: list[str] = field(default_factory=list)
+    """Routed from the private subnets through `transit_gateway_id` (the deployer's runners)."""
 
 
 class Network(pulumi.ComponentResource):
     vpc_id: pulumi.Output[str]
     private_subnet_ids: pulumi.Output[list[str]]
+    transit_gateway_attachment: aws.ec2transitgateway.VpcAttachment | None
+    deployer_path: list[pulumi.Resource]
+    """What the deployer's route to the private endpoint needs (the attachment and the routes through it)."""
     public_subnet_ids: pulumi.Output[list[str]]
 
     def __init__(self, name: str, args: NetworkArgs, opts: pulumi.ResourceOptions | None = None):
@@ -59,6 +66,8 @@ class Network(pulumi.ComponentResource):
             self.public_subnet_ids = pulumi.Output.from_input(list(args.existing_public_subnet_ids))
             self._existing_private = list(args.existing_private_subnet_ids)
             self._private_by_zone: dict[str, pulumi.Output[str]] = {}
+            self.transit_gateway_attachment = None
+            self.deployer_path = []
             self.register_outputs({"vpcId": self.vpc_id})
             return
         child = pulumi.ResourceOptions(parent=self)
@@ -79,6 +88,7 @@ class Network(pulumi.ComponentResource):
                                        routes=[{"cidr_block": "0.0.0.0/0", "gateway_id": igw.id}],
                                        tags={"Name": f"{args.cluster_name}-public"}, opts=child)
         public_subnets, private_subnets, nat_ids = [], [], []
+        deferred: list[tuple[str, aws.ec2.Subnet, pulumi.Output[str]]] = []
         for index, plan in enumerate(layout):
             zone = plan.availability_zone
             public = aws.ec2.Subnet(
@@ -101,12 +111,26 @@ class Network(pulumi.ComponentResource):
                 map_public_ip_on_launch=False,
                 tags={"Name": f"{args.cluster_name}-private-{zone}", "kubernetes.io/role/internal-elb": "1",
                       f"kubernetes.io/cluster/{args.cluster_name}": "shared"}, opts=child)
-            private_rt = aws.ec2.RouteTable(f"{name}-private-{zone}", vpc_id=vpc.id,
-                                            routes=[{"cidr_block": "0.0.0.0/0", "nat_gateway_id": nat_ids[-1]}],
-                                            tags={"Name": f"{args.cluster_name}-private-{zone}"}, opts=child)
-            aws.ec2.RouteTableAssociation(f"{name}-private-{zone}", subnet_id=private.id,
-                                          route_table_id=private_rt.id, opts=child)
             private_subnets.append(private)
+            if args.transit_gateway_id:
+                deferred.append((zone, private, nat_ids[-1]))  # routed after the attachment exists, below
+            else:
+                self._private_route_table(name, args, vpc, zone, private, nat_ids[-1], [])
+        self.transit_gateway_attachment = None
+        self.deployer_path = []
+        if args.transit_gateway_id:
+            # One attachment in the private subnets (one per zone, as the attachment requires); routes to the
+            # deployer's CIDRs need it to exist. Inline routes only: the route table's inline `routes` would remove
+            # a separate aws.ec2.Route on the next update.
+            self.transit_gateway_attachment = aws.ec2transitgateway.VpcAttachment(
+                f"{name}-deployer", transit_gateway_id=args.transit_gateway_id, vpc_id=vpc.id,
+                subnet_ids=[subnet.id for subnet in private_subnets],
+                tags={"Name": f"{args.cluster_name}-deployer"}, opts=child)
+            to_deployer = [{"cidr_block": cidr, "transit_gateway_id": self.transit_gateway_attachment.transit_gateway_id}
+                           for cidr in args.transit_gateway_cidrs]
+            self.deployer_path = [self.transit_gateway_attachment, *[
+                self._private_route_table(name, args, vpc, zone, private, nat_id, to_deployer)
+                for zone, private, nat_id in deferred]]
 
         self.vpc_id = vpc.id
         self._existing_private = []
@@ -114,6 +138,16 @@ class Network(pulumi.ComponentResource):
         self.private_subnet_ids = pulumi.Output.all(*[s.id for s in private_subnets])
         self.public_subnet_ids = pulumi.Output.all(*[s.id for s in public_subnets])
         self.register_outputs({"vpcId": self.vpc_id, "privateSubnetIds": self.private_subnet_ids})
+
+    def _private_route_table(self, name: str, args: NetworkArgs, vpc: aws.ec2.Vpc, zone: str, subnet: aws.ec2.Subnet,
+                             nat_id: pulumi.Output[str], extra_routes: list[dict]) -> aws.ec2.RouteTable:
+        child = pulumi.ResourceOptions(parent=self)
+        private_rt = aws.ec2.RouteTable(f"{name}-private-{zone}", vpc_id=vpc.id,
+                                        routes=[{"cidr_block": "0.0.0.0/0", "nat_gateway_id": nat_id}, *extra_routes],
+                                        tags={"Name": f"{args.cluster_name}-private-{zone}"}, opts=child)
+        aws.ec2.RouteTableAssociation(f"{name}-private-{zone}", subnet_id=subnet.id,
+                                      route_table_id=private_rt.id, opts=child)
+        return private_rt
 
     def private_subnets_in(self, zone: str) -> pulumi.Output[list[str]]:
         """The private subnet(s) in `zone`: the stack's own, or those of the adopted VPC's subnets that EC2 says

@@ -22,6 +22,11 @@ DOCUMENTATION_NETWORKS = tuple(ipaddress.ip_network(net) for net in
 EXAMPLE_ACCOUNTS = frozenset({"123456789012", "111122223333", "444455556666", "210987654321"})
 # The capacity reservation id in AWS's documentation examples.
 EXAMPLE_RESERVATIONS = frozenset({"cr-0123456789abcdef0", "cr-1234567890abcdef1"})
+# Resource ids shaped like AWS documentation's examples (`tgw-0123456789abcdef0`, `vpc-1234567890abcdef0`,
+# `...EXAMPLE`).
+EXAMPLE_RESOURCE_ID = re.compile(r"^[a-z]+-(0123456789abcdef0|1234567890abcdef0|[0-9a-z]*EXAMPLE[0-9a-z]*)$")
+# A runner label that says it is an example (`gtp-prod-example`): the runner must be registered under a real one.
+EXAMPLE_LABEL = re.compile(r"(^|[-_.])example([-_.]|$)")
 # RFC 2606 names reserved for examples.
 EXAMPLE_HOST = re.compile(r"(^|[./@])(example\.(com|net|org)|[a-z0-9-]+\.example)([:/]|$)")
 
@@ -46,6 +51,20 @@ def find_placeholders(config: StackConfig) -> Iterator[Problem]:
         if _in_documentation_range(cidr):
             yield Problem(f"cluster.publicAccessCidrs[{index}]", f"{cidr!r} is a documentation range (RFC 5737): "
                           "put the CIDRs your deployer and engineers reach the API from")
+    deployer = cluster.deployer
+    if deployer is not None:
+        for index, label in enumerate(deployer.runner_labels):
+            if EXAMPLE_LABEL.search(label):
+                yield Problem(f"cluster.deployer.runnerLabels[{index}]", f"{label!r} is an example label: register a "
+                              "runner that can reach the API (README: where the deployer stands) and use its label")
+        for index, cidr in enumerate(deployer.cidrs):
+            if _in_documentation_range(cidr):
+                yield Problem(f"cluster.deployer.cidrs[{index}]", f"{cidr!r} is a documentation range (RFC 5737): put "
+                              "the CIDRs your deployer's connections come from")
+        if deployer.transit_gateway_id and EXAMPLE_RESOURCE_ID.match(deployer.transit_gateway_id):
+            yield Problem("cluster.deployer.transitGatewayId", f"{deployer.transit_gateway_id!r} is an example id: use "
+                          "the Transit Gateway your runners' network is attached to (aws ec2 "
+                          "describe-transit-gateways)")
     if cluster.deployer_role_arn is not None and _account(cluster.deployer_role_arn) in EXAMPLE_ACCOUNTS:
         yield Problem("cluster.deployerRoleArn", f"{cluster.deployer_role_arn!r} is in an example account: use the "
                       "role your deployment runs as")

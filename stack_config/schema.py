@@ -66,6 +66,36 @@ class SwarmConfig(_Section):
     instead of leaving tasks pending (30..7200). Default 600."""
 
 
+DEPLOYER_ACCESS = ("public-endpoint", "in-vpc", "transit-gateway")
+
+
+class DeployerConfig(_Section):
+    """Where `pulumi up` runs (CI's deploy, preview and reap jobs; an engineer's shell) and so how it reaches the
+    cluster's Kubernetes API. Every in-cluster resource is created over that API: a deployer that cannot reach it
+    times out on each of them. Required for mode `eks`; the plan rejects a stack whose endpoint its deployer could
+    not reach. The workflows run each stack's jobs on its `runnerLabels` (`python -m tools.deployer`)."""
+
+    access: Literal["public-endpoint", "in-vpc", "transit-gateway"] | None = None
+    """EKS only (required there). How the deployer reaches the API server. `public-endpoint`: from outside the VPC,
+    over the public endpoint (`cluster.endpointPublicAccess: true`), from `cidrs`, each inside
+    `cluster.publicAccessCidrs`. `in-vpc`: from a runner inside the cluster's VPC, which must therefore exist before
+    the stack: an adopted VPC (`network.existingVpcId`). `transit-gateway`: from a runner in another VPC (or an
+    on-premises network) attached to the Transit Gateway `transitGatewayId`; the stack attaches the VPC it creates
+    to that gateway and routes `cidrs` through it. For `in-vpc` and `transit-gateway` the stack allows `cidrs` to
+    the cluster security group on 443 (the private endpoint's network interfaces)."""
+    runner_labels: tuple[str, ...] = ()
+    """EKS only (required there; optional elsewhere). The GitHub Actions `runs-on` labels of the jobs that deploy,
+    preview and destroy this stack, e.g. `["self-hosted", "gtp-prod"]`. GitHub-hosted runners (`ubuntu-*`,
+    `windows-*`, `macos-*` without `self-hosted`) run outside every VPC with no fixed address, so they can reach
+    neither a private endpoint nor a CIDR-restricted public one: rejected for EKS."""
+    cidrs: tuple[str, ...] = ()
+    """EKS only (required there). IPv4 CIDRs the deployer's connections come from: its egress (NAT) addresses for
+    `public-endpoint`; the runners' subnets for `in-vpc` and `transit-gateway`. Never `0.0.0.0/0`."""
+    transit_gateway_id: str | None = None
+    """`transit-gateway` only (required there): the gateway (`tgw-...`) the deployer's network is attached to. It must
+    propagate attachments to its route table (the default), so the runners can route back to this VPC."""
+
+
 class ClusterConfig(_Section):
     """Which cluster the stack runs on and how its API is reached."""
 
@@ -96,6 +126,8 @@ class ClusterConfig(_Section):
     true."""
     swarm: SwarmConfig | None = None
     """Swarm mode only (required there): how to reach the swarm."""
+    deployer: DeployerConfig | None = None
+    """Where the deployer runs and how it reaches the API (`cluster.deployer` below). Required for mode `eks`."""
 
 
 class NetworkConfig(_Section):

@@ -206,3 +206,43 @@ def test_outputs_name_the_cluster_and_gpu_capacity() -> None:
     assert prod.outputs["clusterName"] == "gtp-prod"
     assert prod.outputs["gpuNodeGroups"]["h100"] == {"gpuModel": "H100", "gpusPerNode": 8, "maxGpus": 32, "maxNodes": 4}
     assert prod.outputs["kubeconfig"] == "[secret]" and prod.outputs["oidcIssuer"] == COMPUTED
+
+
+def test_a_transit_gateway_deployer_gets_an_attachment_routes_and_443_before_any_kubernetes_resource() -> None:
+    """prod's deployer sits behind a Transit Gateway: the VPC is attached to it, every private route table routes the
+    runners' CIDRs through it, the endpoint admits them on 443, and the Kubernetes provider waits for all of it."""
+    prod = plan_stack("prod")
+    attachment = prod.one("aws:ec2transitgateway/vpcAttachment:VpcAttachment", "network-deployer")
+    assert attachment.inputs["transitGatewayId"] == "tgw-0123456789abcdef0"
+    assert len(attachment.inputs["subnetIds"]) == 3  # one private subnet per zone
+    private_tables = [t for t in prod.by_type("aws:ec2/routeTable:RouteTable") if "private" in t.name]
+    assert private_tables and all(
+        {"cidrBlock": "192.0.2.0/24", "transitGatewayId": "tgw-0123456789abcdef0"} in t.inputs["routes"]
+        and attachment.urn in t.depends_on for t in private_tables)
+    ingress = prod.one("aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule", "eks-api-from-192-0-2-0-24")
+    assert (ingress.inputs["cidrIpv4"], ingress.inputs["fromPort"], ingress.inputs["toPort"]) == ("192.0.2.0/24", 443, 443)
+    provider = prod.one("pulumi:providers:kubernetes")
+    assert {attachment.urn, ingress.urn, *[t.urn for t in private_tables]} <= set(provider.depends_on)
+
+
+def test_a_public_endpoint_deployer_opens_nothing_in_the_vpc() -> None:
+    dev = plan_stack("dev")
+    assert dev.by_type("aws:ec2transitgateway/vpcAttachment:VpcAttachment") == []
+    assert [r for r in dev.by_type("aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule")
+            if r.name.startswith("eks-api-from-")] == []
+    assert all(len(t.inputs["routes"]) == 1 for t in dev.by_type("aws:ec2/routeTable:RouteTable"))
+
+
+def test_an_in_vpc_deployer_gets_443_on_the_endpoint_and_no_attachment(tmp_path: Path) -> None:
+    def in_vpc(config: dict) -> None:
+        config["gtp:network"] = {"existingVpcId": "vpc-0a1b2c3d", "existingPrivateSubnetIds": ["subnet-a", "subnet-b"]}
+        config["gtp:cluster"]["endpointPublicAccess"] = False
+        del config["gtp:cluster"]["publicAccessCidrs"]
+        config["gtp:cluster"]["deployer"] = {"access": "in-vpc", "runnerLabels": ["self-hosted", "gtp-dev"],
+                                             "cidrs": ["10.9.0.0/24"]}
+
+    plan = plan_modified(tmp_path, "dev", in_vpc)
+    assert plan.by_type("aws:ec2transitgateway/vpcAttachment:VpcAttachment") == []
+    ingress = plan.one("aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule", "eks-api-from-10-9-0-0-24")
+    assert ingress.inputs["cidrIpv4"] == "10.9.0.0/24"
+    assert ingress.urn in plan.one("pulumi:providers:kubernetes").depends_on

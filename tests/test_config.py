@@ -14,8 +14,10 @@ from stages.config import parse_stack_config
 from stack_config.parse import SCALAR_DEFAULTS, SECTIONS
 from tests.conftest import ROOT
 
+DEPLOYER: dict[str, Any] = {"access": "transit-gateway", "runnerLabels": ["self-hosted", "gtp"],
+                            "transitGatewayId": "tgw-0a1b2c3d4e5f67890", "cidrs": ["10.250.0.0/24"]}
 BASE: dict[str, Any] = {
-    "cluster": {"mode": "eks"},
+    "cluster": {"mode": "eks", "deployer": DEPLOYER},
     "gpuNodeGroups": {"train": {"instanceTypes": ["g6.xlarge"], "minSize": 0, "maxSize": 2}},
     # a pod that fits a g6.xlarge (4 vCPUs, 16 GiB; the defaults 8 / 64Gi are sized for larger types)
     "workload": {"kind": "pytorchjob", "nodeGroup": "train", "cpu": "2", "memory": "8Gi", "shmSize": "2Gi"},
@@ -127,6 +129,36 @@ RULES = [
     (with_(BASE, "cluster.endpointPublicAccess", True), "cluster.publicAccessCidrs", ["10.0.0.300/8"],
      r"^cluster\.publicAccessCidrs\[0\]: '10\.0\.0\.300/8' is not a CIDR"),
     (BASE, "cluster.publicAccessCidrs", ["203.0.113.0/24"], r"^cluster\.publicAccessCidrs: is set, but endpointPublicAccess is false"),
+    # where the deployer stands (issue 14): the API must be reachable from it
+    (BASE, "cluster.deployer", None, r"^cluster\.deployer: is required for mode 'eks': declare where `pulumi up` runs"),
+    (BASE, "cluster.deployer.access", None, r"^cluster\.deployer\.access: is required for mode 'eks'; allowed: public-endpoint"),
+    (BASE, "cluster.deployer.access", "vpn", r"^cluster\.deployer\.access: 'vpn' is not allowed: input should be 'public-endpoint', 'in-vpc' or 'transit-gateway'"),
+    (BASE, "cluster.deployer.access", "public-endpoint",
+     r"^cluster\.deployer\.access: 'public-endpoint', but cluster\.endpointPublicAccess is false: the API is private-only"),
+    (BASE, "cluster.deployer.access", "in-vpc",
+     r"^cluster\.deployer\.access: 'in-vpc', but this stack creates its VPC \(network\.existingVpcId is unset\)"),
+    (with_(with_(BASE, "network.existingVpcId", "vpc-0a1b2c3d"), "network.existingPrivateSubnetIds", ["subnet-1", "subnet-2"]),
+     "cluster.deployer.access", "transit-gateway",
+     r"^cluster\.deployer\.access: 'transit-gateway' attaches the VPC this stack creates, but network\.existingVpcId adopts 'vpc-0a1b2c3d'"),
+    (BASE, "cluster.deployer.runnerLabels", ["ubuntu-latest"],
+     r"^cluster\.deployer\.runnerLabels\[0\]: 'ubuntu-latest' is a GitHub-hosted runner"),
+    (BASE, "cluster.deployer.runnerLabels", ["linux", "macos-15"], r"^cluster\.deployer\.runnerLabels\[1\]: 'macos-15' is a GitHub-hosted runner"),
+    (BASE, "cluster.deployer.runnerLabels", [], r"^cluster\.deployer\.runnerLabels: is required for mode 'eks'"),
+    (BASE, "cluster.deployer.cidrs", [], r"^cluster\.deployer\.cidrs: is required for mode 'eks'"),
+    (BASE, "cluster.deployer.cidrs", ["0.0.0.0/0"], r"^cluster\.deployer\.cidrs\[0\]: '0\.0\.0\.0/0' is every address"),
+    (BASE, "cluster.deployer.cidrs", ["10.250.0.1/24"], r"^cluster\.deployer\.cidrs\[0\]: '10\.250\.0\.1/24' is not an IPv4 CIDR"),
+    (BASE, "cluster.deployer.cidrs", ["fd00::/64"], r"^cluster\.deployer\.cidrs\[0\]: 'fd00::/64' is IPv6"),
+    (BASE, "cluster.deployer.cidrs", ["10.0.4.0/24"], r"^cluster\.deployer\.cidrs\[0\]: '10\.0\.4\.0/24' overlaps network\.vpcCidr '10\.0\.0\.0/16'"),
+    (BASE, "cluster.deployer.transitGatewayId", None, r"^cluster\.deployer\.transitGatewayId: is required for access 'transit-gateway'"),
+    (BASE, "cluster.deployer.transitGatewayId", "tgw-main", r"^cluster\.deployer\.transitGatewayId: 'tgw-main' is not a Transit Gateway id"),
+    (with_(with_(with_(BASE, "cluster.endpointPublicAccess", True), "cluster.publicAccessCidrs", ["198.18.0.0/24"]),
+           "cluster.deployer.access", "public-endpoint"), "cluster.deployer.cidrs", ["198.18.1.7/32"],
+     r"^cluster\.deployer\.cidrs\[0\]: '198\.18\.1\.7/32' is not within cluster\.publicAccessCidrs \(198\.18\.0\.0/24\)"),
+    (with_(with_(with_(BASE, "cluster.endpointPublicAccess", True), "cluster.publicAccessCidrs", ["198.18.0.0/24"]),
+           "cluster.deployer.access", "public-endpoint"), "cluster.deployer.transitGatewayId", "tgw-0a1b2c3d4e5f67890",
+     r"^cluster\.deployer\.transitGatewayId: only applies to access 'transit-gateway'"),
+    (EXISTING, "cluster.deployer", {"access": "in-vpc", "cidrs": ["10.1.0.0/24"]},
+     r"^cluster\.deployer\.access: only applies to mode 'eks'"),
     (BASE, "cluster.logRetentionDays", 45, r"^cluster\.logRetentionDays: 45 is not a CloudWatch retention"),
     (BASE, "cluster.adminRoleArns", ["admin"], r"^cluster\.adminRoleArns\[0\]: 'admin' is not an IAM role ARN"),
     (BASE, "cluster.systemNodeGroup", {"minSize": 3, "maxSize": 2}, r"^cluster\.systemNodeGroup\.maxSize: 2 is less than minSize 3"),
@@ -379,10 +411,39 @@ config:
   gtp:gpu:
     sharing: {mode: mpss}
 """
-    raw = {"workload": {"kind": "pytorchjob", "nodeGroup": "train", "memory": "64GB"},
+    raw = {"cluster": {"mode": "eks", "deployer": DEPLOYER},
+           "workload": {"kind": "pytorchjob", "nodeGroup": "train", "memory": "64GB"},
            "gpuNodeGroups": {"train": {"instanceTypes": ["g6.xlarge"], "minSize": 3, "maxSize": 2}},
            "gpu": {"sharing": {"mode": "mpss"}}}
     with pytest.raises(ConfigError) as caught:
         parse_stack_config(raw, project="gtp", stack="t", source=stack_source(text))
     assert [p.path for p in caught.value.problems] == ["workload.memory", "gpuNodeGroups.train.maxSize",
                                                        "gpu.sharing.mode"]
+
+
+@pytest.mark.parametrize("deployer", [
+    # a self-hosted runner behind a NAT address inside the public endpoint's CIDRs
+    {"access": "public-endpoint", "runnerLabels": ["self-hosted", "gtp-dev"], "cidrs": ["198.18.0.7/32"]},
+    # a larger GitHub runner with static addresses (its own label, not a standard image)
+    {"access": "public-endpoint", "runnerLabels": ["gtp-static-ip-runner"], "cidrs": ["198.18.0.0/28"]},
+    # self-hosted runners may also carry the OS labels GitHub gives them
+    {"access": "public-endpoint", "runnerLabels": ["self-hosted", "linux", "ubuntu-24.04"], "cidrs": ["198.18.0.7/32"]},
+])
+def test_a_deployer_that_reaches_a_public_endpoint_passes(deployer: dict[str, Any]) -> None:
+    raw = with_(with_(with_(BASE, "cluster.endpointPublicAccess", True), "cluster.publicAccessCidrs", ["198.18.0.0/24"]),
+                "cluster.deployer", deployer)
+    assert parse(raw).cluster.deployer.access == "public-endpoint"
+
+
+def test_an_in_vpc_deployer_of_an_adopted_vpc_passes() -> None:
+    raw = with_(with_(with_(BASE, "network.existingVpcId", "vpc-0a1b2c3d"), "network.existingPrivateSubnetIds",
+                      ["subnet-1", "subnet-2"]),
+                "cluster.deployer", {"access": "in-vpc", "runnerLabels": ["self-hosted", "gtp"], "cidrs": ["10.9.0.0/24"]})
+    assert parse(raw).cluster.deployer.access == "in-vpc"
+
+
+def test_a_transit_gateway_deployer_passes_and_an_existing_cluster_needs_none() -> None:
+    assert parse(BASE).cluster.deployer.transit_gateway_id == "tgw-0a1b2c3d4e5f67890"
+    assert parse(EXISTING).cluster.deployer is None
+    labelled = parse(with_(EXISTING, "cluster.deployer", {"runnerLabels": ["self-hosted", "edge-site"]}))
+    assert labelled.cluster.deployer.runner_labels == ("self-hosted", "edge-site")

@@ -1,7 +1,8 @@
 """A corpus of invalid stack files (tests/config_corpus/): realistic mistakes, several with independent problems.
 
 Each file starts with `# stack: <name>` (the stack it is a broken copy of) and one `# expect: <key path>` line per
-problem it holds (and no other). Planning it must exit 2, name every expected key path, print no traceback and register nothing.
+problem it holds (and no other); `# says: <text>` lines are message lines (`key.path: message` start) that must
+appear verbatim. Planning it must exit 2, name every expected key path, print no traceback and register nothing.
 """
 
 from __future__ import annotations
@@ -17,6 +18,10 @@ from tools import plan as gtp_plan
 
 CORPUS = ROOT / "tests" / "config_corpus"
 FILES = sorted(CORPUS.glob("*.yaml"))
+
+
+def says(path: Path) -> list[str]:
+    return [line.split(": ", 1)[1] for line in path.read_text().splitlines() if line.startswith("# says: ")]
 
 
 def header(path: Path) -> tuple[str, list[str]]:
@@ -59,4 +64,6 @@ def test_an_invalid_stack_file_exits_2_with_every_key_path_and_registers_nothing
     assert "Traceback" not in stderr.getvalue()
     for key in expected:
         assert f"  - {key}: " in stderr.getvalue()
+    for text in says(path):
+        assert f"  - {text}" in stderr.getvalue()
     assert not (tmp_path / "out").exists()

@@ -18,8 +18,10 @@ from tools import plan as gtp_plan
 
 def test_the_committed_stacks_list_their_placeholders_by_key_path() -> None:
     paths = {s: [p.path for p in find_placeholders(plan_stack(s).config)] for s in ("dev", "prod")}
-    assert paths["dev"] == ["cluster.publicAccessCidrs[0]", "cluster.adminRoleArns[0]"]
-    assert paths["prod"] == ["cluster.deployerRoleArn", "cluster.adminRoleArns[0]",
+    assert paths["dev"] == ["cluster.publicAccessCidrs[0]", "cluster.deployer.runnerLabels[1]",
+                            "cluster.deployer.cidrs[0]", "cluster.adminRoleArns[0]"]
+    assert paths["prod"] == ["cluster.deployer.runnerLabels[1]", "cluster.deployer.cidrs[0]",
+                             "cluster.deployer.transitGatewayId", "cluster.deployerRoleArn", "cluster.adminRoleArns[0]",
                              "gpuNodeGroups.h100.capacityReservationId"]
 
 
@@ -40,6 +42,7 @@ def test_the_real_engine_refuses_before_registering_anything(monkeypatch: pytest
         gtp_plan.run("prod", into=partial)
     assert partial.resources == []
     assert [p.path for p in caught.value.problems] == [
+        "cluster.deployer.runnerLabels[1]", "cluster.deployer.cidrs[0]", "cluster.deployer.transitGatewayId",
         "cluster.deployerRoleArn", "cluster.adminRoleArns[0]", "gpuNodeGroups.h100.capacityReservationId"]
     assert all(p.message.startswith("placeholder — ") for p in caught.value.problems)
 
@@ -63,5 +66,27 @@ def test_real_values_are_not_placeholders(tmp_path: Path) -> None:
     def real(config: dict[str, Any]) -> None:
         config["gtp:cluster"]["publicAccessCidrs"] = ["198.18.0.0/24"]
         config["gtp:cluster"]["adminRoleArns"] = ["arn:aws:iam::987654321098:role/platform-admins"]
+        config["gtp:cluster"]["deployer"] = {"access": "public-endpoint", "runnerLabels": ["self-hosted", "gtp-dev"],
+                                             "cidrs": ["198.18.0.7/32"]}
 
     assert list(find_placeholders(plan_modified(tmp_path, "dev", real).config)) == []
+
+
+@pytest.mark.parametrize(("field", "value", "placeholder"), [
+    ("runnerLabels", ["self-hosted", "gtp-dev-example"], True),
+    ("runnerLabels", ["self-hosted", "example"], True),
+    ("runnerLabels", ["self-hosted", "gtp-dev"], False),
+    ("runnerLabels", ["self-hosted", "counterexample-runner"], False),  # only a whole word 'example'
+    ("transitGatewayId", "tgw-0123456789abcdef0", True),
+    ("transitGatewayId", "tgw-1234567890abcdef0", True),
+    ("transitGatewayId", "tgw-0a1b2c3d4e5f67890", False),
+])
+def test_deployer_placeholders(field: str, value: Any, placeholder: bool) -> None:
+    from stages.config import parse_stack_config
+    deployer = {"access": "transit-gateway", "runnerLabels": ["self-hosted", "gtp"], "transitGatewayId":
+                "tgw-0a1b2c3d4e5f67890", "cidrs": ["10.250.0.0/24"], field: value}
+    config = parse_stack_config({"cluster": {"mode": "eks", "deployer": deployer},
+                                 "gpuNodeGroups": {"g": {"instanceTypes": ["g6.xlarge"]}},
+                                 "workload": {"kind": "none"}}, stack="t")
+    paths = [p.path for p in find_placeholders(config)]
+    assert (any(path.startswith(f"cluster.deployer.{field}") for path in paths)) is placeholder, paths

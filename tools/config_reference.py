@@ -14,7 +14,8 @@ from pydantic.alias_generators import to_camel
 from stack_config import schema as config
 
 SECTIONS = [
-    ("cluster", config.ClusterConfig), ("cluster.systemNodeGroup", config.SystemNodeGroupConfig),
+    ("cluster", config.ClusterConfig), ("cluster.deployer", config.DeployerConfig),
+    ("cluster.systemNodeGroup", config.SystemNodeGroupConfig),
     ("network", config.NetworkConfig), ("gpuNodeGroups.<name>", config.GpuNodeGroupConfig),
     ("gpuNodeGroups.<name>.taints.<key>", config.TaintConfig), ("gpu", config.GpuConfig),
     ("gpu.sharing", config.SharingConfig), ("gpu.metrics", config.MetricsConfig), ("image", config.ImageConfig),

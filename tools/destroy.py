@@ -21,6 +21,19 @@ which takes minutes. The next attempt then succeeds. Those errors, and only thos
 backoff); anything else (a protected resource, an access error, a program error) fails at once, since retrying it
 would only hide the cause. Afterwards :mod:`tools.orphans` lists what still carries the stack's tags.
 
+An unreachable Kubernetes API (a private endpoint seen from outside the stack's deployer network, a cluster already
+gone) is not transient either: the run stops at once and the report names it, lists what remains in the state, and
+says how to finish: run from the stack's deployer (``cluster.deployer``), or, when the cluster is really gone,
+``--delete-unreachable`` (``PULUMI_K8S_DELETE_UNREACHABLE=true``: the Kubernetes provider drops in-cluster objects of
+an unreachable cluster from the state; pulumi-kubernetes ``kubeProvider.Delete``). Helm releases are the exception:
+the provider refuses to delete a release of an unreachable cluster whatever the setting
+(``can't delete Helm Release with unreachable cluster``), so the report lists them for ``pulumi state delete``.
+
+Before anything is deleted, benchmark results are kept (:func:`keep_bench_results`): the objects under
+``<stack>/bench/`` of the stack's artifacts bucket (stack output ``artifactsBucket``) are downloaded to
+``--keep-results DIR/<stack>/`` (default ``build/bench-results``) and, with ``--results-archive s3://bucket/prefix``,
+copied to a bucket no stack owns. If that fails, nothing is destroyed (``--discard-results`` destroys anyway).
+
 Exit status: 0 when the destroy succeeded and nothing is left; 1 otherwise (the reason is printed).
 Needs the ``pulumi`` CLI logged in to the stack's backend (``PULUMI_BACKEND_URL`` or ``pulumi login``) and AWS
 credentials for the audit.
@@ -38,6 +51,7 @@ import sys
 import threading
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Callable, Mapping, Sequence
 
 from tools.orphans import Orphan, format_orphans, stack_region
@@ -51,6 +65,16 @@ TRANSIENT_ERROR_PATTERNS: tuple[re.Pattern[str], ...] = (
     re.compile(r"InvalidNetworkInterface\.InUse"),
     re.compile(r"[Nn]etwork interface .* is currently in use"),
 )
+
+# What pulumi-kubernetes says when it cannot reach the cluster's API (provider/pkg/provider/provider.go: Configure
+# marks the cluster unreachable; Read, Delete and the Helm release's Delete then fail with these messages).
+UNREACHABLE_PATTERNS: tuple[re.Pattern[str], ...] = (
+    re.compile(r"configured Kubernetes cluster is unreachable"),
+    re.compile(r"can't delete Helm Release with unreachable cluster"),
+    re.compile(r"failed to read resource state due to unreachable cluster"),
+)
+HELM_RELEASE_TYPE = "kubernetes:helm.sh/v3:Release"
+DELETE_UNREACHABLE_ENV = "PULUMI_K8S_DELETE_UNREACHABLE"
 
 DEFAULT_RETRIES = 3
 DEFAULT_TIMEOUT_MINUTES = 60.0
@@ -83,6 +107,10 @@ class DestroyOutcome:
     """Resources still in the stack's state after the run (``type  name``)."""
     cleaned: list[str] = field(default_factory=list)
     """What the run deleted after the destroy (the control-plane log group)."""
+    unreachable: str | None = None
+    """The Kubernetes provider's "cluster is unreachable" line, when the destroy met one."""
+    kept: list[str] = field(default_factory=list)
+    """Where the stack's benchmark results were kept before the destroy."""
 
     @property
     def ok(self) -> bool:
@@ -97,6 +125,14 @@ def transient_error(output: str) -> str | None:
     """The first output line that is a known transient AWS error, or None when the failure is not one."""
     for line in output.splitlines():
         if any(pattern.search(line) for pattern in TRANSIENT_ERROR_PATTERNS):
+            return line.strip()
+    return None
+
+
+def unreachable_error(output: str) -> str | None:
+    """The first line saying the Kubernetes API is unreachable, or None."""
+    for line in output.splitlines():
+        if any(pattern.search(line) for pattern in UNREACHABLE_PATTERNS):
             return line.strip()
     return None
 
@@ -119,25 +155,39 @@ def destroy_stack(
     clock: Callable[[], float] = time.monotonic,
     remaining: Callable[[str], list[str]] | None = None,
     cleanup: Callable[[str], list[str]] | None = None,
+    keep: Callable[[str], list[str]] | None = None,
 ) -> DestroyOutcome:
     """Destroy ``stack`` with up to ``retries`` extra attempts on transient errors, then run ``audit``.
 
     ``deadline`` (a ``clock()`` value) stops retrying once passed; the runner is expected to stop at it too.
     ``cleanup`` runs after a successful destroy and returns what it deleted; ``remaining`` lists what is left in the
-    stack's state (after a failed or timed-out destroy).
+    stack's state (after a failed or timed-out destroy). ``keep`` runs first and saves what must outlive the stack
+    (benchmark results); when it fails nothing is destroyed.
     """
     if retries < 0:
         raise ValueError(f"retries must be >= 0, got {retries}")
     sleep = sleep or time.sleep
     outcome = DestroyOutcome(stack)
+    if keep is not None:
+        try:
+            outcome.kept = list(keep(stack))
+        except Exception as exc:  # noqa: BLE001 - reported; destroying now would lose the results
+            outcome.error = (f"bench results could not be kept ({type(exc).__name__}: {exc}); nothing destroyed "
+                             "(--discard-results destroys anyway)")
+            return outcome
     while True:
         outcome.attempts += 1
         result = runner(stack)
+        outcome.unreachable = unreachable_error(result.output) or outcome.unreachable
         if result.returncode == TIMED_OUT or (deadline is not None and clock() >= deadline and result.returncode):
             outcome.error = "wall-clock limit reached; pulumi destroy stopped"
             break
         if result.returncode == 0:
             outcome.destroyed = True
+            break
+        if outcome.unreachable is not None:
+            # Retrying can't help: the API stays unreachable from this machine until someone changes where it runs.
+            outcome.error = "the cluster's Kubernetes API is unreachable from here; pulumi destroy stopped"
             break
         transient = transient_error(result.output)
         if transient is None:
@@ -180,9 +230,20 @@ def report(outcome: DestroyOutcome) -> str:
         lines.append(f"[{outcome.stack}] deleted {item}")
     if outcome.error:
         lines.append(f"[{outcome.stack}] ERROR: {outcome.error}")
+    for item in outcome.kept:
+        lines.append(f"[{outcome.stack}] kept {item}")
     if outcome.remaining:
         lines.append(f"[{outcome.stack}] {len(outcome.remaining)} resource(s) remain in the stack's state:")
         lines.extend(f"    {item}" for item in outcome.remaining)
+    if outcome.unreachable is not None and not outcome.destroyed:
+        releases = [item for item in outcome.remaining if item.startswith(HELM_RELEASE_TYPE + " ")]
+        lines.append(f"[{outcome.stack}] the Kubernetes provider said: {outcome.unreachable}")
+        lines.append(f"[{outcome.stack}] to finish: run the destroy where the API is reachable (the stack's "
+                     "cluster.deployer runner or network); if the cluster itself is gone, rerun with "
+                     f"--delete-unreachable ({DELETE_UNREACHABLE_ENV}=true drops its in-cluster objects from the "
+                     "state)" + (f", and first `pulumi state delete --stack {outcome.stack} <urn>` the "
+                                 f"{len(releases)} Helm release(s) above, which the provider never drops itself"
+                                 if releases else ""))
     if outcome.orphans:
         lines.append(f"[{outcome.stack}] resources still exist (delete them or fix their tags):")
     lines.append(format_orphans(outcome.orphans))
@@ -282,6 +343,72 @@ def delete_control_plane_log_group(cluster_name: str | None = None, region: str 
     return run
 
 
+DEFAULT_RESULTS_DIR = "build/bench-results"
+ARCHIVE_ENV = "GTP_RESULTS_ARCHIVE"
+
+
+def artifacts_bucket(cwd: str | None = None, env: Mapping[str, str] | None = None) -> Callable[[str], str | None]:
+    """The stack's artifacts bucket from its outputs (``pulumi stack output --json``, secrets stay masked); None when
+    the stack has none (an existing cluster, a Swarm) or no outputs yet."""
+
+    def run(stack: str) -> str | None:
+        result = subprocess.run(["pulumi", "stack", "output", "--json", "--stack", stack], cwd=cwd, capture_output=True,
+                                text=True, check=False, env={**os.environ, **(env or {})}, timeout=300)
+        if result.returncode:
+            raise RuntimeError(f"pulumi stack output failed: {result.stderr.strip()[-300:]}")
+        bucket = json.loads(result.stdout or "{}").get("artifactsBucket")
+        return bucket if isinstance(bucket, str) and bucket else None
+
+    return run
+
+
+def split_s3_url(url: str) -> tuple[str, str]:
+    """``s3://bucket/prefix`` → (bucket, ``prefix/`` or ``""``)."""
+    if not url.startswith("s3://") or not url[5:].split("/", 1)[0]:
+        raise ValueError(f"{url!r} is not an s3://bucket[/prefix] URL")
+    bucket, _, prefix = url[5:].partition("/")
+    return bucket, (prefix.strip("/") + "/") if prefix.strip("/") else ""
+
+
+def keep_bench_results(bucket_of: Callable[[str], str | None], destination: str, archive: str | None = None,
+                       region: str | None = None) -> Callable[[str], list[str]]:
+    """Saves ``s3://<artifacts bucket>/<stack>/bench/`` before the stack (and its bucket, force-deleted on ephemeral
+    stacks) is destroyed: downloaded under ``destination/<stack>/`` (what ``make bench-report SOURCE=...`` reads, and
+    what CI uploads as an artifact) and, with ``archive`` (``s3://bucket/prefix``), copied to a bucket no stack owns.
+    Raises when it cannot, so the caller destroys nothing."""
+    archive_bucket, archive_prefix = split_s3_url(archive) if archive else (None, "")
+
+    def run(stack: str) -> list[str]:
+        import boto3
+
+        bucket = bucket_of(stack)
+        if bucket is None:
+            return []
+        s3 = boto3.Session(region_name=region).client("s3")
+        prefix = f"{stack}/bench/"
+        keys = [item["Key"] for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix)
+                for item in page.get("Contents", []) if not item["Key"].endswith("/")]
+        if not keys:
+            return []
+        folder = Path(destination) / stack
+        for key in keys:
+            relative = key[len(prefix):]
+            target = folder / relative
+            if not target.resolve().is_relative_to(folder.resolve()):
+                raise ValueError(f"refusing to write {key!r} outside {folder}")
+            target.parent.mkdir(parents=True, exist_ok=True)
+            s3.download_file(bucket, key, str(target))
+            if archive_bucket:
+                s3.copy_object(Bucket=archive_bucket, Key=f"{archive_prefix}{stack}/{relative}",
+                               CopySource={"Bucket": bucket, "Key": key})
+        kept = [f"{len(keys)} bench result(s) of s3://{bucket}/{prefix} in {folder}"]
+        if archive_bucket:
+            kept.append(f"{len(keys)} bench result(s) in s3://{archive_bucket}/{archive_prefix}{stack}/")
+        return kept
+
+    return run
+
+
 def confirm(stack: str, *, cwd: str | None, ask: Callable[[str], str] | None = None) -> bool:
     """Show the destroy preview and ask for the stack's name; True only when it is typed back exactly."""
     preview = subprocess.run(pulumi_preview_command(stack), cwd=cwd, check=False)
@@ -307,6 +434,22 @@ def boto3_audit(cluster_name: str | None = None, region: str | None = None) -> A
     return run
 
 
+def add_results_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--keep-results", default=DEFAULT_RESULTS_DIR, metavar="DIR",
+                        help=f"download the stack's bench results to DIR/<stack>/ first (default {DEFAULT_RESULTS_DIR})")
+    parser.add_argument("--results-archive", default=os.environ.get(ARCHIVE_ENV) or None, metavar="S3_URL",
+                        help=f"also copy them to s3://bucket/prefix, a bucket no stack owns (default ${ARCHIVE_ENV})")
+    parser.add_argument("--discard-results", action="store_true",
+                        help="destroy without keeping the bench results (they are deleted with the stack's bucket)")
+
+
+def results_keeper(args: argparse.Namespace, region: str | None,
+                   env: Mapping[str, str] | None = None) -> Callable[[str], list[str]] | None:
+    if args.discard_results:
+        return None
+    return keep_bench_results(artifacts_bucket(args.cwd, env), args.keep_results, args.results_archive, region)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tools.destroy", description=__doc__.splitlines()[0])
     parser.add_argument("stack")
@@ -319,6 +462,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--yes", action="store_true", help="skip the preview and the confirmation (CI, the reaper)")
     parser.add_argument("--timeout-minutes", type=float, default=DEFAULT_TIMEOUT_MINUTES,
                         help=f"wall-clock limit for the whole run (default {DEFAULT_TIMEOUT_MINUTES:.0f})")
+    add_results_arguments(parser)
+    parser.add_argument("--delete-unreachable", action="store_true",
+                        help=f"the cluster is gone: let the Kubernetes provider drop its objects from the state "
+                             f"({DELETE_UNREACHABLE_ENV}=true)")
     args = parser.parse_args(argv)
     if args.retries < 0:
         parser.error("--retries must be >= 0")
@@ -329,9 +476,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     deadline = time.monotonic() + args.timeout_minutes * 60
     region = args.region or stack_region(args.stack, args.cwd)
+    env = {DELETE_UNREACHABLE_ENV: "true"} if args.delete_unreachable else None
     outcome = destroy_stack(
         args.stack,
-        runner=subprocess_runner(args.cwd, deadline=deadline),
+        runner=subprocess_runner(args.cwd, env, deadline=deadline),
+        keep=results_keeper(args, region),
         audit=boto3_audit(args.cluster_name, region),
         retries=args.retries,
         deadline=deadline,

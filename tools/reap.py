@@ -16,6 +16,8 @@ Rules (:func:`decide`, pure; each stack gets exactly one decision):
 - ephemeral, expired                            → ``destroy`` through :func:`tools.destroy.destroy_stack`
   (retries, orphan audit).
 
+Each stack's benchmark results are kept before its destroy (``--keep-results DIR``, ``--results-archive s3://...``;
+see :func:`tools.destroy.keep_bench_results`): the bucket that holds them is force-deleted with the stack.
 A failed destroy is reported and the other stacks are still processed. Exit status: 0 when every destroy
 succeeded and no stack has a problem; 1 otherwise. ``--dry-run`` prints the decisions and destroys nothing.
 
@@ -41,8 +43,9 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import Any, Callable, Iterable, Literal, Mapping, Protocol, Sequence
 
-from tools.destroy import (DEFAULT_TIMEOUT_MINUTES, DestroyOutcome, boto3_audit, delete_control_plane_log_group,
-                           destroy_stack, report, state_resources, subprocess_runner)
+from tools.destroy import (DEFAULT_TIMEOUT_MINUTES, DestroyOutcome, add_results_arguments, boto3_audit,
+                           delete_control_plane_log_group, destroy_stack, report, results_keeper, state_resources,
+                           subprocess_runner)
 
 LIFECYCLE_KEY = "gtp:lifecycle"
 
@@ -293,6 +296,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="AWS region for the orphan audit (default: each stack's gtp:region)")
     parser.add_argument("--timeout-minutes", type=float, default=DEFAULT_TIMEOUT_MINUTES,
                         help="wall-clock limit per stack's destroy")
+    add_results_arguments(parser)
     args = parser.parse_args(argv)
     try:
         now = parse_timestamp(args.now) if args.now else datetime.now(timezone.utc)
@@ -313,6 +317,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     def destroy(stack: str) -> DestroyOutcome:
         deadline = time.monotonic() + args.timeout_minutes * 60
         return destroy_stack(stack, runner=subprocess_runner(args.cwd, env, deadline=deadline),
+                             keep=results_keeper(args, regions[stack], env),
                              audit=boto3_audit(region=regions[stack]), deadline=deadline,
                              remaining=state_resources(args.cwd, env),
                              cleanup=delete_control_plane_log_group(region=regions[stack]))

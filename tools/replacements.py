@@ -53,6 +53,9 @@ REPLACE_ON: dict[str, tuple[str, ...]] = {
     "aws:ec2/securityGroup:SecurityGroup": ("name", "namePrefix", "description", "vpcId"),
     # internal/service/ec2/vpc_subnet.go: vpc_id, cidr_block, availability_zone(_id), outpost_arn ForceNew.
     "aws:ec2/subnet:Subnet": ("vpcId", "cidrBlock", "availabilityZone", "availabilityZoneId", "outpostArn"),
+    # internal/service/ec2/transitgateway_vpc_attachment.go (resourceTransitGatewayVPCAttachment): transit_gateway_id
+    # and vpc_id ForceNew; subnet_ids and the options are modified in place (ModifyTransitGatewayVpcAttachment).
+    "aws:ec2transitgateway/vpcAttachment:VpcAttachment": ("transitGatewayId", "vpcId"),
     # internal/service/ec2/vpc_.go: cidr_block, ipv4_ipam_pool_id, ipv4_netmask_length ForceNew.
     "aws:ec2/vpc:Vpc": ("cidrBlock", "ipv4IpamPoolId", "ipv4NetmaskLength"),
     # internal/service/ecr/lifecycle_policy.go: repository ForceNew.

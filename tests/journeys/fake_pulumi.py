@@ -1,7 +1,9 @@
 """A stand-in `pulumi` CLI for the destroy/reap flows: records its arguments, answers from a JSON script.
 
-The test writes $FAKE_PULUMI_DIR/script.json: {"<first two args>": {"stdout": ..., "rc": ..., "sleep": ...}}
-and reads $FAKE_PULUMI_DIR/calls.jsonl.
+The test writes $FAKE_PULUMI_DIR/script.json: {"<first two args>": {"stdout": ..., "rc": ..., "sleep": ...,
+"progress": ..., "when_env": {"NAME=value": <another answer>}}} and reads $FAKE_PULUMI_DIR/calls.jsonl (each call's
+arguments; with "record_env": [NAME, ...] in the script, also those variables' values as {"env": {...}}).
+"progress" is printed (and flushed) before the sleep, as Pulumi prints each failing resource while it goes on.
 """
 
 import json
@@ -22,6 +24,15 @@ def main() -> int:
     answer = script.get(f"{key} {stack}".strip()) or script.get(key) or {"rc": 0}
     if "--preview-only" in args:
         answer = script.get("preview", {"stdout": "Previewing destroy\n - 3 to delete", "rc": 0})
+    for condition, alternative in answer.get("when_env", {}).items():
+        name, _, value = condition.partition("=")
+        if os.environ.get(name) == value:
+            answer = alternative
+    if script.get("record_env"):
+        with (folder / "calls.jsonl").open("a") as calls:
+            calls.write(json.dumps({"env": {name: os.environ.get(name) for name in script["record_env"]}}) + "\n")
+    sys.stdout.write(answer.get("progress", ""))
+    sys.stdout.flush()
     try:
         time.sleep(answer.get("sleep", 0))
     except KeyboardInterrupt:

@@ -35,7 +35,7 @@ def load(name: str) -> dict:
 
 
 def test_expected_workflows_exist():
-    assert [path.name for path in WORKFLOW_FILES] == ["deploy.yml", "pr.yml", "reap.yml"]
+    assert [path.name for path in WORKFLOW_FILES] == ["deploy.yml", "image.yml", "pr.yml", "reap.yml"]
 
 
 def test_zizmor_offline_has_no_findings():
@@ -113,38 +113,144 @@ def test_pr_workflow_posts_one_comment_with_every_stack_diff():
     assert f"for stack in {' '.join(STACKS)}; do" in render["run"]
     assert 'make --no-print-directory plan-diff STACK="${stack}" BASE="origin/${BASE_REF}"' in render["run"]
     assert render["env"]["BASE_REF"] == "${{ github.base_ref }}"
-    comment = next(step for step in plan["steps"] if "gh pr comment" in step.get("run", ""))
-    assert "--edit-last" in comment["run"]
+    comment = next(step for step in plan["steps"] if "pr-comment.sh" in step.get("run", ""))
+    assert comment["run"] == '.github/scripts/pr-comment.sh "<!-- gtp-plan-diff -->" plan-diff.md'
+    # the job fails after the comment is posted, not before
+    names = [step.get("name", "") for step in plan["steps"]]
+    assert names.index("Fail when a stack's plan failed") > names.index("Post or update the PR comment")
     assert "make check" in [step.get("run") for step in workflow["jobs"]["check"]["steps"]]
 
 
-def test_pr_preview_only_when_aws_is_connected():
-    preview = load("pr.yml")["jobs"]["preview"]
-    assert preview["if"].startswith("vars.AWS_ROLE_ARN != ''")
-    assert preview["permissions"] == {"contents": "read", "id-token": "write"}
+def _run_render(tmp_path: Path, failing: str) -> tuple[int, str, str]:
+    """The render step's script, run by bash -e as GitHub runs it, with a `make` that fails for one stack."""
+    render = next(step for step in load("pr.yml")["jobs"]["plan-diff"]["steps"]
+                  if step.get("name", "").startswith("Render"))
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    (fake / "make").write_text(
+        "#!/usr/bin/env bash\nstack=\"${3#STACK=}\"\n"
+        f"if [ \"$stack\" = \"{failing}\" ]; then echo \"error: $stack: policy violation\" >&2; exit 3; fi\n"
+        "echo \"  ~ $stack changed\"\n")
+    (fake / "make").chmod(0o755)
+    output, summary = tmp_path / "output", tmp_path / "summary"
+    env = {"PATH": f"{fake}:/usr/bin:/bin", "BASE_REF": "main", "GITHUB_OUTPUT": str(output),
+           "GITHUB_STEP_SUMMARY": str(summary)}
+    result = subprocess.run(["bash", "-e", "-c", render["run"]], cwd=tmp_path, env=env, capture_output=True, text=True)
+    return result.returncode, (tmp_path / "plan-diff.md").read_text(), output.read_text()
+
+
+def test_a_failing_stack_shows_its_failure_in_the_comment_and_the_others_still_render(tmp_path):
+    code, comment, output = _run_render(tmp_path, failing="edge")
+    assert code == 0  # the step itself succeeds so the comment gets posted; a later step fails the job
+    assert "<b>edge</b>: :x: plan-diff failed (exit 3)" in comment
+    assert "error: edge: policy violation" in comment
+    assert "~ dev changed" in comment and "~ prod changed" in comment
+    assert output.strip() == "failed=edge"
+
+
+def test_no_failure_no_failed_stacks(tmp_path):
+    code, comment, output = _run_render(tmp_path, failing="none")
+    assert code == 0 and ":x:" not in comment and output.strip() == "failed="
+
+
+def _fake_gh(tmp_path: Path, existing: str) -> tuple[Path, Path]:
+    log = tmp_path / "gh.log"
+    fake = tmp_path / "bin"
+    fake.mkdir(exist_ok=True)
+    (fake / "gh").write_text(
+        "#!/usr/bin/env bash\n"
+        f"echo \"$*\" >> {log}\n"
+        f"if [ \"$2\" = \"--paginate\" ]; then printf '%s' '{existing}'; fi\n")
+    (fake / "gh").chmod(0o755)
+    return fake, log
+
+
+@pytest.mark.parametrize(("existing", "mode", "expected"), [
+    ("", [], "api --method POST repos/o/r/issues/7/comments -f body=<!-- m -->"),
+    ("4242\n", [], "api --method PATCH repos/o/r/issues/comments/4242 -f body=<!-- m -->"),
+    ("4242\n", ["--update-only"], "api --method PATCH repos/o/r/issues/comments/4242 -f body=<!-- m -->"),
+    ("", ["--update-only"], None),  # nothing to update: no new comment
+])
+def test_pr_comment_creates_or_edits_the_one_marked_comment(tmp_path, existing, mode, expected):
+    fake, log = _fake_gh(tmp_path, existing)
+    (tmp_path / "body.md").write_text("the diff\n")
+    env = {"PATH": f"{fake}:/usr/bin:/bin", "GH_TOKEN": "t", "GH_REPO": "o/r", "PR_NUMBER": "7"}
+    subprocess.run([str(REPO_ROOT / ".github" / "scripts" / "pr-comment.sh"), "<!-- m -->", "body.md", *mode],
+                   cwd=tmp_path, env=env, check=True)
+    calls = log.read_text()
+    assert 'select(.body | startswith("<!-- m -->"))' in calls
+    if expected is None:
+        assert "--method" not in calls
+    else:
+        assert expected in calls and "the diff" in calls
+
+
+def _runners_job(workflow: dict, name: str) -> dict:
+    job = workflow["jobs"][name]
+    assert job["runs-on"] == "ubuntu-24.04" and job["permissions"] == {"contents": "read"}
+    return job
+
+
+def test_pr_preview_runs_on_each_stacks_runner_with_the_policy_pack_and_comments():
+    workflow = load("pr.yml")
+    runners = _runners_job(workflow, "runners")
+    assert runners["if"].startswith("vars.AWS_ROLE_ARN != ''")
+    labels = next(step for step in runners["steps"] if step.get("id") == "labels")
+    assert labels["run"] == '.venv/bin/python -m tools.deployer --require-real dev prod >> "$GITHUB_OUTPUT"'
+    preview = workflow["jobs"]["preview"]
+    assert preview["needs"] == "runners"
+    assert preview["runs-on"] == "${{ matrix.runs-on }}"
+    assert preview["strategy"]["matrix"] == "${{ fromJSON(needs.runners.outputs.matrix) }}"
+    assert preview["permissions"] == {"contents": "read", "id-token": "write", "pull-requests": "write"}
     pulumi = next(step for step in preview["steps"] if step.get("uses", "").startswith("pulumi/actions@"))
     assert pulumi["with"]["command"] == "preview"
     assert pulumi["with"]["diff"] is True
     assert pulumi["with"]["stack-name"] == "${{ matrix.stack }}"
+    assert pulumi["with"]["policyPacks"] == "policy"
+    assert pulumi["with"]["policyPackConfigs"] == "build/plan/${{ matrix.stack }}/policy-pack-config.json"
+    assert pulumi["with"]["comment-on-pr"] is True
+    steps = preview["steps"]
+    assert any(step.get("run") == 'make plan STACK="${STACK}"' for step in steps[:steps.index(pulumi)])
+    failed, fixed = steps[steps.index(pulumi) + 1], steps[steps.index(pulumi) + 2]
+    assert failed["if"] == "failure()" and "pr-comment.sh" in failed["run"]
+    assert fixed["if"] == "success()" and fixed["run"].rstrip().endswith("--update-only")
 
 
-def test_deploy_gates_prod_behind_the_production_environment():
-    jobs = load("deploy.yml")["jobs"]
-    assert load("deploy.yml")["on"] == {"push": {"branches": ["main"]}}
-    assert jobs["prod"]["needs"] == "dev"
+def test_deploy_gates_prod_behind_the_production_environment_and_runs_up_with_the_policy_pack():
+    workflow = load("deploy.yml")
+    jobs = workflow["jobs"]
+    assert workflow["on"] == {"push": {"branches": ["main"]}}
+    runners = _runners_job(workflow, "runners")
+    assert "--require-real dev prod" in next(s for s in runners["steps"] if s.get("id") == "labels")["run"]
+    assert jobs["prod"]["needs"] == ["runners", "dev"]
     assert jobs["prod"]["environment"] == "production"
     stacks = {
         name: next(s for s in job["steps"] if s.get("uses", "").startswith("pulumi/actions@"))["with"]
-        for name, job in jobs.items()
+        for name, job in jobs.items() if name != "runners"
     }
+    for stack in ("dev", "prod"):
+        assert jobs[stack]["runs-on"] == f"${{{{ fromJSON(needs.runners.outputs.{stack}) }}}}"
+        assert {"run": f"make plan STACK={stack}"}.items() <= next(
+            s for s in jobs[stack]["steps"] if s.get("run", "").startswith("make plan")).items()
     assert stacks == {
-        "dev": {"command": "up", "stack-name": "dev", "diff": True, "cloud-url": "${{ vars.PULUMI_BACKEND_URL }}"},
-        "prod": {"command": "up", "stack-name": "prod", "diff": True, "cloud-url": "${{ vars.PULUMI_BACKEND_URL }}"},
+        stack: {"command": "up", "stack-name": stack, "diff": True, "cloud-url": "${{ vars.PULUMI_BACKEND_URL }}",
+                "policyPacks": "policy", "policyPackConfigs": f"build/plan/{stack}/policy-pack-config.json"}
+        for stack in ("dev", "prod")
     }
 
 
-def test_reap_runs_nightly():
+def test_reap_runs_nightly_on_the_bench_stacks_runner():
     workflow = load("reap.yml")
     assert workflow["on"]["schedule"] == [{"cron": "17 3 * * *"}]
-    run = workflow["jobs"]["reap"]["steps"][-1]["run"]
+    runner = _runners_job(workflow, "runner")
+    assert "--require-real --template bench" in next(s for s in runner["steps"] if s.get("id") == "labels")["run"]
+    assert workflow["jobs"]["reap"]["runs-on"] == "${{ fromJSON(needs.runner.outputs.labels) }}"
+    steps = workflow["jobs"]["reap"]["steps"]
+    reap_step = next(step for step in steps if step.get("name") == "Reap")
+    run = reap_step["run"]
+    assert reap_step["env"]["GTP_RESULTS_ARCHIVE"] == "${{ vars.GTP_RESULTS_ARCHIVE }}"
+    # the results downloaded before each destroy leave the runner with the run, even when a destroy failed
+    upload = steps[-1]
+    assert upload["uses"].startswith("actions/upload-artifact@") and upload["if"] == "always()"
+    assert upload["with"]["path"] == "build/bench-results/"
     assert ".venv/bin/python -m tools.reap --dry-run" in run and ".venv/bin/python -m tools.reap\n" in run
