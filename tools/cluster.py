@@ -3,7 +3,8 @@
 - `stack`: the objects the program applies directly (the plan's `manifests.yaml`);
 - `chart`: each `helm.v3.Release` rendered with the real helm (v4.1.4, `make setup` installs it) from the same
   vendored chart directory and the same values the release records: `helm template <name> <chart> --namespace
-  <ns> --kube-version <stack's version> --include-crds -f values.json`, plus the Namespace a release creates;
+  <ns> --kube-version <stack's version> --include-crds -f values.json`, plus the Namespace a release creates, minus
+  hooks that never run at `up` (delete, rollback and test hooks);
 - `operator`: each operator manifest (`yaml.v2.ConfigFile`) read from its vendored file.
 
 Namespaced objects without a namespace get the one `helm install` / the provider would give them (the release's,
@@ -118,6 +119,21 @@ def _masked(obj: dict[str, Any]) -> dict[str, Any]:
     return obj
 
 
+# Hook events after which no object is left by `pulumi up` (a helm install or upgrade runs only the pre/post-install
+# and pre/post-upgrade hooks: helm pkg/action install.go and upgrade.go call execHook with those events alone; the
+# delete, rollback and test hooks run on uninstall, rollback and `helm test`; helm docs "Chart Hooks").
+_NOT_AT_UP = frozenset({"pre-delete", "post-delete", "pre-rollback", "post-rollback", "test", "test-success",
+                        "test-failure"})
+
+
+def exists_after_up(obj: dict[str, Any]) -> bool:
+    """False for a chart hook that only runs on uninstall, rollback or `helm test`. Install/upgrade hooks are kept:
+    their pods run during `up` (and must be admitted and scheduled) even if a delete policy removes them after."""
+    annotations = (obj.get("metadata") or {}).get("annotations") or {}
+    hooks = {hook.strip() for hook in str(annotations.get("helm.sh/hook", "")).split(",") if hook.strip()}
+    return not hooks or not hooks <= _NOT_AT_UP
+
+
 def _documents(text: str) -> Iterator[dict[str, Any]]:
     for document in yaml.load_all(text, Loader=YAML_LOADER):
         if isinstance(document, dict) and document:
@@ -157,7 +173,7 @@ def render_releases(releases: list[Mapping[str, Any]], kubernetes_version: str,
                 objects.append(ClusterObject(source, {"apiVersion": "v1", "kind": "Namespace",
                                                       "metadata": {"name": release["namespace"]}}))
             objects.extend(ClusterObject(source, _masked(_namespaced(doc, release["namespace"])))
-                           for doc in _documents(out))
+                           for doc in _documents(out) if exists_after_up(doc))
     return objects
 
 

@@ -194,11 +194,9 @@ def plan_tree(tree: Path, stack: str, out: Path) -> dict[str, Any] | None:
     """Plan `stack` with the code in `tree`; None if the stack doesn't exist there."""
     if not (tree / "stacks" / f"Pulumi.{stack}.yaml").exists():
         return None
-    from tools.validate import crd_dir
-
-    # The base worktree lives in a temp dir, away from ../shared/crds: point it at the same schemas.
-    schemas, _ = crd_dir(download=False)
-    env = {**os.environ, **({"GTP_CRD_DIR": str(schemas)} if schemas else {})}
+    # A base from before the vendored CRDs read them from ../shared/crds, away from its temp dir: point it there.
+    shared = ROOT.parent / "shared" / "crds"
+    env = {**os.environ, **({"GTP_CRD_DIR": str(shared)} if shared.is_dir() else {})}
     # Refs from before the tools/ package kept the planner at gtp/plan.py.
     module = "tools.plan" if (tree / "tools" / "plan.py").exists() else "gtp.plan"
     result = subprocess.run([sys.executable, "-m", module, "--stack", stack, "--out", str(out), "--quiet"],

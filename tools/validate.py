@@ -1,15 +1,14 @@
-"""Validation of the offline plan with real third-party validators.
+"""Validation of the whole rendered cluster with real third-party validators.
 
-- Built-in Kubernetes kinds: `kubernetes-validate` (strict: unknown fields are errors) for the stack's
-  Kubernetes version.
-- Custom resources: `kubernetes-validate` passes unknown kinds silently, so each custom resource is checked
-  with `jsonschema` against the `openAPIV3Schema` of the upstream CRD of the pinned operator version
-  (`catalog.versions.CRD_SOURCES`). Objects are closed like `kubectl apply --validate=strict`: a field the schema
-  doesn't declare is an error unless the schema preserves unknown fields.
-
-CRD files come from `$GTP_CRD_DIR`, else the project's `../shared/crds`, else a cache under
-`~/.cache/gtp/crds` filled from the upstream URLs on first use. With none of them the CRD part is skipped
-with a note saying so; nothing else is.
+Every object that would exist after `pulumi up` (tools/cluster.py: the stack's objects, every Helm release rendered by
+helm from the vendored chart, the vendored operator manifests) is checked:
+- built-in Kubernetes kinds: `kubernetes-validate` (strict: unknown fields are errors) for the stack's Kubernetes
+  version;
+- custom resources: `kubernetes-validate` passes unknown kinds silently, so each custom resource is checked with
+  `jsonschema` against the `openAPIV3Schema` of the CustomResourceDefinition *installed in that same cluster* (the CRD
+  objects among the rendered ones: operator manifests, charts' CRDs). Objects are closed like `kubectl apply
+  --validate=strict`: a field the schema doesn't declare is an error unless the schema preserves unknown fields. A
+  custom resource whose CRD no installed component provides is an error: its `apply` would fail.
 """
 
 from __future__ import annotations
@@ -17,23 +16,17 @@ from __future__ import annotations
 import copy
 import functools
 import json
-import os
 import re
-import urllib.request
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import jsonschema
 import kubernetes_validate
-import yaml
 
-from catalog import versions
-from tools.plan_record import COMPUTED, ROOT, SECRET, Plan
-
-YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-CACHE_DIR = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "gtp" / "crds"
+from tools.cluster import ClusterObject
+from tools.plan_record import COMPUTED, SECRET, Plan
 
 
 @dataclass
@@ -50,45 +43,28 @@ class Report:
         return ", ".join(f"{validator} {amount}" for validator, amount in self.checked.items()) or "nothing"
 
 
-def crd_dir(download: bool = True) -> tuple[Path | None, str]:
-    """Where CRD schemas are read from, and how they were found."""
-    env = os.environ.get("GTP_CRD_DIR")
-    if env:
-        return Path(env), "$GTP_CRD_DIR"
-    shared = ROOT.parent / "shared" / "crds"
-    if all((shared / name).exists() for name in versions.CRD_SOURCES):
-        return shared, "../shared/crds"
-    if all((CACHE_DIR / name).exists() for name in versions.CRD_SOURCES):
-        return CACHE_DIR, str(CACHE_DIR)
-    if not download:
-        return None, "no offline copy"
-    try:
-        CACHE_DIR.mkdir(parents=True, exist_ok=True)
-        for name, url in versions.CRD_SOURCES.items():
-            with urllib.request.urlopen(url, timeout=15) as response:  # noqa: S310 (fixed https URLs)
-                (CACHE_DIR / name).write_bytes(response.read())
-    except OSError as error:
-        return None, f"no $GTP_CRD_DIR, no ../shared/crds, and downloading failed ({error})"
-    return CACHE_DIR, f"downloaded to {CACHE_DIR}"
-
-
-def load_crd_schemas(directory: Path) -> dict[tuple[str, str], dict[str, Any]]:
-    """(apiVersion, kind) → closed JSON schema, for every CRD file of the pinned operators. Parsed once per
-    process (`make plan-all` validates every stack against the same schemas); treat the result as read-only."""
-    return _crd_schemas(str(directory))
-
-
-@functools.cache
-def _crd_schemas(directory: str) -> dict[tuple[str, str], dict[str, Any]]:
+def installed_crd_schemas(crds: Iterable[ClusterObject]) -> dict[tuple[str, str], dict[str, Any]]:
+    """(apiVersion, kind) → closed JSON schema of every served version of the given CustomResourceDefinitions."""
     schemas: dict[tuple[str, str], dict[str, Any]] = {}
-    for name in versions.CRD_SOURCES:
-        # libyaml's parser: the CRDs are large, and the pure-Python one takes seconds.
-        crd = yaml.load((Path(directory) / name).read_text(), Loader=YAML_LOADER)
-        group, kind = crd["spec"]["group"], crd["spec"]["names"]["kind"]
-        for version in crd["spec"]["versions"]:
-            schema = version["schema"]["openAPIV3Schema"]
-            schemas[(f"{group}/{version['name']}", kind)] = close_schema(schema)
+    for crd in crds:
+        schemas.update(_crd_schemas(crd.source, crd.name, crd.obj))
     return schemas
+
+
+def _crd_schemas(source: str, name: str, crd: Mapping[str, Any]) -> dict[tuple[str, str], dict[str, Any]]:
+    # A CRD comes from a vendored, digest-checked file (operator manifest or chart template), so its source and name
+    # identify its content: close each one once per process (`make plan-all` validates every stack against them).
+    key = (source, name)
+    if key not in _CLOSED:
+        spec = crd.get("spec") or {}
+        group, kind = spec.get("group"), (spec.get("names") or {}).get("kind")
+        _CLOSED[key] = {(f"{group}/{version['name']}", kind): close_schema(version["schema"]["openAPIV3Schema"])
+                        for version in spec.get("versions") or []
+                        if version.get("served", True) and (version.get("schema") or {}).get("openAPIV3Schema")}
+    return _CLOSED[key]
+
+
+_CLOSED: dict[tuple[str, str], dict[tuple[str, str], dict[str, Any]]] = {}
 
 
 def close_schema(schema: Mapping[str, Any]) -> dict[str, Any]:
@@ -179,26 +155,39 @@ def _definitions(schema_dir: str, kubernetes_version: str) -> Any:
     return Resource.from_contents(utils.schema_contents(f"{schema_dir}/_definitions.json", kubernetes_version))
 
 
-def validate_objects(objects: list[dict[str, Any]], kubernetes_version: str, report: Report) -> None:
-    directory, source = crd_dir()
-    schemas = load_crd_schemas(directory) if directory else {}
-    if directory is None:
-        report.notes.append(f"custom resources NOT validated against upstream CRDs: {source}")
-    for obj in objects:
+def _as_cluster_objects(objects: Iterable[ClusterObject | Mapping[str, Any]]) -> list[ClusterObject]:
+    return [item if isinstance(item, ClusterObject) else ClusterObject("stack", dict(item)) for item in objects]
+
+
+def validate_objects(objects: Iterable[ClusterObject | Mapping[str, Any]], kubernetes_version: str, report: Report,
+                     crds: Iterable[ClusterObject | Mapping[str, Any]] | None = None) -> None:
+    """Validate `objects` (the rendered cluster, or plain objects meaning `stack`); custom resources against the
+    CRDs among `crds` (default: the CustomResourceDefinitions among `objects` themselves, i.e. what the cluster
+    installs)."""
+    items = _as_cluster_objects(objects)
+    installed = [item for item in (_as_cluster_objects(crds) if crds is not None else items)
+                 if item.kind == "CustomResourceDefinition"]
+    schemas = installed_crd_schemas(installed)
+    for item in items:
+        obj = item.obj
+        where = _describe(obj) + ("" if item.source == "stack" else f" ({item.source})")
         key = (obj["apiVersion"], obj["kind"])
-        if "." in obj["apiVersion"].split("/")[0] and not obj["apiVersion"].endswith(".k8s.io/v1"):
-            if key in schemas:
-                report.count("CRD schemas")
-                report.errors.extend(validate_custom(obj, schemas[key]))
-            elif directory is not None:
-                report.errors.append(f"{_describe(obj)}: no pinned CRD schema for {obj['apiVersion']} {obj['kind']}")
+        if key in schemas:
+            report.count("CRD schemas")
+            report.errors.extend(f"{where}{line[len(_describe(obj)):]}" for line in validate_custom(obj, schemas[key]))
             continue
         try:
             report.count(f"kubernetes-validate {kubernetes_version}")
-            report.errors.extend(validate_builtin(obj, kubernetes_version))
+            report.errors.extend(f"{where}{line[len(_describe(obj)):]}"
+                                 for line in validate_builtin(obj, kubernetes_version))
         except kubernetes_validate.SchemaNotFoundError:
-            report.errors.append(f"{_describe(obj)}: {obj['apiVersion']} {obj['kind']} does not exist in "
-                                 f"Kubernetes {kubernetes_version}")
+            group = obj["apiVersion"].rsplit("/", 1)[0] if "/" in obj["apiVersion"] else ""
+            if "." in group and not group.endswith(".k8s.io"):
+                report.errors.append(f"{where}: no CustomResourceDefinition for {obj['apiVersion']} {obj['kind']} is "
+                                     "installed in this cluster: install its operator (and make the object depend on it)")
+            else:
+                report.errors.append(f"{where}: {obj['apiVersion']} {obj['kind']} does not exist in Kubernetes "
+                                     f"{kubernetes_version}")
 
 
 def policy_facts(plan: Plan) -> dict[str, Any]:
@@ -229,10 +218,12 @@ def run_policy_pack(plan: Plan, report: Report) -> None:
             report.notes.append(line)
 
 
-def validate_plan(plan: Plan, out: Path | None = None) -> Report:
-    """Validate every object of the plan and run the policy pack; writes the policy facts to `out`."""
+def validate_plan(plan: Plan, out: Path | None = None, objects: list[ClusterObject] | None = None) -> Report:
+    """Validate every object of the rendered cluster (`objects`; default: the stack's own objects, with no CRD
+    installed) and run the policy pack; writes the policy facts to `out`."""
     report = Report()
-    validate_objects(plan.kubernetes_objects(), plan.config.kubernetes_version, report)
+    validate_objects(objects if objects is not None else plan.kubernetes_objects(), plan.config.kubernetes_version,
+                     report)
     run_policy_pack(plan, report)
     if out is not None:
         from policy.gtp_policy import pack_config
