@@ -62,6 +62,14 @@ def test_generated_bench_stack_plans_with_ttl_tags_everywhere_and_passes_ephemer
     run_policy_pack(plan, report)
     assert report.errors == []
     assert policy_facts(plan)["ephemeral"] is True
+    # Would it run? The bench cluster rendered and simulated like the committed stacks (issue 13).
+    from tools.cluster import render_cluster
+    from tools.simulate import findings, simulate
+
+    simulation = simulate(plan, render_cluster(plan))
+    assert findings(simulation) == []
+    checks = simulation["checks"]
+    assert all(checks[name]["total"] > 0 for name in ("admitted", "scheduled", "scale-from-zero", "volumes writable"))
 
 
 def test_bench_stack_cost_cap_and_name_are_validated(project: Path) -> None:
