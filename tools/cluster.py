@@ -14,8 +14,11 @@ The helm processes of one stack run concurrently (a stack's releases render in a
 
 from __future__ import annotations
 
+import hashlib
 import json
+import os
 import subprocess
+from concurrent.futures import ThreadPoolExecutor
 import tempfile
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
@@ -178,8 +181,22 @@ def render_releases(releases: list[Mapping[str, Any]], kubernetes_version: str,
 
 
 def render_operator(path: str, root: Path = ROOT) -> list[ClusterObject]:
-    return [ClusterObject(f"operator {path}", _namespaced(doc, "default"))
-            for doc in _documents((root / path).read_text())]
+    return [ClusterObject(f"operator {path}", _namespaced(doc, "default")) for doc in _parsed(root / path)]
+
+
+def _parsed(path: Path) -> list[dict[str, Any]]:
+    """The documents of a vendored manifest. Parsing training-operator's 3.6 MB of CRDs takes ~1 s even with
+    libyaml, so the parse is kept as JSON under build/cache, keyed by the file's SHA-256 (a fresh copy per call)."""
+    data = path.read_bytes()
+    cache = ROOT / "build" / "cache" / "manifests" / f"{hashlib.sha256(data).hexdigest()}.json"
+    if cache.exists():
+        return json.loads(cache.read_text())
+    documents = list(_documents(data.decode()))
+    cache.parent.mkdir(parents=True, exist_ok=True)
+    partial = cache.with_suffix(f".{os.getpid()}.partial")
+    partial.write_text(json.dumps(documents))
+    os.replace(partial, cache)
+    return documents
 
 
 def render_cluster(plan: Plan, root: Path = ROOT) -> list[ClusterObject]:
@@ -188,10 +205,13 @@ def render_cluster(plan: Plan, root: Path = ROOT) -> list[ClusterObject]:
     if not plan.by_type(HELM_RELEASE) and not plan.by_type(CONFIG_FILE):
         return objects
     releases = [resource.inputs for resource in plan.by_type(HELM_RELEASE)]
-    objects += render_releases(releases, plan.config.kubernetes_version, root)
-    for resource in plan.by_type(CONFIG_FILE):
-        objects += render_operator(resource.inputs["file"], root)
-    return objects
+    # helm runs in subprocesses: parse the (large) operator manifests meanwhile instead of after.
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        charts = pool.submit(render_releases, releases, plan.config.kubernetes_version, root) if releases else None
+        operators = [item for resource in plan.by_type(CONFIG_FILE)
+                     for item in render_operator(resource.inputs["file"], root)]
+        objects += charts.result() if charts is not None else []
+    return objects + operators
 
 
 def dump(objects: Iterable[ClusterObject]) -> str:
