@@ -102,27 +102,6 @@ DLROVER_PYTHON = "0.6.1"
 # https://github.com/kedacore/charts
 KEDA = HelmChart("https://kedacore.github.io/charts", "keda", "2.20.2")
 
-# Upstream CRD schemas of exactly the operator versions above. The offline plan validates every custom
-# resource against them. They are fetched into a local cache on first use unless GTP_CRD_DIR (or the
-# project's shared/crds directory) provides an offline copy.
-CRD_SOURCES: dict[str, str] = {
-    "kubeflow.org_pytorchjobs.yaml": (
-        "https://raw.githubusercontent.com/kubeflow/trainer/"
-        + TRAINING_OPERATOR_VERSION
-        + "/manifests/base/crds/kubeflow.org_pytorchjobs.yaml"
-    ),
-    "elastic.iml.github.io_elasticjobs.yaml": (
-        "https://raw.githubusercontent.com/intelligent-machine-learning/dlrover/"
-        + DLROVER_VERSION
-        + "/go/elasticjob/config/crd/bases/elastic.iml.github.io_elasticjobs.yaml"
-    ),
-    "keda.sh_scaledobjects.yaml": (
-        "https://raw.githubusercontent.com/kedacore/keda/v" + KEDA.version + "/config/crd/bases/keda.sh_scaledobjects.yaml"
-    ),
-    "keda.sh_scaledjobs.yaml": (
-        "https://raw.githubusercontent.com/kedacore/keda/v" + KEDA.version + "/config/crd/bases/keda.sh_scaledjobs.yaml"
-    ),
-}
 
 # --- Training image -------------------------------------------------------------------------------------
 TORCH_VERSION = "2.13.0"

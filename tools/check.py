@@ -1,7 +1,7 @@
 """`make check`: every offline scanner over every stack, with zero unexplained findings.
 
-1. The offline plan of each stack (which itself runs kubernetes-validate on built-in kinds, the upstream CRD
-   schemas on custom resources, and the policy pack on every resource).
+1. The offline plan of each stack (which itself validates every object of its rendered cluster: kubernetes-validate
+   on built-in kinds, the installed CRDs' schemas on custom resources; and runs the policy pack on every resource).
 2. Checkov on each stack's manifests, with every PyTorchJob / ElasticJob / ScaledJob replica template
    re-emitted as a `PodTemplate` (Checkov silently skips custom kinds), and on the Dockerfile.
 3. the vendored charts and operator manifests against their SHA-256 digests (tools/vendor.py);

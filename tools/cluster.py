@@ -6,6 +6,10 @@
   <ns> --kube-version <stack's version> --include-crds -f values.json`, plus the Namespace a release creates;
 - `operator`: each operator manifest (`yaml.v2.ConfigFile`) read from its vendored file.
 
+Helm hooks: an object annotated `helm.sh/hook` is in cluster.yaml only if it is still there after `pulumi up`
+(see `exists_after_up`): post-delete/pre-delete/test/rollback hooks never are, nor are install/upgrade hooks that
+helm deletes once they succeed.
+
 Namespaced objects without a namespace get the one `helm install` / the provider would give them (the release's,
 or `default`). `build/plan/<stack>/cluster.yaml` holds them all, each document preceded by a `# source:` line.
 The helm processes of one stack run concurrently (a stack's releases render in a fraction of a second).
@@ -118,6 +122,41 @@ def _masked(obj: dict[str, Any]) -> dict[str, Any]:
     return obj
 
 
+HOOK = "helm.sh/hook"
+HOOK_DELETE_POLICY = "helm.sh/hook-delete-policy"
+# The events `pulumi up` runs a release's hooks for: a helm.v3.Release is created with helm's install action and
+# changed with its upgrade action. Delete, rollback and test hooks run only on `pulumi destroy`, a rollback or
+# `helm test`, so after `up` their objects don't exist.
+UP_EVENTS = frozenset({"pre-install", "post-install", "pre-upgrade", "post-upgrade"})
+# Every event helm knows (helm v4.1.4 pkg/release/v1/util/manifest_sorter.go `events`, incl. helm 2's
+# `test-success`); an object naming any other one is skipped by helm altogether (`manifestFile.sort`:
+# "skipping unknown hooks").
+HOOK_EVENTS = UP_EVENTS | {"pre-delete", "post-delete", "pre-rollback", "post-rollback", "test", "test-success"}
+
+
+def exists_after_up(obj: Mapping[str, Any]) -> bool:
+    """Whether a rendered chart object exists after a successful `pulumi up`, per helm v4.1.4's hook handling:
+
+    - not a hook (no `helm.sh/hook` annotation): a release object, yes;
+    - `manifestFile.sort` (pkg/release/v1/util/manifest_sorter.go) splits the annotation on commas, trims and
+      lower-cases each event; one unknown event drops the whole object (never created);
+    - only delete/rollback/test events: never created by install or upgrade;
+    - an install/upgrade hook: created by `Configuration.execHookWithDelayedShutdown` (pkg/action/hooks.go), then
+      deleted after success by `deleteHookByPolicy(h, HookSucceeded, ...)` when its `helm.sh/hook-delete-policy`
+      lists `hook-succeeded`, except a CustomResourceDefinition, which that function never deletes. The default
+      policy (`hookSetDeletePolicy`) is `before-hook-creation`, which deletes only the previous copy before the
+      next run: the hook's object stays, as it does with `hook-failed` after a success.
+    """
+    annotations = (obj.get("metadata") or {}).get("annotations") or {}
+    if HOOK not in annotations:
+        return True
+    events = {event.strip().lower() for event in str(annotations[HOOK]).split(",")}
+    if not events <= HOOK_EVENTS or not events & UP_EVENTS:
+        return False
+    policies = {policy.strip().lower() for policy in str(annotations.get(HOOK_DELETE_POLICY, "")).split(",")}
+    return obj.get("kind") == "CustomResourceDefinition" or "hook-succeeded" not in policies
+
+
 def _documents(text: str) -> Iterator[dict[str, Any]]:
     for document in yaml.load_all(text, Loader=YAML_LOADER):
         if isinstance(document, dict) and document:
@@ -157,7 +196,7 @@ def render_releases(releases: list[Mapping[str, Any]], kubernetes_version: str,
                 objects.append(ClusterObject(source, {"apiVersion": "v1", "kind": "Namespace",
                                                       "metadata": {"name": release["namespace"]}}))
             objects.extend(ClusterObject(source, _masked(_namespaced(doc, release["namespace"])))
-                           for doc in _documents(out))
+                           for doc in _documents(out) if exists_after_up(doc))
     return objects
 
 

@@ -332,7 +332,7 @@ def plan_one(stack: str, *, stack_file: Path | None = None, out: Path = ROOT / "
         for line in misses:
             print(f"  - {line}", file=sys.stderr)
     validated = time.perf_counter()
-    report = validate_plan(plan, directory)
+    report = validate_plan(plan, directory, objects)
     progress(f"{stack}: validated ({report.summary()}) in {time.perf_counter() - validated:.1f} s: "
              + (f"{len(report.errors)} error(s)" if report.errors else "ok"))
     for line in report.notes:

@@ -1,15 +1,19 @@
-"""Validation of the offline plan with real third-party validators.
+"""Validation of the offline plan with real third-party validators, over the whole rendered cluster.
 
-- Built-in Kubernetes kinds: `kubernetes-validate` (strict: unknown fields are errors) for the stack's
-  Kubernetes version.
-- Custom resources: `kubernetes-validate` passes unknown kinds silently, so each custom resource is checked
-  with `jsonschema` against the `openAPIV3Schema` of the upstream CRD of the pinned operator version
-  (`catalog.versions.CRD_SOURCES`). Objects are closed like `kubectl apply --validate=strict`: a field the schema
-  doesn't declare is an error unless the schema preserves unknown fields.
+Every object of `build/plan/<stack>/cluster.yaml` (tools/cluster.py: the stack's own objects, the vendored Helm
+charts rendered by helm, the vendored operator manifests) is validated, not only the objects the stack applies:
 
-CRD files come from `$GTP_CRD_DIR`, else the project's `../shared/crds`, else a cache under
-`~/.cache/gtp/crds` filled from the upstream URLs on first use. With none of them the CRD part is skipped
-with a note saying so; nothing else is.
+- Built-in Kubernetes kinds: `kubernetes-validate`'s strict schemas (unknown fields are errors) for the stack's
+  Kubernetes version. A kind that version lacks is an error.
+- Custom resources: `kubernetes-validate` passes unknown kinds silently, so each custom resource is checked with
+  `jsonschema` against the `openAPIV3Schema` of the CustomResourceDefinition that the SAME cluster installs (a CRD
+  object among the rendered ones: an operator manifest's, or a chart's `crds/` or `templates/crds`), at the
+  resource's version, which must be served. Schemas are closed like `kubectl apply --validate=strict`: a field the
+  schema doesn't declare is an error unless the schema preserves unknown fields. A custom resource whose CRD the
+  cluster does not install is an error naming it: the API server would refuse it.
+
+Every error names the object and its source (`ClusterObject.describe()`). Nothing is read from outside the
+repository: no CRD directory, no download, no cache.
 """
 
 from __future__ import annotations
@@ -17,23 +21,17 @@ from __future__ import annotations
 import copy
 import functools
 import json
-import os
 import re
-import urllib.request
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import jsonschema
 import kubernetes_validate
-import yaml
 
-from catalog import versions
-from tools.plan_record import COMPUTED, ROOT, SECRET, Plan
-
-YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-CACHE_DIR = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "gtp" / "crds"
+from tools.cluster import ClusterObject
+from tools.plan_record import COMPUTED, SECRET, Plan
 
 
 @dataclass
@@ -48,47 +46,6 @@ class Report:
 
     def summary(self) -> str:
         return ", ".join(f"{validator} {amount}" for validator, amount in self.checked.items()) or "nothing"
-
-
-def crd_dir(download: bool = True) -> tuple[Path | None, str]:
-    """Where CRD schemas are read from, and how they were found."""
-    env = os.environ.get("GTP_CRD_DIR")
-    if env:
-        return Path(env), "$GTP_CRD_DIR"
-    shared = ROOT.parent / "shared" / "crds"
-    if all((shared / name).exists() for name in versions.CRD_SOURCES):
-        return shared, "../shared/crds"
-    if all((CACHE_DIR / name).exists() for name in versions.CRD_SOURCES):
-        return CACHE_DIR, str(CACHE_DIR)
-    if not download:
-        return None, "no offline copy"
-    try:
-        CACHE_DIR.mkdir(parents=True, exist_ok=True)
-        for name, url in versions.CRD_SOURCES.items():
-            with urllib.request.urlopen(url, timeout=15) as response:  # noqa: S310 (fixed https URLs)
-                (CACHE_DIR / name).write_bytes(response.read())
-    except OSError as error:
-        return None, f"no $GTP_CRD_DIR, no ../shared/crds, and downloading failed ({error})"
-    return CACHE_DIR, f"downloaded to {CACHE_DIR}"
-
-
-def load_crd_schemas(directory: Path) -> dict[tuple[str, str], dict[str, Any]]:
-    """(apiVersion, kind) → closed JSON schema, for every CRD file of the pinned operators. Parsed once per
-    process (`make plan-all` validates every stack against the same schemas); treat the result as read-only."""
-    return _crd_schemas(str(directory))
-
-
-@functools.cache
-def _crd_schemas(directory: str) -> dict[tuple[str, str], dict[str, Any]]:
-    schemas: dict[tuple[str, str], dict[str, Any]] = {}
-    for name in versions.CRD_SOURCES:
-        # libyaml's parser: the CRDs are large, and the pure-Python one takes seconds.
-        crd = yaml.load((Path(directory) / name).read_text(), Loader=YAML_LOADER)
-        group, kind = crd["spec"]["group"], crd["spec"]["names"]["kind"]
-        for version in crd["spec"]["versions"]:
-            schema = version["schema"]["openAPIV3Schema"]
-            schemas[(f"{group}/{version['name']}", kind)] = close_schema(schema)
-    return schemas
 
 
 def close_schema(schema: Mapping[str, Any]) -> dict[str, Any]:
@@ -112,12 +69,6 @@ def close_schema(schema: Mapping[str, Any]) -> dict[str, Any]:
     return schema
 
 
-def _describe(obj: Mapping[str, Any]) -> str:
-    metadata = obj.get("metadata") or {}
-    namespace = metadata.get("namespace")
-    return f"{obj.get('kind')} {namespace + '/' if namespace else ''}{metadata.get('name')}"
-
-
 def _path(error: jsonschema.ValidationError) -> str:
     parts = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in error.absolute_path)
     return parts.lstrip(".") or "(root)"
@@ -133,22 +84,23 @@ def _unmask(node: Any) -> Any:
     return node
 
 
-def validate_custom(obj: Mapping[str, Any], schema: Mapping[str, Any]) -> Iterator[str]:
+def validate_custom(item: ClusterObject, schema: Mapping[str, Any]) -> Iterator[str]:
     validator = jsonschema.Draft7Validator(schema)
-    for error in sorted(validator.iter_errors(obj), key=lambda e: list(map(str, e.absolute_path))):
+    for error in sorted(validator.iter_errors(item.obj), key=lambda e: list(map(str, e.absolute_path))):
         if error.instance == COMPUTED:
             continue  # known only after apply (e.g. an image digest); the type is checked at apply time
-        yield f"{_describe(obj)}: {_path(error)}: {error.message}"
+        yield f"{item.describe()}: {_path(error)}: {error.message}"
 
 
-def validate_builtin(obj: Mapping[str, Any], kubernetes_version: str) -> Iterator[str]:
+def validate_builtin(item: ClusterObject, kubernetes_version: str) -> Iterator[str]:
     """kubernetes-validate's strict check of a built-in kind (raises `SchemaNotFoundError` for a kind the version
     lacks). Same schemas and version choice as `kubernetes_validate.validate`, with each schema and its
     definitions loaded once per process instead of once per object."""
+    obj = item.obj
     validator = builtin_validator(kubernetes_version, str(obj["apiVersion"]), str(obj["kind"]))
     error = next(iter(validator.iter_errors(_unmask(dict(obj)))), None)  # the first, as `Validator.validate`
     if error is not None:
-        yield f"{_describe(obj)}: {_path(error)}: {error.message}"
+        yield f"{item.describe()}: {_path(error)}: {error.message}"
 
 
 @functools.cache
@@ -179,26 +131,75 @@ def _definitions(schema_dir: str, kubernetes_version: str) -> Any:
     return Resource.from_contents(utils.schema_contents(f"{schema_dir}/_definitions.json", kubernetes_version))
 
 
-def validate_objects(objects: list[dict[str, Any]], kubernetes_version: str, report: Report) -> None:
-    directory, source = crd_dir()
-    schemas = load_crd_schemas(directory) if directory else {}
-    if directory is None:
-        report.notes.append(f"custom resources NOT validated against upstream CRDs: {source}")
-    for obj in objects:
-        key = (obj["apiVersion"], obj["kind"])
-        if "." in obj["apiVersion"].split("/")[0] and not obj["apiVersion"].endswith(".k8s.io/v1"):
-            if key in schemas:
-                report.count("CRD schemas")
-                report.errors.extend(validate_custom(obj, schemas[key]))
-            elif directory is not None:
-                report.errors.append(f"{_describe(obj)}: no pinned CRD schema for {obj['apiVersion']} {obj['kind']}")
+@dataclass(frozen=True)
+class InstalledVersion:
+    """One version of a CustomResourceDefinition the cluster installs."""
+    crd: ClusterObject
+    served: bool
+    schema: Mapping[str, Any]
+    """The version's `schema.openAPIV3Schema`, as the CRD declares it (not yet closed)."""
+
+
+def installed_crds(objects: Iterable[ClusterObject]) -> dict[tuple[str, str], InstalledVersion]:
+    """(apiVersion, kind) → the installed CRD's version, for every CustomResourceDefinition among `objects`
+    (`apiextensions.k8s.io/v1`: each version carries its own schema and `served` flag)."""
+    installed: dict[tuple[str, str], InstalledVersion] = {}
+    for item in objects:
+        if item.kind != "CustomResourceDefinition":
+            continue
+        spec = item.obj.get("spec") or {}
+        group, kind = spec.get("group"), (spec.get("names") or {}).get("kind")
+        for version in spec.get("versions") or []:
+            schema = (version.get("schema") or {}).get("openAPIV3Schema") or {"type": "object"}
+            installed[(f"{group}/{version.get('name')}", str(kind))] = InstalledVersion(
+                item, bool(version.get("served")), schema)
+    return installed
+
+
+def _is_builtin_group(api_version: str) -> bool:
+    """Core (`v1`), the unqualified groups (`apps`, `batch`...) and the `*.k8s.io` groups are Kubernetes' own."""
+    group = api_version.rpartition("/")[0]
+    return "." not in group or group.endswith(".k8s.io")
+
+
+def _as_cluster_object(item: ClusterObject | Mapping[str, Any]) -> ClusterObject:
+    return item if isinstance(item, ClusterObject) else ClusterObject("stack", dict(item))
+
+
+def validate_objects(objects: Iterable[ClusterObject | Mapping[str, Any]], kubernetes_version: str,
+                     report: Report) -> None:
+    """Validate every object of one cluster; custom resources against the CRDs installed by the same objects.
+    A plain mapping is taken as a stack object (source `stack`)."""
+    items = [_as_cluster_object(item) for item in objects]
+    installed = installed_crds(items)
+    closed: dict[tuple[str, str], dict[str, Any]] = {}
+    for item in items:
+        key = (str(item.obj.get("apiVersion")), item.kind)
+        version = installed.get(key)
+        if version is not None:
+            report.count("installed CRD schemas")
+            if not version.served:
+                report.errors.append(f"{item.describe()}: {key[0]} {key[1]} is not a served version of "
+                                     f"{version.crd.describe()}")
+                continue
+            if key not in closed:
+                closed[key] = close_schema(version.schema)
+            report.errors.extend(validate_custom(item, closed[key]))
             continue
         try:
             report.count(f"kubernetes-validate {kubernetes_version}")
-            report.errors.extend(validate_builtin(obj, kubernetes_version))
+            report.errors.extend(validate_builtin(item, kubernetes_version))
         except kubernetes_validate.SchemaNotFoundError:
-            report.errors.append(f"{_describe(obj)}: {obj['apiVersion']} {obj['kind']} does not exist in "
-                                 f"Kubernetes {kubernetes_version}")
+            if _is_builtin_group(key[0]):
+                report.errors.append(f"{item.describe()}: {key[0]} {key[1]} does not exist in "
+                                     f"Kubernetes {kubernetes_version}")
+            else:
+                group = key[0].rpartition("/")[0]
+                served = sorted(f"{api} {kind}" for (api, kind) in installed if api.startswith(group + "/"))
+                report.errors.append(
+                    f"{item.describe()}: custom resource {key[0]} {key[1]} has no CustomResourceDefinition "
+                    f"installed in this cluster (installed for {group}: {', '.join(served) or 'none'}); install "
+                    "its operator or chart in the same stack")
 
 
 def policy_facts(plan: Plan) -> dict[str, Any]:
@@ -229,10 +230,11 @@ def run_policy_pack(plan: Plan, report: Report) -> None:
             report.notes.append(line)
 
 
-def validate_plan(plan: Plan, out: Path | None = None) -> Report:
-    """Validate every object of the plan and run the policy pack; writes the policy facts to `out`."""
+def validate_plan(plan: Plan, out: Path | None, objects: Iterable[ClusterObject]) -> Report:
+    """Validate every object of the rendered cluster (`tools.cluster.render_cluster(plan)`) and run the policy
+    pack over the plan's resources; writes the policy facts to `out`."""
     report = Report()
-    validate_objects(plan.kubernetes_objects(), plan.config.kubernetes_version, report)
+    validate_objects(objects, plan.config.kubernetes_version, report)
     run_policy_pack(plan, report)
     if out is not None:
         from policy.gtp_policy import pack_config
