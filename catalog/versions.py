@@ -102,6 +102,7 @@ DLROVER_PYTHON = "0.6.1"
 # https://github.com/kedacore/charts
 KEDA = HelmChart("https://kedacore.github.io/charts", "keda", "2.20.2")
 
+
 # --- Training image -------------------------------------------------------------------------------------
 TORCH_VERSION = "2.13.0"
 TRAINER_VERSION = "0.1.0"

@@ -73,7 +73,11 @@ def prometheus_values(retention: str) -> dict[str, Any]:
             "resources": {"requests": {"cpu": "500m", "memory": "2Gi"}, "limits": {"cpu": "500m", "memory": "2Gi"}},
             "service": {"type": "ClusterIP", "servicePort": 80},
         },
-        "configmapReload": {"prometheus": {"containerSecurityContext": RESTRICTED_CONTAINER}},
+        # The config reloader sidecar (chart deploy.yaml `configmapReload.prometheus.resources`): bounded like the
+        # server so the pod has requests and limits on every container (Checkov CKV_K8S_10..13).
+        "configmapReload": {"prometheus": {"containerSecurityContext": RESTRICTED_CONTAINER,
+                                           "resources": {"requests": {"cpu": "10m", "memory": "32Mi"},
+                                                         "limits": {"cpu": "50m", "memory": "64Mi"}}}},
         "alertmanager": {"enabled": False},
         "prometheus-pushgateway": {"enabled": False},
         "kube-state-metrics": {"enabled": False},
@@ -100,6 +104,16 @@ def grafana_values(dashboard_json: str, prometheus_url: str = PROMETHEUS_URL) ->
         "testFramework": {"enabled": False},
         "securityContext": restricted_pod(user=472, group=472, fs_group=472),
         "containerSecurityContext": RESTRICTED_CONTAINER,
+        # Requests and limits on grafana and its dashboard-download init container (CKV_K8S_10..13).
+        "resources": {"requests": {"cpu": "100m", "memory": "256Mi"}, "limits": {"cpu": "500m", "memory": "512Mi"}},
+        # The init container curls dashboards into a mounted volume: its root filesystem can be read-only
+        # (CKV_K8S_22); the chart's default securityContext lacks only that.
+        "downloadDashboards": {
+            "resources": {"requests": {"cpu": "10m", "memory": "32Mi"}, "limits": {"cpu": "100m", "memory": "64Mi"}},
+            "securityContext": RESTRICTED_CONTAINER,
+        },
+        # With its sidecars off, grafana never calls the Kubernetes API: no token in the pod (CKV_K8S_38).
+        "automountServiceAccountToken": False,
     }
 
 

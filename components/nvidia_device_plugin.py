@@ -112,6 +112,15 @@ def merge_tolerations(*lists: Iterable[Mapping[str, str]]) -> list[dict[str, str
 CRITICAL_ADDONS_TOLERATION = {"key": "CriticalAddonsOnly", "operator": "Exists"}
 
 
+# NFD 0.19.0's chart (the device plugin chart's subchart, charts/node-feature-discovery/values.yaml) sets CPU/memory
+# requests and a memory limit but no CPU limit, and an empty `podSecurityContext`: helm merges these into its
+# defaults, adding a CPU limit (CKV_K8S_11) and the runtime's default seccomp profile (CKV_K8S_31) to each pod.
+NFD_HARDENING: dict[str, dict[str, Any]] = {
+    role: {"resources": {"limits": {"cpu": cpu}}, "podSecurityContext": {"seccompProfile": {"type": "RuntimeDefault"}}}
+    for role, cpu in (("master", "500m"), ("worker", "200m"), ("gc", "100m"))
+}
+
+
 def device_plugin_values(config_map: Mapping[str, str], default_config: str, affinity: Mapping[str, Any],
                          node_tolerations: list[Mapping[str, str]], install_nfd: bool) -> dict[str, Any]:
     """Helm values of the nvidia-device-plugin chart 0.20."""
@@ -131,7 +140,9 @@ def device_plugin_values(config_map: Mapping[str, str], default_config: str, aff
             # NFD's worker tolerates `nvidia.com/gpu=present` by default; our taint value is `true`.
             "worker": {"tolerations": merge_tolerations(
                 [{"key": "node-role.kubernetes.io/control-plane", "operator": "Exists", "effect": "NoSchedule"}],
-                node_tolerations)},
+                node_tolerations), **NFD_HARDENING["worker"]},
+            "master": NFD_HARDENING["master"],
+            "gc": NFD_HARDENING["gc"],
         },
     }
 

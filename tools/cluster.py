@@ -7,6 +7,10 @@
   hooks that never run at `up` (delete, rollback and test hooks);
 - `operator`: each operator manifest (`yaml.v2.ConfigFile`) read from its vendored file.
 
+Helm hooks: an object annotated `helm.sh/hook` is in cluster.yaml only if it is still there after `pulumi up`
+(see `exists_after_up`): post-delete/pre-delete/test/rollback hooks never are, nor are install/upgrade hooks that
+helm deletes once they succeed.
+
 Namespaced objects without a namespace get the one `helm install` / the provider would give them (the release's,
 or `default`). `build/plan/<stack>/cluster.yaml` holds them all, each document preceded by a `# source:` line.
 The helm processes of one stack run concurrently (a stack's releases render in a fraction of a second).
@@ -122,19 +126,39 @@ def _masked(obj: dict[str, Any]) -> dict[str, Any]:
     return obj
 
 
-# Hook events after which no object is left by `pulumi up` (a helm install or upgrade runs only the pre/post-install
-# and pre/post-upgrade hooks: helm pkg/action install.go and upgrade.go call execHook with those events alone; the
-# delete, rollback and test hooks run on uninstall, rollback and `helm test`; helm docs "Chart Hooks").
-_NOT_AT_UP = frozenset({"pre-delete", "post-delete", "pre-rollback", "post-rollback", "test", "test-success",
-                        "test-failure"})
+HOOK = "helm.sh/hook"
+HOOK_DELETE_POLICY = "helm.sh/hook-delete-policy"
+# The events `pulumi up` runs a release's hooks for: a helm.v3.Release is created with helm's install action and
+# changed with its upgrade action. Delete, rollback and test hooks run only on `pulumi destroy`, a rollback or
+# `helm test`, so after `up` their objects don't exist.
+UP_EVENTS = frozenset({"pre-install", "post-install", "pre-upgrade", "post-upgrade"})
+# Every event helm knows (helm v4.1.4 pkg/release/v1/util/manifest_sorter.go `events`, incl. helm 2's
+# `test-success`); an object naming any other one is skipped by helm altogether (`manifestFile.sort`:
+# "skipping unknown hooks").
+HOOK_EVENTS = UP_EVENTS | {"pre-delete", "post-delete", "pre-rollback", "post-rollback", "test", "test-success"}
 
 
-def exists_after_up(obj: dict[str, Any]) -> bool:
-    """False for a chart hook that only runs on uninstall, rollback or `helm test`. Install/upgrade hooks are kept:
-    their pods run during `up` (and must be admitted and scheduled) even if a delete policy removes them after."""
+def exists_after_up(obj: Mapping[str, Any]) -> bool:
+    """Whether a rendered chart object exists after a successful `pulumi up`, per helm v4.1.4's hook handling:
+
+    - not a hook (no `helm.sh/hook` annotation): a release object, yes;
+    - `manifestFile.sort` (pkg/release/v1/util/manifest_sorter.go) splits the annotation on commas, trims and
+      lower-cases each event; one unknown event drops the whole object (never created);
+    - only delete/rollback/test events: never created by install or upgrade;
+    - an install/upgrade hook: created by `Configuration.execHookWithDelayedShutdown` (pkg/action/hooks.go), then
+      deleted after success by `deleteHookByPolicy(h, HookSucceeded, ...)` when its `helm.sh/hook-delete-policy`
+      lists `hook-succeeded`, except a CustomResourceDefinition, which that function never deletes. The default
+      policy (`hookSetDeletePolicy`) is `before-hook-creation`, which deletes only the previous copy before the
+      next run: the hook's object stays, as it does with `hook-failed` after a success.
+    """
     annotations = (obj.get("metadata") or {}).get("annotations") or {}
-    hooks = {hook.strip() for hook in str(annotations.get("helm.sh/hook", "")).split(",") if hook.strip()}
-    return not hooks or not hooks <= _NOT_AT_UP
+    if HOOK not in annotations:
+        return True
+    events = {event.strip().lower() for event in str(annotations[HOOK]).split(",")}
+    if not events <= HOOK_EVENTS or not events & UP_EVENTS:
+        return False
+    policies = {policy.strip().lower() for policy in str(annotations.get(HOOK_DELETE_POLICY, "")).split(",")}
+    return obj.get("kind") == "CustomResourceDefinition" or "hook-succeeded" not in policies
 
 
 def _documents(text: str) -> Iterator[dict[str, Any]]:

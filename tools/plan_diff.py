@@ -17,7 +17,6 @@ import argparse
 import difflib
 import json
 import re
-import os
 import subprocess
 import sys
 import tempfile
@@ -194,13 +193,10 @@ def plan_tree(tree: Path, stack: str, out: Path) -> dict[str, Any] | None:
     """Plan `stack` with the code in `tree`; None if the stack doesn't exist there."""
     if not (tree / "stacks" / f"Pulumi.{stack}.yaml").exists():
         return None
-    # A base from before the vendored CRDs read them from ../shared/crds, away from its temp dir: point it there.
-    shared = ROOT.parent / "shared" / "crds"
-    env = {**os.environ, **({"GTP_CRD_DIR": str(shared)} if shared.is_dir() else {})}
     # Refs from before the tools/ package kept the planner at gtp/plan.py.
     module = "tools.plan" if (tree / "tools" / "plan.py").exists() else "gtp.plan"
     result = subprocess.run([sys.executable, "-m", module, "--stack", stack, "--out", str(out), "--quiet"],
-                            cwd=tree, capture_output=True, text=True, check=False, env=env)
+                            cwd=tree, capture_output=True, text=True, check=False)
     path = out / stack / "resources.json"
     if not path.exists():  # validation failures still write the plan; config errors don't
         raise RuntimeError(f"planning {stack} in {tree} failed:\n{result.stderr.strip()}")

@@ -1,14 +1,19 @@
-"""Validation of the whole rendered cluster with real third-party validators.
+"""Validation of the offline plan with real third-party validators, over the whole rendered cluster.
 
-Every object that would exist after `pulumi up` (tools/cluster.py: the stack's objects, every Helm release rendered by
-helm from the vendored chart, the vendored operator manifests) is checked:
-- built-in Kubernetes kinds: `kubernetes-validate` (strict: unknown fields are errors) for the stack's Kubernetes
-  version;
-- custom resources: `kubernetes-validate` passes unknown kinds silently, so each custom resource is checked with
-  `jsonschema` against the `openAPIV3Schema` of the CustomResourceDefinition *installed in that same cluster* (the CRD
-  objects among the rendered ones: operator manifests, charts' CRDs). Objects are closed like `kubectl apply
-  --validate=strict`: a field the schema doesn't declare is an error unless the schema preserves unknown fields. A
-  custom resource whose CRD no installed component provides is an error: its `apply` would fail.
+Every object of `build/plan/<stack>/cluster.yaml` (tools/cluster.py: the stack's own objects, the vendored Helm
+charts rendered by helm, the vendored operator manifests) is validated, not only the objects the stack applies:
+
+- Built-in Kubernetes kinds: `kubernetes-validate`'s strict schemas (unknown fields are errors) for the stack's
+  Kubernetes version. A kind that version lacks is an error.
+- Custom resources: `kubernetes-validate` passes unknown kinds silently, so each custom resource is checked with
+  `jsonschema` against the `openAPIV3Schema` of the CustomResourceDefinition that the SAME cluster installs (a CRD
+  object among the rendered ones: an operator manifest's, or a chart's `crds/` or `templates/crds`), at the
+  resource's version, which must be served. Schemas are closed like `kubectl apply --validate=strict`: a field the
+  schema doesn't declare is an error unless the schema preserves unknown fields. A custom resource whose CRD the
+  cluster does not install is an error naming it: the API server would refuse it.
+
+Every error names the object and its source (`ClusterObject.describe()`). Nothing is read from outside the
+repository: no CRD directory, no download, no cache.
 """
 
 from __future__ import annotations
@@ -43,30 +48,6 @@ class Report:
         return ", ".join(f"{validator} {amount}" for validator, amount in self.checked.items()) or "nothing"
 
 
-def installed_crd_schemas(crds: Iterable[ClusterObject]) -> dict[tuple[str, str], dict[str, Any]]:
-    """(apiVersion, kind) → closed JSON schema of every served version of the given CustomResourceDefinitions."""
-    schemas: dict[tuple[str, str], dict[str, Any]] = {}
-    for crd in crds:
-        schemas.update(_crd_schemas(crd.source, crd.name, crd.obj))
-    return schemas
-
-
-def _crd_schemas(source: str, name: str, crd: Mapping[str, Any]) -> dict[tuple[str, str], dict[str, Any]]:
-    # A CRD comes from a vendored, digest-checked file (operator manifest or chart template), so its source and name
-    # identify its content: close each one once per process (`make plan-all` validates every stack against them).
-    key = (source, name)
-    if key not in _CLOSED:
-        spec = crd.get("spec") or {}
-        group, kind = spec.get("group"), (spec.get("names") or {}).get("kind")
-        _CLOSED[key] = {(f"{group}/{version['name']}", kind): close_schema(version["schema"]["openAPIV3Schema"])
-                        for version in spec.get("versions") or []
-                        if version.get("served", True) and (version.get("schema") or {}).get("openAPIV3Schema")}
-    return _CLOSED[key]
-
-
-_CLOSED: dict[tuple[str, str], dict[tuple[str, str], dict[str, Any]]] = {}
-
-
 def close_schema(schema: Mapping[str, Any]) -> dict[str, Any]:
     """Make objects with declared properties reject undeclared ones (strict field validation)."""
     schema = copy.deepcopy(dict(schema))
@@ -88,12 +69,6 @@ def close_schema(schema: Mapping[str, Any]) -> dict[str, Any]:
     return schema
 
 
-def _describe(obj: Mapping[str, Any]) -> str:
-    metadata = obj.get("metadata") or {}
-    namespace = metadata.get("namespace")
-    return f"{obj.get('kind')} {namespace + '/' if namespace else ''}{metadata.get('name')}"
-
-
 def _path(error: jsonschema.ValidationError) -> str:
     parts = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in error.absolute_path)
     return parts.lstrip(".") or "(root)"
@@ -109,22 +84,23 @@ def _unmask(node: Any) -> Any:
     return node
 
 
-def validate_custom(obj: Mapping[str, Any], schema: Mapping[str, Any]) -> Iterator[str]:
+def validate_custom(item: ClusterObject, schema: Mapping[str, Any]) -> Iterator[str]:
     validator = jsonschema.Draft7Validator(schema)
-    for error in sorted(validator.iter_errors(obj), key=lambda e: list(map(str, e.absolute_path))):
+    for error in sorted(validator.iter_errors(item.obj), key=lambda e: list(map(str, e.absolute_path))):
         if error.instance == COMPUTED:
             continue  # known only after apply (e.g. an image digest); the type is checked at apply time
-        yield f"{_describe(obj)}: {_path(error)}: {error.message}"
+        yield f"{item.describe()}: {_path(error)}: {error.message}"
 
 
-def validate_builtin(obj: Mapping[str, Any], kubernetes_version: str) -> Iterator[str]:
+def validate_builtin(item: ClusterObject, kubernetes_version: str) -> Iterator[str]:
     """kubernetes-validate's strict check of a built-in kind (raises `SchemaNotFoundError` for a kind the version
     lacks). Same schemas and version choice as `kubernetes_validate.validate`, with each schema and its
     definitions loaded once per process instead of once per object."""
+    obj = item.obj
     validator = builtin_validator(kubernetes_version, str(obj["apiVersion"]), str(obj["kind"]))
     error = next(iter(validator.iter_errors(_unmask(dict(obj)))), None)  # the first, as `Validator.validate`
     if error is not None:
-        yield f"{_describe(obj)}: {_path(error)}: {error.message}"
+        yield f"{item.describe()}: {_path(error)}: {error.message}"
 
 
 @functools.cache
@@ -155,39 +131,75 @@ def _definitions(schema_dir: str, kubernetes_version: str) -> Any:
     return Resource.from_contents(utils.schema_contents(f"{schema_dir}/_definitions.json", kubernetes_version))
 
 
-def _as_cluster_objects(objects: Iterable[ClusterObject | Mapping[str, Any]]) -> list[ClusterObject]:
-    return [item if isinstance(item, ClusterObject) else ClusterObject("stack", dict(item)) for item in objects]
+@dataclass(frozen=True)
+class InstalledVersion:
+    """One version of a CustomResourceDefinition the cluster installs."""
+    crd: ClusterObject
+    served: bool
+    schema: Mapping[str, Any]
+    """The version's `schema.openAPIV3Schema`, as the CRD declares it (not yet closed)."""
 
 
-def validate_objects(objects: Iterable[ClusterObject | Mapping[str, Any]], kubernetes_version: str, report: Report,
-                     crds: Iterable[ClusterObject | Mapping[str, Any]] | None = None) -> None:
-    """Validate `objects` (the rendered cluster, or plain objects meaning `stack`); custom resources against the
-    CRDs among `crds` (default: the CustomResourceDefinitions among `objects` themselves, i.e. what the cluster
-    installs)."""
-    items = _as_cluster_objects(objects)
-    installed = [item for item in (_as_cluster_objects(crds) if crds is not None else items)
-                 if item.kind == "CustomResourceDefinition"]
-    schemas = installed_crd_schemas(installed)
+def installed_crds(objects: Iterable[ClusterObject]) -> dict[tuple[str, str], InstalledVersion]:
+    """(apiVersion, kind) → the installed CRD's version, for every CustomResourceDefinition among `objects`
+    (`apiextensions.k8s.io/v1`: each version carries its own schema and `served` flag)."""
+    installed: dict[tuple[str, str], InstalledVersion] = {}
+    for item in objects:
+        if item.kind != "CustomResourceDefinition":
+            continue
+        spec = item.obj.get("spec") or {}
+        group, kind = spec.get("group"), (spec.get("names") or {}).get("kind")
+        for version in spec.get("versions") or []:
+            schema = (version.get("schema") or {}).get("openAPIV3Schema") or {"type": "object"}
+            installed[(f"{group}/{version.get('name')}", str(kind))] = InstalledVersion(
+                item, bool(version.get("served")), schema)
+    return installed
+
+
+def _is_builtin_group(api_version: str) -> bool:
+    """Core (`v1`), the unqualified groups (`apps`, `batch`...) and the `*.k8s.io` groups are Kubernetes' own."""
+    group = api_version.rpartition("/")[0]
+    return "." not in group or group.endswith(".k8s.io")
+
+
+def _as_cluster_object(item: ClusterObject | Mapping[str, Any]) -> ClusterObject:
+    return item if isinstance(item, ClusterObject) else ClusterObject("stack", dict(item))
+
+
+def validate_objects(objects: Iterable[ClusterObject | Mapping[str, Any]], kubernetes_version: str,
+                     report: Report) -> None:
+    """Validate every object of one cluster; custom resources against the CRDs installed by the same objects.
+    A plain mapping is taken as a stack object (source `stack`)."""
+    items = [_as_cluster_object(item) for item in objects]
+    installed = installed_crds(items)
+    closed: dict[tuple[str, str], dict[str, Any]] = {}
     for item in items:
-        obj = item.obj
-        where = _describe(obj) + ("" if item.source == "stack" else f" ({item.source})")
-        key = (obj["apiVersion"], obj["kind"])
-        if key in schemas:
-            report.count("CRD schemas")
-            report.errors.extend(f"{where}{line[len(_describe(obj)):]}" for line in validate_custom(obj, schemas[key]))
+        key = (str(item.obj.get("apiVersion")), item.kind)
+        version = installed.get(key)
+        if version is not None:
+            report.count("installed CRD schemas")
+            if not version.served:
+                report.errors.append(f"{item.describe()}: {key[0]} {key[1]} is not a served version of "
+                                     f"{version.crd.describe()}")
+                continue
+            if key not in closed:
+                closed[key] = close_schema(version.schema)
+            report.errors.extend(validate_custom(item, closed[key]))
             continue
         try:
             report.count(f"kubernetes-validate {kubernetes_version}")
-            report.errors.extend(f"{where}{line[len(_describe(obj)):]}"
-                                 for line in validate_builtin(obj, kubernetes_version))
+            report.errors.extend(validate_builtin(item, kubernetes_version))
         except kubernetes_validate.SchemaNotFoundError:
-            group = obj["apiVersion"].rsplit("/", 1)[0] if "/" in obj["apiVersion"] else ""
-            if "." in group and not group.endswith(".k8s.io"):
-                report.errors.append(f"{where}: no CustomResourceDefinition for {obj['apiVersion']} {obj['kind']} is "
-                                     "installed in this cluster: install its operator (and make the object depend on it)")
+            if _is_builtin_group(key[0]):
+                report.errors.append(f"{item.describe()}: {key[0]} {key[1]} does not exist in "
+                                     f"Kubernetes {kubernetes_version}")
             else:
-                report.errors.append(f"{where}: {obj['apiVersion']} {obj['kind']} does not exist in Kubernetes "
-                                     f"{kubernetes_version}")
+                group = key[0].rpartition("/")[0]
+                served = sorted(f"{api} {kind}" for (api, kind) in installed if api.startswith(group + "/"))
+                report.errors.append(
+                    f"{item.describe()}: custom resource {key[0]} {key[1]} has no CustomResourceDefinition "
+                    f"installed in this cluster (installed for {group}: {', '.join(served) or 'none'}); install "
+                    "its operator or chart in the same stack")
 
 
 def policy_facts(plan: Plan) -> dict[str, Any]:
@@ -218,12 +230,11 @@ def run_policy_pack(plan: Plan, report: Report) -> None:
             report.notes.append(line)
 
 
-def validate_plan(plan: Plan, out: Path | None = None, objects: list[ClusterObject] | None = None) -> Report:
-    """Validate every object of the rendered cluster (`objects`; default: the stack's own objects, with no CRD
-    installed) and run the policy pack; writes the policy facts to `out`."""
+def validate_plan(plan: Plan, out: Path | None, objects: Iterable[ClusterObject]) -> Report:
+    """Validate every object of the rendered cluster (`tools.cluster.render_cluster(plan)`) and run the policy
+    pack over the plan's resources; writes the policy facts to `out`."""
     report = Report()
-    validate_objects(objects if objects is not None else plan.kubernetes_objects(), plan.config.kubernetes_version,
-                     report)
+    validate_objects(objects, plan.config.kubernetes_version, report)
     run_policy_pack(plan, report)
     if out is not None:
         from policy.gtp_policy import pack_config

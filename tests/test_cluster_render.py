@@ -1,0 +1,238 @@
+"""Issue 13: the whole rendered cluster (tools/cluster.py) and its validation (tools/validate.py) against the
+CRDs that the same cluster installs."""
+
+from __future__ import annotations
+
+import copy
+import functools
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tools import cluster
+from tools.cluster import ClusterObject, exists_after_up, render_cluster, render_operator, render_releases
+from tools.plan_record import COMPUTED
+from tools.validate import Report, validate_objects
+from tests.conftest import plan_stack
+
+KUBERNETES_STACKS = ["dev", "edge", "prod"]
+
+
+@functools.cache
+def rendered(stack: str) -> tuple[ClusterObject, ...]:
+    return tuple(render_cluster(plan_stack(stack)))
+
+
+def one(objects: Any, kind: str) -> ClusterObject:
+    found = [item for item in objects if item.kind == kind]
+    assert len(found) == 1, [item.describe() for item in found]
+    return found[0]
+
+
+def errors_of(objects: Any, version: str = "1.34") -> list[str]:
+    report = Report()
+    validate_objects(list(objects), version, report)
+    return report.errors
+
+
+# --- rendering ---------------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("stack", KUBERNETES_STACKS)
+def test_cluster_render_is_deterministic(stack: str) -> None:
+    first = cluster.dump(render_cluster(plan_stack(stack)))
+    second = cluster.dump(render_cluster(plan_stack(stack)))
+    assert first == second and first
+    assert cluster.dump(cluster.load(first)) == first  # cluster.yaml reads back to the same objects and sources
+
+
+@pytest.mark.parametrize("stack", KUBERNETES_STACKS)
+def test_every_helm_release_and_operator_appears_with_its_source(stack: str) -> None:
+    plan = plan_stack(stack)
+    sources = {item.source for item in rendered(stack)}
+    releases = plan.by_type(cluster.HELM_RELEASE)
+    assert releases
+    for release in releases:
+        inputs = release.inputs
+        assert f"chart {inputs['chart']} release {inputs['namespace']}/{inputs['name']}" in sources, inputs["name"]
+    for config_file in plan.by_type(cluster.CONFIG_FILE):
+        assert f"operator {config_file.inputs['file']}" in sources
+    assert "stack" in sources
+    assert len([item for item in rendered(stack) if item.source == "stack"]) == len(plan.kubernetes_objects())
+
+
+HOOK_CHART = {
+    "Chart.yaml": "apiVersion: v2\nname: hooks\nversion: 0.1.0\n",
+    "templates/objects.yaml": """
+        apiVersion: v1
+        kind: ConfigMap
+        metadata: {name: plain}
+        ---
+        apiVersion: rbac.authorization.k8s.io/v1
+        kind: ClusterRole
+        metadata: {name: cluster-wide}
+        rules: []
+        ---
+        apiVersion: batch/v1
+        kind: Job
+        metadata:
+          name: prune
+          annotations: {"helm.sh/hook": post-delete, "helm.sh/hook-delete-policy": "before-hook-creation,hook-succeeded"}
+        spec: {template: {spec: {restartPolicy: Never, containers: [{name: c, image: busybox}]}}}
+        ---
+        apiVersion: v1
+        kind: ConfigMap
+        metadata:
+          name: installed-by-hook
+          annotations: {"helm.sh/hook": "post-install, post-upgrade"}
+        """,
+}
+
+
+def write_chart(root: Path) -> None:
+    for name, text in HOOK_CHART.items():
+        path = root / "chart" / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(textwrap.dedent(text))
+
+
+def test_chart_objects_get_the_release_namespace_and_hooks_that_never_outlive_up_are_left_out(tmp_path: Path) -> None:
+    write_chart(tmp_path)
+    release = {"name": "r", "chart": "chart", "namespace": "team", "createNamespace": True, "values": {}}
+    objects = render_releases([release], "1.34", root=tmp_path)
+    source = "chart chart release team/r"
+    assert [(item.kind, item.namespace, item.name, item.source) for item in objects] == [
+        ("Namespace", None, "team", source),
+        ("ConfigMap", "team", "plain", source),
+        ("ClusterRole", None, "cluster-wide", source),  # cluster-scoped: no namespace added
+        ("ConfigMap", "team", "installed-by-hook", source),  # a post-install hook stays after `up`
+    ]  # the post-delete Job is not there: it only runs on `pulumi destroy`
+
+
+def test_operator_objects_without_a_namespace_get_default(tmp_path: Path) -> None:
+    (tmp_path / "op.yaml").write_text("apiVersion: v1\nkind: ServiceAccount\nmetadata: {name: a}\n---\n"
+                                      "apiVersion: v1\nkind: ServiceAccount\nmetadata: {name: b, namespace: ops}\n")
+    assert [(item.namespace, item.source) for item in render_operator("op.yaml", root=tmp_path)] == [
+        ("default", "operator op.yaml"), ("ops", "operator op.yaml")]
+
+
+def hook(events: str, policy: str | None = None, kind: str = "Job") -> dict[str, Any]:
+    annotations = {"helm.sh/hook": events, **({"helm.sh/hook-delete-policy": policy} if policy else {})}
+    return {"kind": kind, "metadata": {"name": "h", "annotations": annotations}}
+
+
+@pytest.mark.parametrize(("obj", "exists"), [
+    ({"kind": "Job", "metadata": {"name": "plain", "annotations": {"other": "x"}}}, True),
+    (hook("post-install"), True),  # default policy before-hook-creation: stays until the next run
+    (hook("pre-install,pre-upgrade", "before-hook-creation"), True),
+    (hook("post-install", "hook-failed"), True),  # deleted only when the hook fails
+    (hook(" Post-Upgrade ", "hook-succeeded"), False),  # helm trims and lower-cases; deleted after success
+    (hook("pre-install", "before-hook-creation, hook-succeeded"), False),
+    (hook("pre-install", "hook-succeeded", kind="CustomResourceDefinition"), True),  # helm never deletes CRDs
+    (hook("post-delete"), False),
+    (hook("pre-delete,post-delete"), False),
+    (hook("test"), False),
+    (hook("test-success"), False),
+    (hook("pre-rollback,post-rollback"), False),
+    (hook("post-install,crd-install"), False),  # an unknown event: helm skips the whole object
+])
+def test_exists_after_up_follows_helm_hook_handling(obj: dict[str, Any], exists: bool) -> None:
+    assert exists_after_up(obj) is exists
+
+
+@pytest.mark.parametrize("stack", KUBERNETES_STACKS)
+def test_no_stack_cluster_holds_a_hook_that_does_not_exist_after_up(stack: str) -> None:
+    hooks = [item.describe() for item in rendered(stack)
+             if "helm.sh/hook" in ((item.obj.get("metadata") or {}).get("annotations") or {})]
+    assert all(exists_after_up(item.obj) for item in rendered(stack)), hooks
+    # The device plugin chart's NFD prune hook (post-delete) is rendered by helm but never exists after up.
+    assert not [name for name in hooks if "node-feature-discovery-prune" in name]
+
+
+# --- validation against the installed CRDs ------------------------------------------------------------------------
+
+@pytest.mark.parametrize("stack", KUBERNETES_STACKS)
+def test_the_stacks_clusters_validate_clean(stack: str) -> None:
+    objects = rendered(stack)
+    report = Report()
+    validate_objects(list(objects), plan_stack(stack).config.kubernetes_version, report)
+    assert report.errors == []
+    custom = [item for item in objects if item.kind in ("PyTorchJob", "ElasticJob", "ScaledJob", "ScaledObject")]
+    assert custom and report.checked["installed CRD schemas"] == len(custom)
+    assert report.checked[f"kubernetes-validate {plan_stack(stack).config.kubernetes_version}"] == \
+        len(objects) - len(custom)
+
+
+def test_a_custom_resource_field_its_installed_crd_lacks_fails() -> None:
+    objects = list(rendered("prod"))
+    job = one(objects, "PyTorchJob")
+    bad = copy.deepcopy(job.obj)
+    bad["spec"]["runPolicyy"] = {}
+    bad["spec"]["pytorchReplicaSpecs"]["Worker"]["replicas"] = "two"
+    errors = errors_of([item for item in objects if item is not job] + [ClusterObject("stack", bad)])
+    name = f"PyTorchJob {job.namespace}/{job.name} (stack)"
+    assert errors == [
+        f"{name}: spec: Additional properties are not allowed ('runPolicyy' was unexpected)",
+        f"{name}: spec.pytorchReplicaSpecs.Worker.replicas: 'two' is not of type 'integer'",
+    ]
+
+
+def test_computed_values_do_not_fail_the_crd_schema() -> None:
+    objects = list(rendered("prod"))
+    job = one(objects, "PyTorchJob")
+    computed = copy.deepcopy(job.obj)
+    computed["spec"]["pytorchReplicaSpecs"]["Worker"]["replicas"] = COMPUTED
+    assert errors_of([item for item in objects if item is not job] + [ClusterObject("stack", computed)]) == []
+
+
+def test_elasticjob_replica_template_labels_are_accepted_by_the_installed_derived_crd() -> None:
+    objects = list(rendered("edge"))
+    job = one(objects, "ElasticJob")
+    crd = next(item for item in objects if item.name == "elasticjobs.elastic.iml.github.io")
+    assert crd.source == "operator vendor/derived/dlrover-v0.6.1.yaml"
+    labels = job.obj["spec"]["replicaSpecs"]["worker"]["template"]["metadata"]["labels"]
+    assert labels and errors_of([crd, job], "1.33") == []
+    # The derived CRD does check template metadata: a non-string label value fails.
+    bad = copy.deepcopy(job.obj)
+    bad["spec"]["replicaSpecs"]["worker"]["template"]["metadata"]["labels"]["n"] = 1
+    assert errors_of([crd, ClusterObject("stack", bad)], "1.33") == [
+        f"ElasticJob {job.namespace}/{job.name} (stack): "
+        "spec.replicaSpecs.worker.template.metadata.labels.n: 1 is not of type 'string'"]
+
+
+def test_a_custom_resource_whose_operator_is_not_installed_fails() -> None:
+    job = one(rendered("prod"), "PyTorchJob")  # dev installs KEDA but no training operator
+    errors = errors_of([*rendered("dev"), job])
+    assert errors == [
+        f"PyTorchJob {job.namespace}/{job.name} (stack): custom resource kubeflow.org/v1 PyTorchJob has no "
+        "CustomResourceDefinition installed in this cluster (installed for kubeflow.org: none); install its "
+        "operator or chart in the same stack"]
+
+
+def test_an_unknown_group_is_named_with_what_the_cluster_does_install() -> None:
+    scaled = one(rendered("dev"), "ScaledJob")
+    wrong = copy.deepcopy(scaled.obj)
+    wrong["apiVersion"] = "keda.sh/v1"
+    errors = errors_of([*(item for item in rendered("dev") if item is not scaled), ClusterObject("stack", wrong)])
+    assert len(errors) == 1
+    assert "custom resource keda.sh/v1 ScaledJob has no CustomResourceDefinition installed" in errors[0]
+    assert "keda.sh/v1alpha1 ScaledJob" in errors[0]
+
+
+def test_a_crd_version_that_is_not_served_is_an_error() -> None:
+    objects = [copy.deepcopy(item.obj) for item in rendered("dev")]
+    crd = next(obj for obj in objects if obj["kind"] == "CustomResourceDefinition" and obj["spec"]["names"]["kind"] == "ScaledJob")
+    crd["spec"]["versions"][0]["served"] = False
+    errors = errors_of([ClusterObject("chart keda", obj) for obj in objects])
+    assert len(errors) == 1 and "ScaledJob" in errors[0] and "is not a served version of CustomResourceDefinition " \
+        "scaledjobs.keda.sh (chart keda)" in errors[0]
+
+
+def test_errors_in_chart_objects_name_the_chart() -> None:
+    objects = list(rendered("dev"))
+    deployment = next(item for item in objects if item.kind == "Deployment" and item.source.startswith("chart "))
+    broken = copy.deepcopy(deployment.obj)
+    broken["spec"]["replicaz"] = 1
+    errors = errors_of([ClusterObject(deployment.source, broken)])
+    assert len(errors) == 1 and errors[0].startswith(f"{deployment.describe()}: spec: ") and "replicaz" in errors[0]
