@@ -248,6 +248,22 @@ class GpuConfig(_Section):
     """How long the readiness gate waits for the expected GPU capacity (60..7200). Default 900."""
 
 
+class OfflineConfig(_Section):
+    """An air-gapped site: every image comes from the site's own registry, by digest (README: Air-gapped site)."""
+
+    site_registry: str
+    """Required: the site registry's `host[:port]`, e.g. `registry.edge-site.internal:5000`. `make mirror` copies
+    every image the stack runs there; chart values, operator manifests and the training image then reference only
+    it, and the policy pack rejects any other image."""
+    prefix: str = "mirror"
+    """Repository path under `siteRegistry` that holds the copies: `<siteRegistry>/<prefix>/<source registry>/
+    <source path>`. Default `mirror`."""
+    lock_file: str | None = None
+    """The mirror's lock file (source image → site copy by digest, written by `make mirror`), relative to the project
+    root. Without it, or with an image missing from it, the stack plans with a warning naming the images (each
+    referenced by tag on the site registry) and `pulumi up` refuses. Default `stacks/mirror/<stack>.lock.json`."""
+
+
 class ImageConfig(_Section):
     """The training image: where it lives and whether this stack builds it."""
 
@@ -283,6 +299,9 @@ class ImageConfig(_Section):
     """ECR lifecycle: keep this many newest tagged images. Default 30."""
     expire_untagged_days: int = Field(7, ge=1, le=365)
     """ECR lifecycle: expire untagged images after this many days. Default 7."""
+    offline: OfflineConfig | None = None
+    """Air-gapped site (existing clusters only): pull every image from `offline.siteRegistry`. Default: none (images
+    come from their upstream registries)."""
 
 
 class ElasticConfig(_Section):

@@ -28,6 +28,7 @@ from components.nvidia_device_plugin import (
 )
 from conventions.names import EFA_RESOURCE, SHARED_GPU_RESOURCE, WHOLE_GPU_RESOURCE, config_name
 from stack_config import StackConfig, ami_type
+from stages.offline import site_images
 
 
 @dataclass
@@ -108,6 +109,7 @@ def device_plugin_args(config: StackConfig, provider: k8s.Provider) -> NvidiaDev
         tolerations=_tolerations(config, served),
         install_nfd=config.gpu.node_feature_discovery == "install",
         skipped_groups=skipped,
+        site_images=site_images(config).refs,
     )
 
 
@@ -142,6 +144,7 @@ def gpu_metrics_args(config: StackConfig, provider: k8s.Provider,
         prometheus=metrics.prometheus,
         grafana=metrics.grafana,
         retention=metrics.retention,
+        site_images=site_images(config).refs,
     )
 
 
