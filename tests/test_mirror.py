@@ -329,3 +329,29 @@ def test_an_offline_stack_s_own_image_and_cluster_are_on_the_site(tmp_path: Path
     with pytest.raises(ConfigError) as caught:
         plan_modified(tmp_path, "edge", edit)
     assert path in [p.path for p in caught.value.problems]
+
+
+# --- the policy rule on real plans -------------------------------------------------------------------------------
+
+
+def _site_violations(plan: gtp_plan.Plan) -> list[str]:
+    from policy.gtp_policy import run_policies
+    from tools.validate import policy_facts
+
+    facts = {**policy_facts(plan), "siteRegistry": SITE}
+    return [v.message for v in run_policies([r.as_json() for r in plan.resources], facts)
+            if v.policy_name == "offline-images-from-site-registry"]
+
+
+def test_the_offline_edge_plan_passes_the_site_registry_rule(tmp_path: Path) -> None:
+    assert _site_violations(plan_stack("edge")) == []
+    lock = write_lock(tmp_path / "edge.lock.json", EDGE_IMAGES)
+    assert _site_violations(plan_modified(tmp_path, "edge", with_lock(lock))) == []
+
+
+def test_the_same_stack_online_fails_the_site_registry_rule(tmp_path: Path) -> None:
+    online = plan_modified(tmp_path, "edge", lambda config: config["gtp:image"].pop("offline"))
+    messages = _site_violations(online)
+    # Online, the charts keep their default (upstream) images, which values don't show: the rendered-cluster
+    # tests above cover those; the operator manifest applied from vendor/ is what the rule sees.
+    assert len(messages) == 1 and "file = 'vendor/derived/dlrover-v0.6.1.yaml'" in messages[0]
