@@ -225,8 +225,11 @@ class GpuNodeGroupConfig(_Section):
 class MetricsConfig(_Section):
     """GPU metrics: DCGM exporter scraped by Prometheus, optionally Grafana."""
 
-    dcgm_exporter: bool = True
-    """Install dcgm-exporter on GPU nodes. Default true."""
+    dcgm_exporter: bool | None = None
+    """Install dcgm-exporter on GPU nodes. Default true, except on stacks with Jetson GPU groups (`gpuModel` Orin,
+    Xavier, Thor), where it is off and may not be turned on: DCGM does not support Jetson (NVIDIA's supported
+    platforms list datacenter and GeForce/Quadro GPUs only; catalog/gpu_instances.py `DCGM_UNSUPPORTED_MODELS`),
+    so the exporter would crash-loop on every Jetson node."""
     prometheus: bool = True
     """Install Prometheus scraping dcgm-exporter (needed by KEDA triggers). Default true."""
     grafana: bool = False

@@ -28,6 +28,7 @@ from components.nvidia_device_plugin import (
 )
 from conventions.names import EFA_RESOURCE, SHARED_GPU_RESOURCE, WHOLE_GPU_RESOURCE, config_name
 from stack_config import StackConfig, ami_type
+from stack_config.derived import dcgm_exporter_enabled
 from stages.offline import site_images
 
 
@@ -140,7 +141,7 @@ def gpu_metrics_args(config: StackConfig, provider: k8s.Provider,
         device_plugin_namespace=device_plugin_namespace,
         gpu_affinity=gpu_node_affinity({group: _node_selector(config, group) for group in groups}),
         gpu_tolerations=_tolerations(config, groups),
-        dcgm_exporter=metrics.dcgm_exporter and bool(groups),
+        dcgm_exporter=dcgm_exporter_enabled(config) and bool(groups),
         prometheus=metrics.prometheus,
         grafana=metrics.grafana,
         retention=metrics.retention,

@@ -19,7 +19,7 @@ from catalog.images import CHART_IMAGES, OPERATOR_IMAGES
 from catalog import versions
 from conventions.images import Lock, LockError, normalized, on_registry, read_lock, site_repository, site_tag
 from stack_config import Problem, StackConfig
-from stack_config.derived import base_image
+from stack_config.derived import base_image, dcgm_exporter_enabled
 
 ROOT = Path(__file__).resolve().parent.parent
 LOCK_DIR = "stacks/mirror"
@@ -44,7 +44,7 @@ def required_images(config: StackConfig) -> list[str]:
         if config.gpu_node_groups:
             charts.append(versions.NVIDIA_DEVICE_PLUGIN.chart)
         metrics = config.gpu.metrics
-        if metrics.dcgm_exporter and config.gpu_node_groups:
+        if dcgm_exporter_enabled(config) and config.gpu_node_groups:
             charts.append(versions.DCGM_EXPORTER.chart)
         if metrics.prometheus:
             charts.append(versions.PROMETHEUS.chart)
