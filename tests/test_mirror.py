@@ -281,9 +281,9 @@ def test_the_real_engine_refuses_an_unmirrored_offline_stack(monkeypatch: pytest
 
 def test_the_real_engine_accepts_a_fully_mirrored_stack(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     lock = write_lock(tmp_path / "edge.lock.json", EDGE_IMAGES)
-    config = plan_modified(tmp_path, "edge", with_lock(lock)).config
     monkeypatch.setattr(stages.config, "under_mocks", lambda: False)
-    assert offline_problems(config) == []
+    plan = plan_modified(tmp_path, "edge", with_lock(lock))  # load_stack_config did not refuse
+    assert plan.resources and offline_problems(plan.config) == []
 
 
 def test_the_vendored_operator_manifest_stays_byte_exact_and_the_copy_is_rewritten() -> None:
@@ -354,3 +354,24 @@ def test_the_same_stack_online_fails_the_site_registry_rule(tmp_path: Path) -> N
     # Online, the charts keep their default (upstream) images, which values don't show: the rendered-cluster
     # tests above cover those; the operator manifest applied from vendor/ is what the rule sees.
     assert len(messages) == 1 and "file = 'vendor/derived/dlrover-v0.6.1.yaml'" in messages[0]
+
+
+L4T_BASE = "nvcr.io/nvidia/l4t-pytorch:r36.2.0-pth2.2-py3@sha256:" + "c" * 64
+
+
+def test_the_training_image_builds_on_the_site_copy_of_its_base(tmp_path: Path) -> None:
+    def edit(config: dict[str, Any]) -> None:
+        config["gtp:image"]["baseImage"] = L4T_BASE
+        config["gtp:image"]["offline"]["lockFile"] = str(write_lock(tmp_path / "edge.lock.json",
+                                                                    EDGE_IMAGES + [normalized(L4T_BASE)]))
+
+    plan = plan_modified(tmp_path, "edge", edit)
+    objects = [item.obj for item in cluster.render_cluster(plan)]
+    assert mirror.stack_images(objects, plan.config) == sorted(EDGE_IMAGES + [L4T_BASE])
+    build = plan.one("docker:index/image:Image", "trainer-image").inputs["build"]
+    assert build["args"]["BASE_IMAGE"] == \
+        f"{site_repository(L4T_BASE, SITE, 'mirror')}@{fake_digest(normalized(L4T_BASE))}"
+    # ...and copies it by digest (skopeo refuses tag+digest), to the tag it had.
+    assert mirror.copy_command("skopeo", L4T_BASE, mirror.site_copy(L4T_BASE, SITE, "mirror"))[4:] == [
+        "docker://nvcr.io/nvidia/l4t-pytorch@sha256:" + "c" * 64,
+        f"docker://{SITE}/mirror/nvcr.io/nvidia/l4t-pytorch:r36.2.0-pth2.2-py3"]
