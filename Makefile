@@ -10,7 +10,7 @@ STACK ?= dev
 BASE ?= origin/main
 PYTEST_WORKERS ?= 2
 
-.PHONY: setup plan plan-all plan-diff check test test-fast golden bench-stack bench-report destroy reap clean help prometheus-local
+.PHONY: setup plan plan-all plan-diff check test test-fast golden bench-stack bench-report destroy reap clean help prometheus-local mirror
 
 help:
 	@echo "make plan STACK=dev        offline plan of a stack (sets itself up)"
@@ -19,6 +19,7 @@ help:
 	@echo "make plan-diff STACK=dev BASE=origin/main   what a change does to a stack"
 	@echo "make check                 scanners: Checkov, kubernetes-validate, policy pack, yamllint, hadolint, zizmor, actionlint"
 	@echo "make golden                refresh tests/golden after an intended infra change"
+	@echo "make mirror STACK=edge     copy an offline stack's images into its site registry, write the lock (skopeo)"
 	@echo "make prometheus-local      install the prometheus server (Debian package, sudo) for tests/simulate/test_prometheus.py"
 	@echo "make bench-stack NAME=n TTL=hours   create an ephemeral benchmark stack file"
 	@echo "make destroy STACK=...     preview, confirm, destroy (retries, time limit), orphan audit"
@@ -44,6 +45,12 @@ prometheus-local:
 	@command -v prometheus >/dev/null && { prometheus --version 2>&1 | head -1; exit 0; }; \
 	if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi; \
 	$$SUDO apt-get update && $$SUDO apt-get install -y --no-install-recommends prometheus
+
+# Air-gapped sites (README: Air-gapped site): every image the stack runs → the site registry, digests → the lock.
+# Needs skopeo (a Debian package: `apt-get install skopeo`, root) and network to the upstreams and the site.
+mirror: setup
+	@command -v skopeo >/dev/null || { echo "make mirror: skopeo is not installed (apt-get install skopeo)" >&2; exit 2; }
+	$(PY) -m tools.mirror --stack $(STACK)
 
 plan: setup
 	$(PY) -m tools.plan --stack $(STACK)

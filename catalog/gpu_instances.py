@@ -100,6 +100,15 @@ AMI_TYPE_ARCHITECTURE: dict[str, Architecture] = {
 # GPU models of NVIDIA Jetson modules (adopted nodes name their model in config): their images need an
 # L4T/JetPack base, not the server (SBSA) CUDA stack.
 JETSON_GPU_MODELS = ("Orin", "Xavier", "Thor")
+# GPU sharing verified on Jetson's integrated (Tegra) GPUs: whole GPUs, and time-slicing (the device plugin's
+# replicas of one device, no daemon on the node). MPS is not: the plugin's MPS mode runs NVIDIA's MPS control daemon
+# and reads the GPU through NVML, which Jetson's driver exposes only partly (nvidia-smi shows no device there), and
+# nobody has run it on these boards here. Add "mps" for a model once it is verified on one.
+JETSON_SHARING_MODES: tuple[str, ...] = ("none", "time-slicing")
+# DCGM (and so dcgm-exporter) does not support Jetson: its supported platforms are datacenter GPUs and Maxwell-or-newer
+# GeForce/Quadro GPUs, bare metal or full passthrough (DCGM docs, "Install DCGM", Supported Platforms), and NVIDIA's
+# maintainer answered "The Jetson GPUs are not supported by DCGM at this moment" (NVIDIA/dcgm-exporter issue #101).
+DCGM_UNSUPPORTED_MODELS: tuple[str, ...] = JETSON_GPU_MODELS
 
 DEFAULT_AMI_TYPE: dict[Architecture, str] = {"amd64": "AL2023_x86_64_NVIDIA", "arm64": "AL2023_ARM_64_NVIDIA"}
 

@@ -143,6 +143,8 @@ class GpuMetricsArgs:
     """Install Grafana with the GPU dashboard. Default false."""
     retention: str = "15d"
     """Prometheus retention. Default `15d`."""
+    site_images: dict[str, str] = field(default_factory=dict)
+    """Offline stacks: upstream image → the site registry's copy (components.helm.pinned_release). Default: none."""
 
 
 class GpuMetrics(pulumi.ComponentResource):
@@ -157,7 +159,7 @@ class GpuMetrics(pulumi.ComponentResource):
         if args.dcgm_exporter:
             self.releases.append(_release(
                 f"{name}-dcgm-exporter", DCGM_EXPORTER_RELEASE, versions.DCGM_EXPORTER, args.device_plugin_namespace,
-                dcgm_exporter_values(args.gpu_affinity, args.gpu_tolerations), k8s_opts))
+                dcgm_exporter_values(args.gpu_affinity, args.gpu_tolerations), k8s_opts, args.site_images))
         if args.prometheus or args.grafana:
             self.namespace = k8s.core.v1.Namespace(
                 f"{name}-namespace", metadata={"name": METRICS_NAMESPACE, "labels": metrics_namespace_labels()},
@@ -165,16 +167,17 @@ class GpuMetrics(pulumi.ComponentResource):
         if args.prometheus:
             self.releases.append(_release(
                 f"{name}-prometheus", PROMETHEUS_RELEASE, versions.PROMETHEUS, self.namespace.metadata["name"],
-                prometheus_values(args.retention), k8s_opts))
+                prometheus_values(args.retention), k8s_opts, args.site_images))
         if args.grafana:
             self.releases.append(_release(
                 f"{name}-grafana", GRAFANA_RELEASE, versions.GRAFANA, self.namespace.metadata["name"],
-                grafana_values(load_dashboard()), k8s_opts))
+                grafana_values(load_dashboard()), k8s_opts, args.site_images))
         self.register_outputs({})
 
 
 
 def _release(resource_name: str, release_name: str, chart: versions.HelmChart, namespace: pulumi.Input[str],
-             values: dict[str, Any], opts: pulumi.ResourceOptions) -> k8s.helm.v3.Release:
+             values: dict[str, Any], opts: pulumi.ResourceOptions,
+             site_images: dict[str, str]) -> k8s.helm.v3.Release:
     return pinned_release(resource_name, chart, release_name=release_name, namespace=namespace, values=values,
-                          opts=opts)
+                          opts=opts, site_images=site_images)

@@ -175,6 +175,8 @@ class NvidiaDevicePluginArgs:
     """Install node feature discovery with the chart (false when the cluster already runs NFD). Default true."""
     skipped_groups: dict[str, str] = field(default_factory=dict)
     """GPU node groups the plugin does not serve → why (logged)."""
+    site_images: dict[str, str] = field(default_factory=dict)
+    """Offline stacks: upstream image → the site registry's copy (components.helm.pinned_release). Default: none."""
 
 
 class NvidiaDevicePlugin(pulumi.ComponentResource):
@@ -200,7 +202,7 @@ class NvidiaDevicePlugin(pulumi.ComponentResource):
                 values=device_plugin_values(sharing_config_map(args.sharing), args.default_config,
                                             gpu_node_affinity(args.node_selectors), args.tolerations,
                                             args.install_nfd),
-                opts=k8s_opts,
+                opts=k8s_opts, site_images=args.site_images,
             )
         else:
             pulumi.log.info("NVIDIA device plugin: no node group needs it, so it is not installed", self)

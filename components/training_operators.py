@@ -12,7 +12,11 @@ resource depends on its operator so that destroy deletes it while its controller
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import hashlib
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import pulumi
@@ -20,6 +24,8 @@ import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 
 from catalog import versions
+from catalog.images import OPERATOR_IMAGES
+from conventions.images import normalized
 from components.helm import pinned_release
 from conventions import iam
 from conventions.kubernetes import restricted_pod
@@ -40,6 +46,42 @@ def keda_values() -> dict[str, Any]:
     }
 
 
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def site_manifest(text: str, manifest: str, site_images: Mapping[str, str]) -> str:
+    """The vendored operator manifest `manifest` with every image it runs (catalog.images.OPERATOR_IMAGES:
+    container images and images passed as controller flags) replaced by its site copy. Only whole references are
+    replaced (after `image: `, a quote or a flag's `=`); each must occur, so a bump that changes an image fails
+    here instead of deploying the upstream one."""
+    for source in OPERATOR_IMAGES[manifest]:
+        site = site_images.get(normalized(source))
+        if site is None:
+            raise ValueError(f"{manifest}: no site image for {source}")
+        text, count = re.subn(r"(?<=[\s=\"'])" + re.escape(source) + r"(?=[\s\"']|$)", site, text, flags=re.M)
+        if count == 0:
+            raise ValueError(f"{manifest}: image {source} (catalog/images.py OPERATOR_IMAGES) does not occur")
+    return text
+
+
+def operator_file(manifest: str, site_images: Mapping[str, str], manifest_dir: str) -> str:
+    """The file a ConfigFile applies: the vendored one as is, or (offline) a copy rewritten to the site's images,
+    written under `manifest_dir` as `<name>-<content sha256 prefix>.yaml` (relative to the project root, where Pulumi runs the program). The vendored file
+    stays byte-exact; the copy is derived from it on every run."""
+    if not site_images:
+        return manifest
+    text = site_manifest((ROOT / manifest).read_text(), manifest, site_images)
+    # Named by content: a new lock (new digests) is a new file, so the plan diff and Pulumi see the change, and
+    # plans of the same stack with different locks never overwrite each other's copy.
+    stem = Path(manifest).name.removesuffix(".yaml")
+    target = f"{manifest_dir}/{stem}-{hashlib.sha256(text.encode()).hexdigest()[:12]}.yaml"
+    (ROOT / manifest_dir).mkdir(parents=True, exist_ok=True)
+    path = ROOT / target
+    if not path.is_file() or path.read_text() != text:
+        path.write_text(text)
+    return target
+
+
 @dataclass
 class TrainingOperatorsArgs:
     provider: k8s.Provider
@@ -55,6 +97,11 @@ class TrainingOperatorsArgs:
     """EKS cluster name: give KEDA's operator a Pod Identity role (permissions are attached by whoever needs them,
     e.g. KedaScaling for its queue). None = no AWS identity (edge)."""
     aws_opts: pulumi.ResourceOptions | None = None
+    site_images: dict[str, str] = field(default_factory=dict)
+    """Offline stacks: upstream image → the site registry's copy; the operator manifests are applied from copies
+    rewritten to them (`operator_file`) and KEDA's chart values point at them. Default: none."""
+    manifest_dir: str = "build/offline"
+    """Offline stacks: where the rewritten operator manifests are written, relative to the project root."""
 
 
 class TrainingOperators(pulumi.ComponentResource):
@@ -70,9 +117,12 @@ class TrainingOperators(pulumi.ComponentResource):
             # The vendored render, applied object by object by the provider (nothing fetched at deploy time; the
             # offline plan records the file and renders its objects into cluster.yaml).
             self.training_operator = k8s.yaml.v2.ConfigFile(
-                f"{name}-training-operator", file=versions.TRAINING_OPERATOR_MANIFEST, opts=child)
+                f"{name}-training-operator",
+                file=operator_file(versions.TRAINING_OPERATOR_MANIFEST, args.site_images, args.manifest_dir), opts=child)
         if args.dlrover:
-            self.dlrover = k8s.yaml.v2.ConfigFile(f"{name}-dlrover", file=versions.DLROVER_MANIFEST, opts=child)
+            self.dlrover = k8s.yaml.v2.ConfigFile(
+                f"{name}-dlrover", file=operator_file(versions.DLROVER_MANIFEST, args.site_images, args.manifest_dir),
+                opts=child)
         if args.keda:
             values = keda_values()
             if args.system_node_selector is not None:
@@ -95,7 +145,8 @@ class TrainingOperators(pulumi.ComponentResource):
             chart = versions.KEDA
             self.keda = pinned_release(
                 f"{name}-keda", chart, release_name="keda", namespace=KEDA_NAMESPACE, create_namespace=True,
-                values=values, opts=pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=keda_after))
+                values=values, opts=pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=keda_after),
+                site_images=args.site_images)
         self.register_outputs({})
 
     @property

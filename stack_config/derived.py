@@ -3,8 +3,15 @@
 from __future__ import annotations
 
 from catalog import versions
-from catalog.gpu_instances import JETSON_GPU_MODELS
+from catalog.gpu_instances import DCGM_UNSUPPORTED_MODELS, JETSON_GPU_MODELS
 from stack_config.schema import NodeFacts, StackConfig
+
+
+def dcgm_exporter_enabled(config: StackConfig) -> bool:
+    """`gpu.metrics.dcgmExporter`, or its default: on, unless a GPU group is a model DCGM does not support (Jetson)."""
+    if config.gpu.metrics.dcgm_exporter is not None:
+        return config.gpu.metrics.dcgm_exporter
+    return not any(group.gpu_model in DCGM_UNSUPPORTED_MODELS for group in config.gpu_node_groups.values())
 
 
 def num_ranks(config: StackConfig) -> int:

@@ -10,11 +10,16 @@ from datetime import timezone
 from catalog import versions
 from catalog.aws_regions import REGIONS
 from catalog.eks_max_pods import MAX_PODS
-from catalog.gpu_instances import GPU_INSTANCE_TYPES, JETSON_GPU_MODELS
+from catalog.gpu_instances import (
+    DCGM_UNSUPPORTED_MODELS,
+    GPU_INSTANCE_TYPES,
+    JETSON_GPU_MODELS,
+    JETSON_SHARING_MODES,
+)
 from catalog.node_allocatable import allocatable
 from conventions.names import config_name
 from conventions.quantities import cpu_cores, quantity_gib
-from stack_config.derived import gpus_per_pod, num_ranks
+from stack_config.derived import dcgm_exporter_enabled, gpus_per_pod, num_ranks
 from stack_config.problems import Problem, did_you_mean
 from stack_config.schema import SharingConfig, StackConfig
 
@@ -300,6 +305,24 @@ def _check_sharing(config: StackConfig) -> Iterator[Problem]:
                           f"{key!r}; use the same migStrategy or a different sharing")
 
 
+def _check_jetson(config: StackConfig) -> Iterator[Problem]:
+    """Jetson GPUs: sharing only as verified there (catalog JETSON_SHARING_MODES: time-slicing, not MPS), and no
+    dcgm-exporter (DCGM does not support Jetson: it would crash-loop on every Jetson node)."""
+    for name, group in config.gpu_node_groups.items():
+        if group.gpu_model not in JETSON_GPU_MODELS:
+            continue
+        sharing = config.sharing_for(name)
+        if sharing.mode not in JETSON_SHARING_MODES:
+            path = f"gpuNodeGroups.{name}.sharing.mode" if group.sharing is not None else "gpu.sharing.mode"
+            yield Problem(path, f"{sharing.mode!r} is not verified on Jetson ({group.gpu_model}, node group '{name}'); "
+                                f"use time-slicing to share its GPU, or none (allowed: "
+                                f"{', '.join(JETSON_SHARING_MODES)})")
+    jetson = sorted({g.gpu_model for g in config.gpu_node_groups.values() if g.gpu_model in DCGM_UNSUPPORTED_MODELS})
+    if jetson and config.gpu.metrics.dcgm_exporter:  # explicitly on (its default is off there)
+        yield Problem("gpu.metrics.dcgmExporter", f"true, but DCGM does not support Jetson ({', '.join(jetson)}); set "
+                                                  "it to false (Prometheus still scrapes the trainer's own metrics)")
+
+
 def _check_sharing_config(path: str, sharing: SharingConfig) -> Iterator[Problem]:
     if sharing.mode == "none" and sharing.replicas != 1:
         yield Problem(f"{path}.replicas", f"{sharing.replicas} needs a sharing mode; with mode 'none' use 1")
@@ -515,7 +538,7 @@ def _check_autoscaling(config: StackConfig) -> Iterator[Problem]:
                           f"{autoscaling.max_replicas} must lie within workload.elastic {elastic.min_nodes}.."
                           f"{elastic.max_nodes}: the training-operator's elasticPolicy rejects Worker counts "
                           "outside it")
-        if not config.gpu.metrics.prometheus or not config.gpu.metrics.dcgm_exporter:
+        if not config.gpu.metrics.prometheus or not dcgm_exporter_enabled(config):
             yield Problem("autoscaling.mode", "'scaledobject' triggers on DCGM metrics in Prometheus: enable "
                                               "gpu.metrics.dcgmExporter and gpu.metrics.prometheus")
     if autoscaling.mode == "scaledjob":
@@ -573,6 +596,7 @@ _RULES = (
     (_check_deployer, ("cluster", "network")),
     (_check_node_groups, ("cluster",)),  # runs on the entries that parsed
     (_check_sharing, ("gpu", "cluster")),
+    (_check_jetson, ("gpu", "gpuNodeGroups")),
     (_check_image, ("image", "cluster")),
     (_check_workload, ("workload", "gpuNodeGroups", "gpu", "cluster", "autoscaling")),
     (_check_quantities, ("workload",)),

@@ -225,8 +225,11 @@ class GpuNodeGroupConfig(_Section):
 class MetricsConfig(_Section):
     """GPU metrics: DCGM exporter scraped by Prometheus, optionally Grafana."""
 
-    dcgm_exporter: bool = True
-    """Install dcgm-exporter on GPU nodes. Default true."""
+    dcgm_exporter: bool | None = None
+    """Install dcgm-exporter on GPU nodes. Default true, except on stacks with Jetson GPU groups (`gpuModel` Orin,
+    Xavier, Thor), where it is off and may not be turned on: DCGM does not support Jetson (NVIDIA's supported
+    platforms list datacenter and GeForce/Quadro GPUs only; catalog/gpu_instances.py `DCGM_UNSUPPORTED_MODELS`),
+    so the exporter would crash-loop on every Jetson node."""
     prometheus: bool = True
     """Install Prometheus scraping dcgm-exporter (needed by KEDA triggers). Default true."""
     grafana: bool = False
@@ -246,6 +249,22 @@ class GpuConfig(_Section):
     """GPU metrics stack."""
     readiness_timeout_seconds: int = Field(900, ge=60, le=7200)
     """How long the readiness gate waits for the expected GPU capacity (60..7200). Default 900."""
+
+
+class OfflineConfig(_Section):
+    """An air-gapped site: every image comes from the site's own registry, by digest (README: Air-gapped site)."""
+
+    site_registry: str
+    """Required: the site registry's `host[:port]`, e.g. `registry.edge-site.internal:5000`. `make mirror` copies
+    every image the stack runs there; chart values, operator manifests and the training image then reference only
+    it, and the policy pack rejects any other image."""
+    prefix: str = "mirror"
+    """Repository path under `siteRegistry` that holds the copies: `<siteRegistry>/<prefix>/<source registry>/
+    <source path>`. Default `mirror`."""
+    lock_file: str | None = None
+    """The mirror's lock file (source image → site copy by digest, written by `make mirror`), relative to the project
+    root. Without it, or with an image missing from it, the stack plans with a warning naming the images (each
+    referenced by tag on the site registry) and `pulumi up` refuses. Default `stacks/mirror/<stack>.lock.json`."""
 
 
 class ImageConfig(_Section):
@@ -283,6 +302,9 @@ class ImageConfig(_Section):
     """ECR lifecycle: keep this many newest tagged images. Default 30."""
     expire_untagged_days: int = Field(7, ge=1, le=365)
     """ECR lifecycle: expire untagged images after this many days. Default 7."""
+    offline: OfflineConfig | None = None
+    """Air-gapped site (existing clusters only): pull every image from `offline.siteRegistry`. Default: none (images
+    come from their upstream registries)."""
 
 
 class ElasticConfig(_Section):

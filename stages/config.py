@@ -14,6 +14,7 @@ from typing import Any
 import cluster_targets
 import stack_config
 import workload_kinds
+from stages import offline
 from stack_config import ConfigError, Problem, StackConfig
 from stack_config.placeholders import find_placeholders
 from stack_config.rules import Rule
@@ -41,6 +42,7 @@ RULES: tuple[Rule, ...] = (
     (cluster_targets.check, ("cluster",)),
     (workload_kinds.check, ("workload", "autoscaling", "cluster")),
     (check_platform, ("workload", "autoscaling", "cluster")),
+    (offline.check, ("image", "cluster")),
 )
 
 
@@ -52,6 +54,10 @@ def load_stack_config(stack_file: Path | None = None) -> StackConfig:
     if stand_ins and not under_mocks():
         # The real engine (`pulumi preview` / `up`): refuse before anything is registered.
         raise ConfigError(config.stack, [Problem(p.path, f"placeholder — {p.message}") for p in stand_ins])
+    unmirrored = offline.offline_problems(config)
+    if unmirrored and not under_mocks():
+        # An air-gapped site can't pull what its registry lacks: refuse before anything is registered.
+        raise ConfigError(config.stack, [Problem(p.path, f"offline — {p.message}") for p in unmirrored])
     return config
 
 

@@ -28,6 +28,8 @@ from components.nvidia_device_plugin import (
 )
 from conventions.names import EFA_RESOURCE, SHARED_GPU_RESOURCE, WHOLE_GPU_RESOURCE, config_name
 from stack_config import StackConfig, ami_type
+from stack_config.derived import dcgm_exporter_enabled
+from stages.offline import site_images
 
 
 @dataclass
@@ -108,6 +110,7 @@ def device_plugin_args(config: StackConfig, provider: k8s.Provider) -> NvidiaDev
         tolerations=_tolerations(config, served),
         install_nfd=config.gpu.node_feature_discovery == "install",
         skipped_groups=skipped,
+        site_images=site_images(config).refs,
     )
 
 
@@ -138,10 +141,11 @@ def gpu_metrics_args(config: StackConfig, provider: k8s.Provider,
         device_plugin_namespace=device_plugin_namespace,
         gpu_affinity=gpu_node_affinity({group: _node_selector(config, group) for group in groups}),
         gpu_tolerations=_tolerations(config, groups),
-        dcgm_exporter=metrics.dcgm_exporter and bool(groups),
+        dcgm_exporter=dcgm_exporter_enabled(config) and bool(groups),
         prometheus=metrics.prometheus,
         grafana=metrics.grafana,
         retention=metrics.retention,
+        site_images=site_images(config).refs,
     )
 
 

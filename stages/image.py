@@ -10,15 +10,29 @@ from cluster_targets import Cluster
 from components import image_spec
 from components.training_image import TrainingImage, TrainingImageArgs
 from stack_config import StackConfig
+from conventions.images import normalized
 from stack_config.derived import base_image, base_image_refusal, image_variant
+from stages.offline import site_images
 
 CONTEXT_DIR = Path("images/trainer")
 """Relative: Pulumi runs the program from the project directory."""
 
 
 def build_base_image(config: StackConfig) -> str:
-    """The base this stack's image builds on (a placeholder that `pulumi up` refuses when unpinned)."""
-    return base_image(config) or f"unpinned-{config.image.platform.replace('/', '-')}-base"
+    """The base this stack's image builds on (a placeholder that `pulumi up` refuses when unpinned); an offline
+    stack builds on the site registry's copy."""
+    base = base_image(config)
+    if base is None:
+        return f"unpinned-{config.image.platform.replace('/', '-')}-base"
+    return site_images(config).refs.get(normalized(base), base)
+
+
+def run_reference(config: StackConfig) -> str | None:
+    """The existing image the stack runs (`build: false`); an offline stack runs the site registry's copy."""
+    reference = config.image.reference
+    if reference is None:
+        return None
+    return site_images(config).refs.get(normalized(reference), reference)
 
 
 def build_image(config: StackConfig, cluster: Cluster) -> TrainingImage:
@@ -42,7 +56,7 @@ def build_image(config: StackConfig, cluster: Cluster) -> TrainingImage:
         source_url=source,
         base_image=build_base_image(config),
         build=image.build,
-        reference=image.reference,
+        reference=run_reference(config),
         registry=image.registry,
         repository_name=config.repository_name,
         existing_registry=image.existing_registry,

@@ -33,6 +33,7 @@ from conventions.names import (
 from stack_config import StackConfig
 from stack_config.derived import gpus_per_pod
 from stages.gpu import Gpu
+from stages.offline import OFFLINE_MANIFEST_DIR, site_images
 from workload_kinds import KubernetesWorkloadKind, SwarmContext, SwarmWorkloadKind, WorkloadContext
 
 
@@ -56,6 +57,7 @@ def build_workloads(config: StackConfig, cluster: Cluster, image_ref: pulumi.Inp
         system_node_selector=cluster.system_node_selector,
         keda_identity_cluster=cluster.aws.cluster_name if cluster.aws and kind.keda_reads_aws else None,
         aws_opts=cluster.aws_opts if cluster.aws else None,
+        site_images=site_images(config).refs, manifest_dir=f"{OFFLINE_MANIFEST_DIR}/{config.stack}",
     ))
     training_ns = build_namespace(config, cluster, kind, operators)
     storage = build_storage(config, cluster, training_ns, image_ref)

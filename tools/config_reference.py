@@ -19,6 +19,7 @@ SECTIONS = [
     ("network", config.NetworkConfig), ("gpuNodeGroups.<name>", config.GpuNodeGroupConfig),
     ("gpuNodeGroups.<name>.taints.<key>", config.TaintConfig), ("gpu", config.GpuConfig),
     ("gpu.sharing", config.SharingConfig), ("gpu.metrics", config.MetricsConfig), ("image", config.ImageConfig),
+    ("image.offline", config.OfflineConfig),
     ("workload", config.WorkloadConfig), ("workload.elastic", config.ElasticConfig),
     ("autoscaling", config.AutoscalingConfig), ("storage", config.StorageConfig), ("lifecycle", config.LifecycleConfig),
 ]

@@ -285,6 +285,14 @@ def warn_placeholders(plan: Plan) -> None:
     if stand_ins:
         print(f"warning: stack '{plan.stack}' has {len(stand_ins)} placeholder(s): `pulumi up` refuses to run until "
               "they are replaced", file=sys.stderr)
+    from stages.offline import offline_problems
+
+    unmirrored = offline_problems(plan.config) if plan.config is not None else []
+    for problem in unmirrored:
+        print(f"warning: offline {problem}", file=sys.stderr)
+    if unmirrored:
+        print(f"warning: offline stack '{plan.stack}' is not fully mirrored: `pulumi up` refuses to run until "
+              "`make mirror` wrote a lock that pins every image", file=sys.stderr)
 
 
 def plan_one(stack: str, *, stack_file: Path | None = None, out: Path = ROOT / "build" / "plan",

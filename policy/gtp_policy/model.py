@@ -139,7 +139,11 @@ class Facts:
     """Image references by digest (`repo@sha256:<64 hex>`) that CI signed and verified (the stack's
     `image.signedDigests`): besides the stack's own build, the only images a production workload may run."""
 
-    KEYS = ("stack", "ephemeral", "production", "registry", "requiredTags", "signedDigests")
+    site_registry: Optional[str] = None
+    """An air-gapped stack's site registry (`host[:port]`, the stack's `image.offline.siteRegistry`): every image
+    the stack runs must come from it. None = the stack is not offline."""
+
+    KEYS = ("stack", "ephemeral", "production", "registry", "requiredTags", "signedDigests", "siteRegistry")
 
     @classmethod
     def from_mapping(cls, data: Mapping[str, Any]) -> "Facts":
@@ -166,6 +170,9 @@ class Facts:
         if not isinstance(signed, (list, tuple)) or not all(isinstance(s, str) and DIGEST_REF.match(s)
                                                              for s in signed):
             problems.append(f"signedDigests: expected a list of 'repo@sha256:<64 hex>' references, got {signed!r}")
+        site = data.get("siteRegistry")
+        if site is not None and (not isinstance(site, str) or not site or "/" in site):
+            problems.append(f"siteRegistry: expected a registry host[:port] or null, got {site!r}")
         if data.get("ephemeral") is True and data.get("production") is True:
             problems.append("ephemeral and production are mutually exclusive; set at most one to true")
         if problems:
@@ -177,6 +184,7 @@ class Facts:
             registry=registry,
             required_tags=tuple(tags),
             signed_digests=tuple(signed),
+            site_registry=site,
         )
 
     def to_mapping(self) -> dict:
@@ -187,6 +195,8 @@ class Facts:
             "registry": self.registry,
             "requiredTags": list(self.required_tags),
             "signedDigests": list(self.signed_digests),
+            # Only on offline stacks, so that every other stack's pack config reads as before.
+            **({"siteRegistry": self.site_registry} if self.site_registry else {}),
         }
 
 
@@ -204,6 +214,9 @@ FACTS_CONFIG_SCHEMA = {
         "signedDigests": {"type": "array", "items": {"type": "string"}, "default": [],
                           "description": "Signed image references (repo@sha256:...) production workloads may run "
                                          "besides the stack's own build."},
+        "siteRegistry": {"type": ["string", "null"], "default": None,
+                         "description": "Air-gapped stacks: the site registry (host[:port]) every image comes from; "
+                                        "null = not offline."},
     },
     "required": ["stack", "ephemeral", "production"],
 }

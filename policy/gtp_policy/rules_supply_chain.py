@@ -81,3 +81,63 @@ def production_image_signed_or_own_build(stack: StackIndex, facts: Facts) -> Ite
                 yield Finding(field, image, "production runs only the stack's own build or an image CI signed and "
                               f"verified (add it to image.signedDigests); allowed here: {allowed or 'none'}",
                               record=record)
+
+
+# ---------------------------------------------------------------- air-gapped sites
+
+HELM_RELEASE = "kubernetes:helm.sh/v3:Release"
+CONFIG_FILE = "kubernetes:yaml/v2:ConfigFile"
+VENDORED_PREFIX = "vendor/"
+
+
+def _on_site(image: str, site: str) -> bool:
+    return image.startswith(site) and len(image) > len(site) and image[len(site)] in "/@:"
+
+
+def _value_images(node: Any, path: str) -> Iterator[tuple[str, Any]]:
+    """Image references in chart values: a string under an `image` key, and an object with a string `repository`
+    (composed with its `registry` when it has one, as the charts' templates compose them)."""
+    if isinstance(node, Mapping):
+        repository = node.get("repository")
+        if isinstance(repository, str) and repository:
+            registry = node.get("registry")
+            yield (f"{path}.repository" if path else "repository",
+                   f"{registry}/{repository}" if isinstance(registry, str) and registry else repository)
+        for key, value in node.items():
+            child = f"{path}.{key}" if path else str(key)
+            if key == "image" and isinstance(value, str):
+                yield child, value
+            else:
+                yield from _value_images(value, child)
+    elif isinstance(node, list):
+        for index, value in enumerate(node):
+            yield from _value_images(value, f"{path}[{index}]")
+
+
+def offline_images_from_site_registry(record: Record, facts: Facts) -> Iterator[Finding]:
+    """On an offline stack every image comes from the site registry: the containers the stack applies, the image
+    values of its Helm releases, the training image it builds; operator manifests are applied from the copies
+    rewritten to the site's images, never from `vendor/` (whose images are upstream). A chart default the values
+    don't override is invisible here; tests/test_mirror.py renders the charts and checks those."""
+    site = facts.site_registry
+    if not site:
+        return
+    reason = f"an offline stack pulls only from its site registry {site!r} (`make mirror`, README: Air-gapped site)"
+    for path, container, _ in _each_container(record):
+        image = container.get("image")
+        if not is_computed(image) and not (isinstance(image, str) and _on_site(image, site)):
+            yield Finding(f"{path}.image", image, reason)
+    props = inputs(record)
+    if record.get("type") == HELM_RELEASE:
+        for path, image in _value_images(props.get("values") or {}, "values"):
+            if not is_computed(image) and not _on_site(image, site):
+                yield Finding(path, image, reason)
+    elif record.get("type") == CONFIG_FILE:
+        file = props.get("file")
+        if isinstance(file, str) and file.startswith(VENDORED_PREFIX):
+            yield Finding("file", file, "the vendored manifest runs upstream images; an offline stack applies its "
+                                        "copy rewritten to the site registry (components.training_operators)")
+    elif record.get("type") == DOCKER_IMAGE:
+        name = props.get("imageName")
+        if isinstance(name, str) and not is_computed(name) and not _on_site(name, site):
+            yield Finding("imageName", name, reason)

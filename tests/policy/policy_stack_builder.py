@@ -18,6 +18,9 @@ def facts(kind: str = "dev", **overrides: Any) -> dict:
         # The compliant production stack runs an image CI signed (rules_supply_chain).
         "prod": {"stack": "prod", "ephemeral": False, "production": True, "signedDigests": [IMAGE]},
         "bench": {"stack": "bench-a", "ephemeral": True, "production": False, "signedDigests": []},
+        # An air-gapped stack whose registry is the site registry (rules_supply_chain offline-images-...).
+        "offline": {"stack": "edge", "ephemeral": False, "production": False, "signedDigests": [],
+                    "siteRegistry": REGISTRY.split("/", 1)[0]},
     }[kind]
     return {**base, "registry": REGISTRY, "requiredTags": list(REQUIRED_TAGS), **overrides}
 
@@ -155,8 +158,10 @@ def compliant_stack(kind: str = "dev") -> list[dict]:
         "values": {"gfd": {"enabled": True}, "config": {"map": {"default": MPS_CONFIG}, "default": "default"}}},
         depends_on=[plugin_ns["urn"]])
     operators = r("gtp:operators:TrainingOperators", n("operators"), {}, custom=False)
+    operator_file = ("build/offline/edge/training-operator-v1.9.4-0123456789ab.yaml" if f.get("siteRegistry")
+                     else "vendor/operators/training-operator-v1.9.4.yaml")
     training_operator = kr("kubernetes:yaml/v2:ConfigFile", n("training-operator"),
-                           {"file": "vendor/operators/training-operator-v1.9.4.yaml"}, custom=False, parent=operators["urn"])
+                           {"file": operator_file}, custom=False, parent=operators["urn"])
     dlrover = kr("kubernetes:helm.sh/v3:Release", n("dlrover"), {"chart": "dlrover", "namespace": "dlrover"},
                  parent=operators["urn"])
     keda = kr("kubernetes:helm.sh/v3:Release", n("keda"), {"chart": "keda", "version": "2.20.2",

@@ -10,7 +10,7 @@ from policy.gtp_policy import POLICIES, POLICY_NAMES, Facts, run_policies
 from policy.gtp_policy.offline import run_rule
 from policy.gtp_policy.rules_kubernetes import parse_quantity, total_ranks
 
-KINDS = ("dev", "prod", "bench")
+KINDS = ("dev", "prod", "bench", "offline")
 RULES = {rule.name: rule for rule in POLICIES}
 WORKER = ["inputs", "spec", "pytorchReplicaSpecs", "Worker", "template", "spec"]
 WORKER_CONTAINER = WORKER + ["containers", 0]
@@ -133,6 +133,16 @@ FAILING = [
      "docker.io/library/python@sha256:" + "b" * 64, "must come from the stack's registry"),
     ("k8s-image-from-stack-registry", "dev", "-pytorchjob", WORKER_CONTAINER + ["image"],
      IMAGE.replace("gtp-trainer", "gtp-trainer-evil"), "containers[pytorch].image"),
+    ("offline-images-from-site-registry", "offline", "-pytorchjob", WORKER_CONTAINER + ["image"],
+     "docker.io/library/python@sha256:" + "b" * 64, "containers[pytorch].image"),
+    ("offline-images-from-site-registry", "offline", "-training-operator", ["inputs", "file"],
+     "vendor/operators/training-operator-v1.9.4.yaml", "file = 'vendor/operators/training-operator-v1.9.4.yaml'"),
+    ("offline-images-from-site-registry", "offline", "-keda", ["inputs", "values"],
+     {"image": {"keda": {"registry": "ghcr.io", "repository": "kedacore/keda", "tag": "2.20.2"}}},
+     "values.image.keda.repository = 'ghcr.io/kedacore/keda'"),
+    ("offline-images-from-site-registry", "offline", "-dlrover", ["inputs", "values"],
+     {"controller": {"image": "easydl/elasticjob-controller:master"}},
+     "values.controller.image = 'easydl/elasticjob-controller:master'"),
     ("k8s-no-loadbalancer-on-ephemeral", "bench", "-metrics", ["inputs", "spec", "type"], "LoadBalancer",
      "spec.type = 'LoadBalancer'"),
     ("k8s-privileged-namespace-allow-list", "dev", "-training",

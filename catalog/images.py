@@ -1,0 +1,78 @@
+"""The upstream images each vendored chart and operator manifest runs, and where a chart takes an override.
+
+An offline site (`image.offline`) runs copies of these from its own registry, by digest. The references are what
+the vendored sources render with the values this platform sets (tests/test_mirror.py renders every chart and
+checks that the rendered images are exactly these: a chart bump that changes an image fails there until this
+table follows).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from catalog import versions
+
+Style = Literal["tag", "digest", "registry-tag", "registry-sha"]
+
+
+@dataclass(frozen=True)
+class ImageSlot:
+    """One image of a chart and the values object that sets it.
+
+    `style` is how that object's keys compose the reference (read from the chart's templates):
+    - `tag`: `{{repository}}:{{tag}}` — the pin goes into the tag as `<tag>@sha256:<hex>` (a `name:tag@digest`
+      reference; the runtime pulls by digest and ignores the tag);
+    - `digest`: `{{repository}}@{{digest}}` when `digest` is set (prometheus chart);
+    - `registry-tag`: `{{registry}}/{{repository}}:{{tag}}` (keda chart);
+    - `registry-sha`: `{{registry}}/{{repository}}:{{tag}}@sha256:{{sha}}` when `sha` is set (grafana chart).
+    """
+
+    values_path: tuple[str, ...]
+    source: str
+    style: Style
+
+
+CHART_IMAGES: dict[str, tuple[ImageSlot, ...]] = {
+    # templates/_helpers.tpl "nvidia-device-plugin.fullimage"; the NFD subchart (alias nfd): master.yaml, worker.yaml
+    versions.NVIDIA_DEVICE_PLUGIN.chart: (
+        ImageSlot(("image",), "nvcr.io/nvidia/k8s-device-plugin:v0.20.0", "tag"),
+        ImageSlot(("nfd", "image"), "registry.k8s.io/nfd/node-feature-discovery:v0.19.0", "tag"),
+    ),
+    # templates/daemonset.yaml
+    versions.DCGM_EXPORTER.chart: (
+        ImageSlot(("image",), "nvcr.io/nvidia/k8s/dcgm-exporter:4.4.1-4.6.0-ubuntu22.04", "tag"),
+    ),
+    # templates/deploy.yaml (server.image, configmapReload.prometheus.image)
+    versions.PROMETHEUS.chart: (
+        ImageSlot(("server", "image"), "quay.io/prometheus/prometheus:v3.6.0", "digest"),
+        ImageSlot(("configmapReload", "prometheus", "image"),
+                  "quay.io/prometheus-operator/prometheus-config-reloader:v0.85.0", "digest"),
+    ),
+    # templates/_pod.tpl (image, downloadDashboardsImage)
+    versions.GRAFANA.chart: (
+        ImageSlot(("image",), "docker.io/grafana/grafana:12.2.1", "registry-sha"),
+        ImageSlot(("downloadDashboardsImage",), "docker.io/curlimages/curl:8.9.1", "registry-sha"),
+    ),
+    # templates/manager/deployment.yaml, metrics-server/deployment.yaml, webhooks/deployment.yaml
+    versions.KEDA.chart: (
+        ImageSlot(("image", "keda"), "ghcr.io/kedacore/keda:2.20.2", "registry-tag"),
+        ImageSlot(("image", "metricsApiServer"), "ghcr.io/kedacore/keda-metrics-apiserver:2.20.2", "registry-tag"),
+        ImageSlot(("image", "webhooks"), "ghcr.io/kedacore/keda-admission-webhooks:2.20.2", "registry-tag"),
+    ),
+}
+"""Chart name → its images. Charts missing here (cluster-autoscaler, EFA device plugin) run only on EKS, which an
+offline stack is not (stages/offline.py refuses it)."""
+
+OPERATOR_IMAGES: dict[str, tuple[str, ...]] = {
+    versions.TRAINING_OPERATOR_MANIFEST: ("ghcr.io/kubeflow/training-v1/training-operator:v1-93c5489",),
+    versions.DLROVER_MANIFEST: (
+        "docker.io/kubebuilder/kube-rbac-proxy:v0.13.1",
+        "easydl/elasticjob-controller:master",
+        # Not a container of the manifest: the controller's `--master-image` flag, the image of the job-master
+        # pod it creates for every ElasticJob (dlrover v0.6.1 go/elasticjob/cmd/main.go flag `master-image`).
+        "registry.cn-hangzhou.aliyuncs.com/intell-ai/dlrover:master",
+    ),
+}
+"""Operator manifest (vendored path) → every image it runs, exactly as the file spells them (containers, and
+images passed as controller flags)."""

@@ -1,0 +1,130 @@
+"""Container image references, and where an offline site keeps its copy of each (the mirror and its lock file).
+
+An air-gapped site pulls every image from its own registry (`image.offline.siteRegistry`). `make mirror` copies
+each upstream image there (`tools/mirror.py`) and records the copy's digest in a lock file; the stack then
+references the copy *by digest*. The site path of an upstream image is fixed by `site_repository`, so the mirror,
+the lock and the stack agree on it without a table.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+DEFAULT_REGISTRY = "docker.io"
+DIGEST = re.compile(r"^sha256:[0-9a-f]{64}$")
+LOCK_VERSION = 1
+
+
+@dataclass(frozen=True)
+class ImageRef:
+    """A parsed reference `[registry/]path[:tag][@sha256:...]`, with Docker's defaults made explicit."""
+
+    registry: str
+    path: str
+    tag: str | None
+    digest: str | None
+
+    @property
+    def repository(self) -> str:
+        return f"{self.registry}/{self.path}"
+
+    def __str__(self) -> str:
+        return self.repository + (f":{self.tag}" if self.tag else "") + (f"@{self.digest}" if self.digest else "")
+
+
+def parse(reference: str) -> ImageRef:
+    """Docker's normalisation (distribution/reference `ParseNormalizedNamed`): the first component is a registry
+    only when it has a `.` or `:` or is `localhost`; otherwise the image is on Docker Hub, under `library/` when
+    it has one component."""
+    if not reference or any(c.isspace() for c in reference):
+        raise ValueError(f"not an image reference: {reference!r}")
+    name, _, digest = reference.partition("@")
+    if digest and not DIGEST.match(digest):
+        raise ValueError(f"{reference!r}: the digest must be sha256:<64 hex>")
+    tag = None
+    last = name.rsplit("/", 1)[-1]
+    if ":" in last:
+        tag = last.split(":", 1)[1]
+        name = name[: len(name) - len(last)] + last.split(":", 1)[0]
+    first, _, rest = name.partition("/")
+    if rest and ("." in first or ":" in first or first == "localhost"):
+        registry, path = first, rest
+    else:
+        registry, path = DEFAULT_REGISTRY, name if "/" in name else f"library/{name}"
+    return ImageRef(registry, path, tag or None, digest or None)
+
+
+def normalized(reference: str) -> str:
+    """The reference with registry (and `library/`) spelled out: `easydl/x:master` → `docker.io/easydl/x:master`."""
+    return str(parse(reference))
+
+
+def site_repository(source: str, site_registry: str, prefix: str) -> str:
+    """Where the site keeps its copy of `source`: `<siteRegistry>/<prefix>/<source registry>/<source path>`.
+    The source registry stays in the path so two upstreams' `foo/bar` never collide (a `:port` becomes `-port`:
+    a repository path component may not contain `:`)."""
+    ref = parse(source)
+    parts = [site_registry.rstrip("/")] + ([prefix.strip("/")] if prefix.strip("/") else [])
+    return "/".join(parts + [ref.registry.replace(":", "-"), ref.path])
+
+
+def site_tag(source: str) -> str:
+    """The tag the copy gets: the source's tag, or `sha256-<hex>` for a digest-only source (a registry needs a
+    tag to keep an image from garbage collection; cosign names its artefacts the same way)."""
+    ref = parse(source)
+    if ref.tag:
+        return ref.tag
+    if ref.digest:
+        return ref.digest.replace(":", "-")
+    return "latest"
+
+
+def on_registry(image: str, site_registry: str) -> bool:
+    """Whether `image` is pulled from `site_registry` (a host[:port], optionally with a path)."""
+    prefix = site_registry.rstrip("/")
+    return image.startswith(prefix) and len(image) > len(prefix) and image[len(prefix)] in "/@:"
+
+
+# --- the lock file ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Lock:
+    """`stacks/mirror/<stack>.lock.json`: each upstream image → its site copy by digest."""
+
+    site_registry: str
+    images: dict[str, str]
+    """Normalised source reference → `<site repository>@sha256:<digest>`."""
+
+    def to_json(self) -> str:
+        return json.dumps({"version": LOCK_VERSION, "siteRegistry": self.site_registry,
+                           "images": dict(sorted(self.images.items()))}, indent=2) + "\n"
+
+
+class LockError(ValueError):
+    pass
+
+
+def read_lock(path: Path) -> Lock:
+    """The lock file, validated (every entry by digest, on the lock's site registry); LockError names the key."""
+    try:
+        data: Any = json.loads(path.read_text())
+    except json.JSONDecodeError as error:
+        raise LockError(f"{path}: not JSON ({error})") from error
+    if not isinstance(data, dict) or data.get("version") != LOCK_VERSION:
+        raise LockError(f"{path}: expected an object with \"version\": {LOCK_VERSION}")
+    site = data.get("siteRegistry")
+    images = data.get("images")
+    if not isinstance(site, str) or not site:
+        raise LockError(f"{path}: siteRegistry: expected the site registry's host[:port], got {site!r}")
+    if not isinstance(images, dict):
+        raise LockError(f"{path}: images: expected an object source → site reference by digest, got {images!r}")
+    for source, pinned in images.items():
+        if not (isinstance(pinned, str) and "@" in pinned and DIGEST.match(pinned.split("@", 1)[1])
+                and on_registry(pinned, site)):
+            raise LockError(f"{path}: images.{source}: expected '{site}/...@sha256:<64 hex>', got {pinned!r}")
+    return Lock(site, {normalized(source): pinned for source, pinned in images.items()})

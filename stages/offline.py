@@ -1,0 +1,145 @@
+"""Offline stacks (`image.offline`): which images the stack needs, and the site copy each one is replaced with.
+
+The other stages ask `site_images(config)` for the source → site reference map and hand it to their components
+(empty when the stack is online). A source the lock file pins becomes `<site repository>@sha256:<digest>`
+(`<site repository>:<tag>@sha256:<digest>` in charts that compose references from a tag); one the lock lacks
+becomes `<site repository>:<tag>`, so the plan still shows a stack that pulls only from the site, and
+`offline_problems` names it: the offline plan warns, `pulumi up` refuses (stages/config.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import cluster_targets
+import workload_kinds
+from catalog.images import CHART_IMAGES, OPERATOR_IMAGES
+from catalog import versions
+from conventions.images import Lock, LockError, normalized, on_registry, read_lock, site_repository, site_tag
+from stack_config import Problem, StackConfig
+from stack_config.derived import base_image, dcgm_exporter_enabled
+
+ROOT = Path(__file__).resolve().parent.parent
+LOCK_DIR = "stacks/mirror"
+OPERATOR_MANIFESTS = {"training-operator": versions.TRAINING_OPERATOR_MANIFEST, "dlrover": versions.DLROVER_MANIFEST}
+OFFLINE_MANIFEST_DIR = "build/offline"
+"""Where the operator manifests rewritten to the site's images are written (per stack), relative to the root."""
+
+
+def lock_path(config: StackConfig) -> str:
+    """The lock file of an offline stack, relative to the project root."""
+    offline = config.image.offline
+    return (offline.lock_file if offline and offline.lock_file else f"{LOCK_DIR}/{config.stack}.lock.json")
+
+
+def required_images(config: StackConfig) -> list[str]:
+    """Every upstream image the stack runs (normalised, sorted): the charts and operators it installs, and the
+    training image's base (or the existing image it runs). The training image this stack builds is pushed to
+    `image.existingRegistry` itself, so it is not mirrored."""
+    images: set[str] = set()
+    charts: list[str] = []
+    if cluster_targets.for_config(config).platform == "kubernetes":
+        if config.gpu_node_groups:
+            charts.append(versions.NVIDIA_DEVICE_PLUGIN.chart)
+        metrics = config.gpu.metrics
+        if dcgm_exporter_enabled(config) and config.gpu_node_groups:
+            charts.append(versions.DCGM_EXPORTER.chart)
+        if metrics.prometheus:
+            charts.append(versions.PROMETHEUS.chart)
+        if metrics.grafana:
+            charts.append(versions.GRAFANA.chart)
+        kind = workload_kinds.for_config(config)
+        operators = kind.needs_operators(config) if kind is not None else frozenset()
+        if "keda" in operators:
+            charts.append(versions.KEDA.chart)
+        for chart in charts:
+            for slot in CHART_IMAGES[chart]:
+                if chart == versions.NVIDIA_DEVICE_PLUGIN.chart and slot.values_path[0] == "nfd" \
+                        and config.gpu.node_feature_discovery != "install":
+                    continue
+                images.add(normalized(slot.source))
+        for operator in sorted(operators & set(OPERATOR_MANIFESTS)):
+            images.update(normalized(source) for source in OPERATOR_IMAGES[OPERATOR_MANIFESTS[operator]])
+    if config.image.build:
+        base = base_image(config)
+        if base is not None and not (config.image.offline and on_registry(base, config.image.offline.site_registry)):
+            images.add(normalized(base))
+    elif config.image.reference and not (config.image.offline
+                                         and on_registry(config.image.reference, config.image.offline.site_registry)):
+        images.add(normalized(config.image.reference))
+    return sorted(images)
+
+
+@dataclass(frozen=True)
+class SiteImages:
+    """Source (normalised) → the reference the stack uses instead; empty for an online stack."""
+
+    refs: dict[str, str] = field(default_factory=dict)
+    unpinned: tuple[str, ...] = ()
+    """Sources the lock file does not pin (referenced by tag on the site registry)."""
+    lock_problem: str | None = None
+    """Why the lock file could not be used (absent, invalid, for another registry), or None."""
+
+
+def _read(config: StackConfig) -> tuple[Lock | None, str | None]:
+    offline = config.image.offline
+    assert offline is not None
+    path = ROOT / lock_path(config)
+    if not path.is_file():
+        return None, f"no lock file {lock_path(config)}: run `make mirror STACK={config.stack}`"
+    try:
+        lock = read_lock(path)
+    except LockError as error:
+        return None, str(error)
+    if lock.site_registry != offline.site_registry:
+        return None, (f"{lock_path(config)} was written for {lock.site_registry!r}, not {offline.site_registry!r}: "
+                      f"run `make mirror STACK={config.stack}` again")
+    return lock, None
+
+
+def site_images(config: StackConfig) -> SiteImages:
+    offline = config.image.offline
+    if offline is None:
+        return SiteImages()
+    lock, problem = _read(config)
+    refs, unpinned = {}, []
+    for source in required_images(config):
+        pinned = lock.images.get(source) if lock else None
+        if pinned is None:
+            unpinned.append(source)
+            pinned = f"{site_repository(source, offline.site_registry, offline.prefix)}:{site_tag(source)}"
+        refs[source] = pinned
+    return SiteImages(refs, tuple(unpinned), problem)
+
+
+def offline_problems(config: StackConfig) -> list[Problem]:
+    """What keeps an offline stack from deploying: no usable lock, or images the lock does not pin."""
+    if config.image.offline is None:
+        return []
+    images = site_images(config)
+    problems = []
+    if images.lock_problem:
+        problems.append(Problem("image.offline.lockFile", images.lock_problem))
+    if images.unpinned:
+        problems.append(Problem("image.offline.lockFile", f"{len(images.unpinned)} image(s) not pinned by the lock, "
+                                f"referenced by tag on the site registry: {', '.join(images.unpinned)}; run "
+                                f"`make mirror STACK={config.stack}`"))
+    return problems
+
+
+def check(config: StackConfig) -> Iterator[Problem]:
+    """Config rule: an offline stack adopts its cluster, and its training image lives on the site registry."""
+    image, offline = config.image, config.image.offline
+    if offline is None:
+        return
+    if config.cluster.mode == "eks":
+        yield Problem("image.offline", "an air-gapped site adopts its cluster (cluster.mode existing or swarm); an EKS "
+                                       "cluster pulls from AWS and public registries")
+    site = offline.site_registry
+    if image.build and image.registry != "existing":
+        yield Problem("image.registry", f"{image.registry!r}: an offline stack pushes its training image to the site "
+                                        f"registry: use 'existing' with image.existingRegistry on {site!r}")
+    elif image.build and image.existing_registry and not on_registry(image.existing_registry, site):
+        yield Problem("image.existingRegistry", f"{image.existing_registry!r} is not on the site registry {site!r}")

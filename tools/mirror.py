@@ -1,0 +1,179 @@
+"""`make mirror STACK=<stack>`: copy every image an offline stack runs into its site registry and lock the digests.
+
+    python -m tools.mirror --stack edge [--list] [--skopeo PATH] [--lock PATH]
+
+1. The image list comes from the stack's plan: every container, init container and ephemeral container image of
+   every object in the rendered cluster (`tools.cluster.render_cluster`: stack objects, vendored charts rendered by
+   helm, vendored operator manifests), every image passed as a controller flag (`--<name>-image=<ref>`, e.g.
+   DLRover's `--master-image`), and the training image's base (or the existing image a `build: false` stack runs).
+   The training image the stack builds is pushed to the site registry by the stack itself. Planned offline, the
+   stack already references site copies; those are mapped back to their sources (stages/offline.py).
+2. Each is copied with `skopeo copy --all --preserve-digests docker://<source> docker://<site copy>` (every
+   platform of a multi-platform image, manifests byte-identical, so the copy has the source's digest).
+3. The copy's digest is the SHA-256 of its manifest as the site registry serves it (`skopeo inspect --raw`), and
+   the lock file (default `stacks/mirror/<stack>.lock.json`) records source → `<site copy>@sha256:<digest>`.
+
+`--list` prints the images and the copy commands and copies nothing. skopeo is a Debian package (`apt-get install
+skopeo`); registry credentials come from skopeo's own auth file (`skopeo login <site registry>`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import re
+import subprocess
+import sys
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from conventions.images import Lock, normalized, parse, site_repository, site_tag
+from tools.plan_record import COMPUTED, ROOT
+
+POD_CONTAINER_LISTS = ("containers", "initContainers", "ephemeralContainers")
+IMAGE_FLAG = re.compile(r"^--?[a-z0-9-]*image=(\S+)$")
+"""A controller flag that names an image (`--master-image=<ref>`)."""
+
+Runner = Callable[..., subprocess.CompletedProcess]
+
+
+def _containers(node: Any) -> Iterator[Mapping[str, Any]]:
+    if isinstance(node, Mapping):
+        for key in POD_CONTAINER_LISTS:
+            items = node.get(key)
+            if isinstance(items, list):
+                yield from (item for item in items if isinstance(item, Mapping))
+        for value in node.values():
+            yield from _containers(value)
+    elif isinstance(node, list):
+        for value in node:
+            yield from _containers(value)
+
+
+def images_in(objects: Iterable[Mapping[str, Any]]) -> set[str]:
+    """Every image the objects run: container images and images passed as `--*-image=` flags (normalised)."""
+    found: set[str] = set()
+    for obj in objects:
+        for container in _containers(obj):
+            image = container.get("image")
+            if isinstance(image, str) and image and image != COMPUTED:
+                found.add(normalized(image))
+            for arg in list(container.get("args") or []) + list(container.get("command") or []):
+                match = IMAGE_FLAG.match(str(arg))
+                if match:
+                    found.add(normalized(match.group(1)))
+    return found
+
+
+def stack_images(objects: Iterable[Mapping[str, Any]], config: Any) -> list[str]:
+    """The sources the stack needs, sorted: the cluster's images (site copies mapped back to their sources) plus
+    the training image's base or existing image (`stages.offline.required_images` knows which)."""
+    from stages.offline import required_images, site_images
+
+    found = images_in(objects)
+    back = {_key(site): source for source, site in site_images(config).refs.items()}
+    sources = {back.get(_key(image), image) for image in found}
+    training = {image for image in required_images(config)} - _chart_and_operator_images()
+    return sorted(sources | training)
+
+
+def _key(image: str) -> tuple[str, str | None]:
+    """A site copy as charts render it (`repo:tag@digest`) and as the lock has it (`repo@digest`) match."""
+    ref = parse(image)
+    return ref.repository, ref.digest or ref.tag
+
+
+def _chart_and_operator_images() -> set[str]:
+    from catalog.images import CHART_IMAGES, OPERATOR_IMAGES
+
+    return ({normalized(slot.source) for slots in CHART_IMAGES.values() for slot in slots}
+            | {normalized(image) for images in OPERATOR_IMAGES.values() for image in images})
+
+
+def site_copy(source: str, site_registry: str, prefix: str) -> str:
+    """The site reference a source is copied to (by tag: a registry keeps tagged images)."""
+    return f"{site_repository(source, site_registry, prefix)}:{site_tag(source)}"
+
+
+def copy_command(skopeo: str, source: str, destination: str) -> list[str]:
+    ref = parse(source)
+    # containers/image's docker transport refuses a reference with both a tag and a digest: copy by digest.
+    pulled = f"{ref.repository}@{ref.digest}" if ref.digest else str(ref)
+    return [skopeo, "copy", "--all", "--preserve-digests", f"docker://{pulled}", f"docker://{destination}"]
+
+
+def inspect_command(skopeo: str, destination: str) -> list[str]:
+    return [skopeo, "inspect", "--raw", f"docker://{destination}"]
+
+
+def mirror(images: Sequence[str], site_registry: str, prefix: str, *, skopeo: str = "skopeo",
+           run: Runner = subprocess.run, log: Callable[[str], None] = print) -> Lock:
+    """Copy every image, then read back each copy's manifest digest; a failed copy stops with its stderr."""
+    pinned: dict[str, str] = {}
+    for source in images:
+        destination = site_copy(source, site_registry, prefix)
+        log(f"mirror: {source} -> {destination}")
+        done = run(copy_command(skopeo, source, destination), capture_output=True)
+        if done.returncode != 0:
+            raise RuntimeError(f"skopeo copy {source} -> {destination} failed (exit {done.returncode}): "
+                               f"{_text(done.stderr).strip()}")
+        raw = run(inspect_command(skopeo, destination), capture_output=True)
+        if raw.returncode != 0 or not raw.stdout:
+            raise RuntimeError(f"skopeo inspect {destination} failed (exit {raw.returncode}): "
+                               f"{_text(raw.stderr).strip()}")
+        manifest = raw.stdout if isinstance(raw.stdout, bytes) else raw.stdout.encode()
+        digest = "sha256:" + hashlib.sha256(manifest).hexdigest()
+        pinned[source] = f"{site_repository(source, site_registry, prefix)}@{digest}"
+    return Lock(site_registry, pinned)
+
+
+def _text(value: Any) -> str:
+    return value.decode(errors="replace") if isinstance(value, bytes) else str(value or "")
+
+
+def plan_images(stack: str) -> tuple[Any, list[str]]:
+    """(the stack's config, the images it needs), from a fresh plan of the stack and its rendered cluster."""
+    from tools import plan as planner
+    from tools.cluster import render_cluster
+
+    plan = planner.run(stack)
+    objects = [item.obj for item in render_cluster(plan)]
+    return plan.config, stack_images(objects, plan.config)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m tools.mirror", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--stack", required=True)
+    parser.add_argument("--list", action="store_true", help="print the images and copy commands; copy nothing")
+    parser.add_argument("--skopeo", default="skopeo", help="the skopeo binary (default: skopeo on PATH)")
+    parser.add_argument("--lock", type=Path, help="lock file to write (default: the stack's image.offline.lockFile)")
+    args = parser.parse_args(argv)
+    from stages.offline import lock_path
+
+    config, images = plan_images(args.stack)
+    offline = config.image.offline
+    if offline is None:
+        print(f"mirror: stack '{args.stack}' has no image.offline.siteRegistry: nothing to mirror into "
+              "(README: Air-gapped site)", file=sys.stderr)
+        return 2
+    if args.list:
+        for source in images:
+            print(" ".join(copy_command(args.skopeo, source, site_copy(source, offline.site_registry,
+                                                                       offline.prefix))))
+        return 0
+    try:
+        lock = mirror(images, offline.site_registry, offline.prefix, skopeo=args.skopeo)
+    except (RuntimeError, FileNotFoundError) as error:
+        print(f"mirror: {error}", file=sys.stderr)
+        return 1
+    target = args.lock or ROOT / lock_path(config)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(lock.to_json())
+    print(f"mirror: {len(lock.images)} image(s) locked in {target}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
