@@ -213,7 +213,10 @@ def policy_facts(plan: Plan) -> dict[str, Any]:
         registry = config.image.reference.split("@", 1)[0]
     return {"stack": plan.stack, "ephemeral": config.lifecycle.ephemeral, "production": config.lifecycle.protect,
             "registry": registry, "requiredTags": sorted(required),
-            "signedDigests": list(config.image.signed_digests)}
+            "signedDigests": list(config.image.signed_digests),
+            # An offline (air-gapped) stack: every image must come from the site registry (policy
+            # offline-images-from-site-registry); absent on other stacks, so their pack config doesn't change.
+            **({"siteRegistry": config.image.offline.site_registry} if config.image.offline else {})}
 
 
 def run_policy_pack(plan: Plan, report: Report) -> None:
