@@ -54,6 +54,9 @@ def autoscaler_values(cluster_name: str, region: str) -> dict[str, Any]:
         # The pod's securityContext already sets the seccomp profile.
         "containerSecurityContext": {key: value for key, value in restricted_container().items()
                                      if key != "seccompProfile"},
+        # The chart's own suggestion (values.yaml of cluster-autoscaler 9.52.1, commented under `resources`);
+        # the chart sets none, which leaves the autoscaler BestEffort (first evicted under memory pressure).
+        "resources": {"requests": {"cpu": "100m", "memory": "300Mi"}, "limits": {"cpu": "100m", "memory": "300Mi"}},
     }
 
 

@@ -112,6 +112,17 @@ def merge_tolerations(*lists: Iterable[Mapping[str, str]]) -> list[dict[str, str
 CRITICAL_ADDONS_TOLERATION = {"key": "CriticalAddonsOnly", "operator": "Exists"}
 
 
+DEVICE_PLUGIN_RESOURCES = {"requests": {"cpu": "50m", "memory": "64Mi"},
+                           "limits": {"cpu": "500m", "memory": "256Mi"}}
+# NFD master, gc and worker: the chart already sets requests, memory limits, a read-only root, no capabilities and
+# non-root users; it leaves the seccomp profile and the CPU limit open. The runtime's default seccomp profile
+# fits them (API clients; the worker only reads /sys, /proc and /etc/os-release of the host), and 300m is the CPU
+# limit NFD's maintainers proposed for the chart (kubernetes-sigs/node-feature-discovery#1616). Helm merges these
+# maps into the chart's `resources`, so its requests and memory limits stay.
+NFD_HARDENING: dict[str, Any] = {"podSecurityContext": {"seccompProfile": {"type": "RuntimeDefault"}},
+                                 "resources": {"limits": {"cpu": "300m"}}}
+
+
 def device_plugin_values(config_map: Mapping[str, str], default_config: str, affinity: Mapping[str, Any],
                          node_tolerations: list[Mapping[str, str]], install_nfd: bool) -> dict[str, Any]:
     """Helm values of the nvidia-device-plugin chart 0.20."""
@@ -124,6 +135,11 @@ def device_plugin_values(config_map: Mapping[str, str], default_config: str, aff
         # GFD labels nodes with GPU facts; MPS needs it: the MPS control daemon only runs on nodes GFD labelled
         # `nvidia.com/mps.capable=true`.
         "gfd": {"enabled": True},
+        # One `resources` value bounds every container of the device plugin, GFD and MPS daemon sets (the chart
+        # has no other knob). Kubernetes' own nvidia-gpu addon requested 50m CPU (kubernetes/kubernetes
+        # cluster/addons/device-plugins/nvidia-gpu/daemonset.yaml); a running plugin holds ~25 MiB and was seen
+        # OOM-killed under tighter limits (zalando-incubator/kubernetes-on-aws#7065): 64 Mi requested, 256 Mi cap.
+        "resources": DEVICE_PLUGIN_RESOURCES,
         "nfd": {
             # The chart's condition is `nfd.enabled,gfd.enabled`: an explicit false skips NFD even with GFD on,
             # for clusters that already run NFD (two NFD masters fight over the same labels).
@@ -131,7 +147,9 @@ def device_plugin_values(config_map: Mapping[str, str], default_config: str, aff
             # NFD's worker tolerates `nvidia.com/gpu=present` by default; our taint value is `true`.
             "worker": {"tolerations": merge_tolerations(
                 [{"key": "node-role.kubernetes.io/control-plane", "operator": "Exists", "effect": "NoSchedule"}],
-                node_tolerations)},
+                node_tolerations), **NFD_HARDENING},
+            "master": dict(NFD_HARDENING),
+            "gc": dict(NFD_HARDENING),
         },
     }
 
