@@ -115,12 +115,16 @@ CRITICAL_ADDONS_TOLERATION = {"key": "CriticalAddonsOnly", "operator": "Exists"}
 DEVICE_PLUGIN_RESOURCES = {"requests": {"cpu": "50m", "memory": "64Mi"},
                            "limits": {"cpu": "500m", "memory": "256Mi"}}
 # NFD master, gc and worker: the chart already sets requests, memory limits, a read-only root, no capabilities and
-# non-root users; it leaves the seccomp profile and the CPU limit open. The runtime's default seccomp profile
-# fits them (API clients; the worker only reads /sys, /proc and /etc/os-release of the host), and 300m is the CPU
-# limit NFD's maintainers proposed for the chart (kubernetes-sigs/node-feature-discovery#1616). Helm merges these
-# maps into the chart's `resources`, so its requests and memory limits stay.
-NFD_HARDENING: dict[str, Any] = {"podSecurityContext": {"seccompProfile": {"type": "RuntimeDefault"}},
-                                 "resources": {"limits": {"cpu": "300m"}}}
+# runAsNonRoot; it leaves the seccomp profile, the uid and the CPU limit open. The runtime's default seccomp profile
+# fits them (API clients; the worker only reads /sys, /proc and /etc/os-release of the host); the uid/gid is the
+# one the image already runs as (node-feature-discovery v0.19.0 Dockerfile: `USER 65534:65534` in both runtime
+# stages); 300m is the CPU limit NFD's maintainers proposed for the chart (kubernetes-sigs/node-feature-discovery
+# #1616). Helm merges these maps into the chart's `resources`, so its requests and memory limits stay.
+NFD_UID = 65534
+NFD_HARDENING: dict[str, Any] = {
+    "podSecurityContext": {"seccompProfile": {"type": "RuntimeDefault"}, "runAsUser": NFD_UID, "runAsGroup": NFD_UID},
+    "resources": {"limits": {"cpu": "300m"}},
+}
 
 
 def device_plugin_values(config_map: Mapping[str, str], default_config: str, affinity: Mapping[str, Any],

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 import yaml
 
-from catalog.versions import CLUSTER_AUTOSCALER, GRAFANA, NVIDIA_DEVICE_PLUGIN, PROMETHEUS
+from catalog.versions import CLUSTER_AUTOSCALER, DCGM_EXPORTER, GRAFANA, KEDA, NVIDIA_DEVICE_PLUGIN, PROMETHEUS
 from tools import check
 from tools.check import (ACCEPTED_FILE, COMPUTED_IMAGE, CheckovFinding, checkov_documents, judge, load_accepted,
                          object_key, parse_checkov_report, run_checkov_json, source_file_name, write_checkov_inputs)
@@ -273,6 +273,26 @@ def test_device_plugin_values_bound_the_plugin_and_harden_nfd_keeping_the_charts
     assert master["containers"][0]["resources"] == {"limits": {"cpu": "300m", "memory": "4Gi"},
                                                     "requests": {"cpu": "100m", "memory": "128Mi"}}
     worker = pod_spec(objects, "DaemonSet", "nvidia-device-plugin-node-feature-discovery-worker")
-    assert worker["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+    assert worker["securityContext"] == {"seccompProfile": {"type": "RuntimeDefault"}, "runAsUser": 65534,
+                                         "runAsGroup": 65534}
+    assert worker["containers"][0]["securityContext"]["runAsNonRoot"] is True  # the chart's, kept
     assert worker["containers"][0]["resources"]["limits"]["cpu"] == "300m"
     assert worker["tolerations"]  # the worker's tolerations survive the merge with NFD_HARDENING
+
+
+def test_keda_pods_run_as_the_uid_of_keda_images() -> None:
+    from components.training_operators import keda_values
+
+    objects = rendered(KEDA.path, keda_values(), "keda", "keda")
+    for name in ("keda-operator", "keda-operator-metrics-apiserver", "keda-admission-webhooks"):
+        context = pod_spec(objects, "Deployment", name)["securityContext"]
+        assert (context["runAsUser"], context["runAsGroup"], context["runAsNonRoot"]) == (65532, 65532, True), name
+
+
+def test_dcgm_exporter_keeps_root_and_sys_admin_and_drops_net_raw() -> None:
+    from components.gpu_metrics import dcgm_exporter_values
+
+    spec = pod_spec(rendered(DCGM_EXPORTER.path, dcgm_exporter_values({}, []), "dcgm-exporter", "gpu"),
+                    "DaemonSet", "dcgm-exporter")
+    assert spec["containers"][0]["securityContext"] == {
+        "runAsNonRoot": False, "runAsUser": 0, "capabilities": {"add": ["SYS_ADMIN"], "drop": ["NET_RAW"]}}
