@@ -54,9 +54,9 @@ def autoscaler_values(cluster_name: str, region: str) -> dict[str, Any]:
         # The pod's securityContext already sets the seccomp profile.
         "containerSecurityContext": {key: value for key, value in restricted_container().items()
                                      if key != "seccompProfile"},
-        # The chart sets none (values.yaml `resources: {}`); the upstream example deployment requests 100m/600Mi
-        # (CKV_K8S_10..13). Requests = limits: the autoscaler must not be the pod evicted under pressure.
-        "resources": {"requests": {"cpu": "100m", "memory": "600Mi"}, "limits": {"cpu": "100m", "memory": "600Mi"}},
+        # The chart's own suggestion (values.yaml of cluster-autoscaler 9.52.1, commented under `resources`);
+        # the chart sets none, which leaves the autoscaler BestEffort (first evicted under memory pressure).
+        "resources": {"requests": {"cpu": "100m", "memory": "300Mi"}, "limits": {"cpu": "100m", "memory": "300Mi"}},
     }
 
 

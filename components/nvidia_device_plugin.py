@@ -112,12 +112,18 @@ def merge_tolerations(*lists: Iterable[Mapping[str, str]]) -> list[dict[str, str
 CRITICAL_ADDONS_TOLERATION = {"key": "CriticalAddonsOnly", "operator": "Exists"}
 
 
-# NFD 0.19.0's chart (the device plugin chart's subchart, charts/node-feature-discovery/values.yaml) sets CPU/memory
-# requests and a memory limit but no CPU limit, and an empty `podSecurityContext`: helm merges these into its
-# defaults, adding a CPU limit (CKV_K8S_11) and the runtime's default seccomp profile (CKV_K8S_31) to each pod.
-NFD_HARDENING: dict[str, dict[str, Any]] = {
-    role: {"resources": {"limits": {"cpu": cpu}}, "podSecurityContext": {"seccompProfile": {"type": "RuntimeDefault"}}}
-    for role, cpu in (("master", "500m"), ("worker", "200m"), ("gc", "100m"))
+DEVICE_PLUGIN_RESOURCES = {"requests": {"cpu": "50m", "memory": "64Mi"},
+                           "limits": {"cpu": "500m", "memory": "256Mi"}}
+# NFD master, gc and worker: the chart already sets requests, memory limits, a read-only root, no capabilities and
+# runAsNonRoot; it leaves the seccomp profile, the uid and the CPU limit open. The runtime's default seccomp profile
+# fits them (API clients; the worker only reads /sys, /proc and /etc/os-release of the host); the uid/gid is the
+# one the image already runs as (node-feature-discovery v0.19.0 Dockerfile: `USER 65534:65534` in both runtime
+# stages); 300m is the CPU limit NFD's maintainers proposed for the chart (kubernetes-sigs/node-feature-discovery
+# #1616). Helm merges these maps into the chart's `resources`, so its requests and memory limits stay.
+NFD_UID = 65534
+NFD_HARDENING: dict[str, Any] = {
+    "podSecurityContext": {"seccompProfile": {"type": "RuntimeDefault"}, "runAsUser": NFD_UID, "runAsGroup": NFD_UID},
+    "resources": {"limits": {"cpu": "300m"}},
 }
 
 
@@ -133,6 +139,11 @@ def device_plugin_values(config_map: Mapping[str, str], default_config: str, aff
         # GFD labels nodes with GPU facts; MPS needs it: the MPS control daemon only runs on nodes GFD labelled
         # `nvidia.com/mps.capable=true`.
         "gfd": {"enabled": True},
+        # One `resources` value bounds every container of the device plugin, GFD and MPS daemon sets (the chart
+        # has no other knob). Kubernetes' own nvidia-gpu addon requested 50m CPU (kubernetes/kubernetes
+        # cluster/addons/device-plugins/nvidia-gpu/daemonset.yaml); a running plugin holds ~25 MiB and was seen
+        # OOM-killed under tighter limits (zalando-incubator/kubernetes-on-aws#7065): 64 Mi requested, 256 Mi cap.
+        "resources": DEVICE_PLUGIN_RESOURCES,
         "nfd": {
             # The chart's condition is `nfd.enabled,gfd.enabled`: an explicit false skips NFD even with GFD on,
             # for clusters that already run NFD (two NFD masters fight over the same labels).
@@ -140,9 +151,9 @@ def device_plugin_values(config_map: Mapping[str, str], default_config: str, aff
             # NFD's worker tolerates `nvidia.com/gpu=present` by default; our taint value is `true`.
             "worker": {"tolerations": merge_tolerations(
                 [{"key": "node-role.kubernetes.io/control-plane", "operator": "Exists", "effect": "NoSchedule"}],
-                node_tolerations), **NFD_HARDENING["worker"]},
-            "master": NFD_HARDENING["master"],
-            "gc": NFD_HARDENING["gc"],
+                node_tolerations), **NFD_HARDENING},
+            "master": dict(NFD_HARDENING),
+            "gc": dict(NFD_HARDENING),
         },
     }
 
