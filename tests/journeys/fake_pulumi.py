@@ -8,12 +8,16 @@ arguments; with "record_env": [NAME, ...] in the script, also those variables' v
 
 import json
 import os
+import signal
 import sys
 import time
 from pathlib import Path
 
 
 def main() -> int:
+    # Like the real CLI (Go's signal.Notify installs its handler even when SIGINT was ignored at start, e.g. under a
+    # background job or nohup): a graceful stop on SIGINT whatever the parent's disposition.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     folder = Path(os.environ["FAKE_PULUMI_DIR"])
     args = sys.argv[1:]
     with (folder / "calls.jsonl").open("a") as calls:
