@@ -62,7 +62,7 @@ plan-diff: setup
 	$(PY) -m tools.plan_diff --stack $(STACK) --base $(BASE)
 
 check: setup
-	$(PY) -m tools.check --checkov $(CHECKOV_VENV)/bin/checkov
+	$(PY) -m tools.check --checkov $(CURDIR)/$(CHECKOV_VENV)/bin/checkov
 
 test: setup
 	GTP_CHECKOV=$(CURDIR)/$(CHECKOV_VENV)/bin/checkov $(PY) -m pytest -n $(PYTEST_WORKERS) tests

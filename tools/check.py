@@ -270,6 +270,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--checkov", default=str(ROOT / ".venv-checkov" / "bin" / "checkov"))
     parser.add_argument("--stacks", nargs="*", default=None, help="default: every stack file")
     args = parser.parse_args(argv)
+    if os.sep in args.checkov:  # a path: Checkov runs from other directories, so make it absolute
+        args.checkov = str(Path(args.checkov).absolute())
     stacks = args.stacks or known_stacks(ROOT)
     results: dict[str, bool] = {}
     names = " ".join(stacks)
