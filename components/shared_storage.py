@@ -285,7 +285,9 @@ class SharedStorage(pulumi.ComponentResource):
             per_unit_storage_throughput=(args.fsx_throughput_per_unit
                                          if args.fsx_deployment_type.startswith("PERSISTENT") else None),
             file_system_type_version="2.15", data_compression_type="LZ4",
-            subnet_ids=subnet_ids.apply(lambda ids: [ids[0]]), security_group_ids=[security_group.id],
+            # One subnet, as a string: pulumi-aws 7 types `subnet_ids` as `Input[str]` ("File systems currently
+            # support only one subnet"); a list passes a preview (the ids are unknown there) and fails the apply.
+            subnet_ids=subnet_ids.apply(lambda ids: ids[0]), security_group_ids=[security_group.id],
             tags={"Name": f"{args.name_prefix}-shared"}, opts=protected)
         addon = self._addon(name, "aws-fsx-csi-driver", args, child)
         self.file_system = file_system

@@ -108,9 +108,6 @@ def _make_monitor(region: str, plan: Plan):
             return "", dict(args.inputs)
 
         def call(self, args: mocks.MockCallArgs):
-            if args.token not in self.data_sources:
-                raise NotImplementedError(f"the offline plan has no fake answer for data source {args.token}; add "
-                                          "one to tools.plan.fake_data_sources")
             if args.token == "aws:index/getAvailabilityZones:getAvailabilityZones":
                 return _zones_answer(region, dict(args.args)), []
             if args.token == "aws:ec2/getSubnets:getSubnets":
@@ -118,6 +115,9 @@ def _make_monitor(region: str, plan: Plan):
                 ids = [value for entry in args.args.get("filters") or [] if entry.get("name") == "subnet-id"
                        for value in entry.get("values", [])]
                 return {"id": region, "ids": ids}, []
+            if args.token not in self.data_sources:
+                raise NotImplementedError(f"the offline plan has no fake answer for data source {args.token}; add "
+                                          "one to tools.plan.fake_data_sources")
             return self.data_sources[args.token], []
 
     class PlanMonitor(mocks.MockMonitor):
