@@ -95,7 +95,22 @@ def _strip_provider_ref(reference: str) -> str | None:
     return reference.rsplit("::", 1)[0]
 
 
-def _make_monitor(region: str, plan: Plan):
+# What a created resource reports back in the apply-like run (`run(..., known_outputs=True)`): every output the
+# program reads besides its inputs, with a fake value of the provider's shape.
+FAKE_OUTPUTS: dict[str, dict[str, Any]] = {
+    "aws:eks/cluster:Cluster": {
+        "certificateAuthority": {"data": "ZmFrZS1jYQ=="}, "endpoint": "https://fake.eks.example",
+        "identities": [{"oidcs": [{"issuer": "https://oidc.eks.example/id/FAKE"}]}],
+        "vpcConfig": {"clusterSecurityGroupId": "sg-fakecluster"},
+    },
+    "aws:eks/nodeGroup:NodeGroup": {"resources": [{"autoscalingGroups": [{"name": "eks-fake-asg"}]}]},
+}
+FAKE_ATTRIBUTES = ("arn", "name", "dnsName", "mountName", "repositoryUrl", "bucket", "url", "keyId", "registryId",
+                   "repoDigest", "imageName", "clusterName")
+"""Scalar outputs every resource gets a fake string for in the apply-like run, unless its inputs set them."""
+
+
+def _make_monitor(region: str, plan: Plan, known_outputs: bool = False):
     from pulumi.runtime import mocks, rpc
 
     class PlanMocks(mocks.Mocks):
@@ -103,6 +118,13 @@ def _make_monitor(region: str, plan: Plan):
             self.data_sources = fake_data_sources(region)
 
         def new_resource(self, args: mocks.MockResourceArgs):
+            if known_outputs:
+                # As after an apply: an id and every output known, so each `apply` runs and the SDK checks the
+                # type of every input computed from another resource (a preview leaves those unknown).
+                outputs = {key: f"fake-{key}-{args.name}" for key in FAKE_ATTRIBUTES}
+                outputs.update(FAKE_OUTPUTS.get(args.typ, {}))
+                outputs.update(args.inputs)
+                return f"{args.name}-id", outputs
             # Echo inputs as outputs and leave the id empty: in preview mode both mean "only the inputs are
             # known", which is exactly what `pulumi preview` shows for a resource to be created.
             return "", dict(args.inputs)
@@ -180,9 +202,11 @@ def _engine_value(value: Any) -> str:
     return json.dumps(value, default=str)
 
 
-def run(stack: str, *, root: Path = ROOT, stack_file: Path | None = None, into: Plan | None = None) -> Plan:
+def run(stack: str, *, root: Path = ROOT, stack_file: Path | None = None, into: Plan | None = None,
+        known_outputs: bool = False) -> Plan:
     """Run `__main__.py` for `stack` under mocks and return what it registered (recorded into `into` when
-    given, so a caller can see what a failed run had registered)."""
+    given, so a caller can see what a failed run had registered). `known_outputs`: run as an apply would, with
+    every output known (FAKE_OUTPUTS): the SDK then type-checks inputs a preview only sees as unknown."""
     import pulumi
     from pulumi.runtime import config as runtime_config
     from pulumi.runtime import settings
@@ -192,15 +216,16 @@ def run(stack: str, *, root: Path = ROOT, stack_file: Path | None = None, into: 
     path = (stack_file or root / "stacks" / f"Pulumi.{stack}.yaml").resolve()
     plan = into if into is not None else Plan(project=project, stack=stack)
     region = config.get(f"{project}:region", "us-west-2")
-    settings.reset_options(project=project, stack=stack, preview=True)
+    settings.reset_options(project=project, stack=stack, preview=not known_outputs)
     runtime_config.set_all_config(config, secret_keys)
     # The plan is reproducible: the image labels' git revision and remote would change it with every commit.
     os.environ["GTP_VCS_REVISION"] = os.environ["GTP_SOURCE_URL"] = "unknown"
-    monitor = _make_monitor(region, plan)
+    monitor = _make_monitor(region, plan, known_outputs)
     loop = asyncio.new_event_loop()
     asyncio.set_event_loop(loop)
     try:
-        pulumi.runtime.set_mocks(monitor.mocks, project=project, stack=stack, preview=True, monitor=monitor)
+        pulumi.runtime.set_mocks(monitor.mocks, project=project, stack=stack, preview=not known_outputs,
+                                 monitor=monitor)
         sys.path.insert(0, str(root))
         cwd = os.getcwd()
         os.chdir(root)  # as the Pulumi CLI does: the program runs in the project directory
