@@ -73,6 +73,7 @@ OPERATOR_IMAGES: dict[str, tuple[str, ...]] = {
         # pod it creates for every ElasticJob (dlrover v0.6.1 go/elasticjob/cmd/main.go flag `master-image`).
         "registry.cn-hangzhou.aliyuncs.com/intell-ai/dlrover:master",
     ),
+    versions.KUEUE_MANIFEST: ("registry.k8s.io/kueue/kueue:v0.19.2",),
 }
 """Operator manifest (vendored path) → every image it runs, exactly as the file spells them (containers, and
 images passed as controller flags)."""

@@ -12,6 +12,7 @@ The kernel and firmware keep part of the nominal memory before the kubelet sees 
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 VM_MEMORY_OVERHEAD = 0.075
@@ -49,3 +50,30 @@ def allocatable(*, vcpus: int, memory_gib: float, max_pods: int, disk_size_gib: 
     ephemeral = disk_size_gib * (1 - EVICTION_NODEFS_FRACTION) - KUBE_RESERVED_EPHEMERAL_GIB
     return Allocatable(cpu_millicores=vcpus * 1000 - kube_reserved_cpu_millicores(vcpus), memory_mib=memory,
                        ephemeral_storage_gib=ephemeral, pods=max_pods)
+
+
+def instance_allocatable(instance_type: str, disk_size_gib: float) -> dict[str, float]:
+    """cpu (cores), memory and ephemeral-storage (bytes) and pods of one EKS AL2023 node of `instance_type`. The
+    simulation's node groups (tools/simulate/nodes.py) and Kueue's derived quotas (components/kueue.py) both use
+    it, so capacity and quota are computed once."""
+    from catalog.cpu_instances import CPU_INSTANCE_TYPES
+    from catalog.eks_max_pods import MAX_PODS
+    from catalog.gpu_instances import GPU_INSTANCE_TYPES
+
+    facts = GPU_INSTANCE_TYPES.get(instance_type) or CPU_INSTANCE_TYPES.get(instance_type)
+    if facts is None:
+        raise ValueError(f"instance type {instance_type!r} is in neither catalog/gpu_instances.py nor "
+                         "catalog/cpu_instances.py")
+    if instance_type not in MAX_PODS:
+        raise ValueError(f"instance type {instance_type!r} has no max-pods row in catalog/eks_max_pods.py")
+    alloc = allocatable(vcpus=facts.vcpus, memory_gib=facts.memory_gib, max_pods=MAX_PODS[instance_type],
+                        disk_size_gib=disk_size_gib)
+    return {"cpu": alloc.cpu_millicores / 1000, "memory": float(alloc.memory_mib * 2**20),
+            "ephemeral-storage": alloc.ephemeral_storage_gib * 2**30, "pods": float(alloc.pods)}
+
+
+def smallest(resources: Iterable[Mapping[str, float]]) -> dict[str, float]:
+    """Per resource, the least any member offers (a resource some member lacks is 0)."""
+    items = list(resources)
+    names = {name for item in items for name in item}
+    return {name: min(item.get(name, 0.0) for item in items) for name in names}

@@ -99,6 +99,11 @@ DLROVER_VERSION = "v0.6.1"
 # kustomization itself does not pin the controller's images.
 DLROVER_MANIFEST = f"{VENDOR_DIR}/derived/dlrover-{DLROVER_VERSION}.yaml"
 DLROVER_PYTHON = "0.6.1"
+# Kueue (gang admission with quotas): the kustomize render of `config/default` at tag v0.19.2 with the release's
+# image setting (vendor/SOURCES.md "Kueue"), vendored byte-exact. Its ConfigMap and pull policy are rewritten per
+# stack into a derived copy (components/kueue.py `kueue_manifest`), never in place.
+KUEUE_VERSION = "v0.19.2"
+KUEUE_MANIFEST = f"{VENDOR_DIR}/operators/kueue-{KUEUE_VERSION}.yaml"
 # https://github.com/kedacore/charts
 KEDA = HelmChart("https://kedacore.github.io/charts", "keda", "2.20.2")
 

@@ -103,13 +103,16 @@ def queue_consumer_args(shape: PodShape) -> list[str]:
 
 def scaled_job_body(*, job_name: str, shape: PodShape, queue_url: pulumi.Input[str], region: str,
                     max_replicas: int, polling_interval: int, backoff_limit: int,
-                    ttl_seconds_after_finished: int) -> dict[str, Any]:
+                    ttl_seconds_after_finished: int, labels: dict[str, str] | None = None) -> dict[str, Any]:
     """ScaledJob: one single-pod training Job per SQS message (the PyTorchJob Master's pod shape, run with
     `torchrun --standalone`), none while the queue is empty."""
     template = pod_template(shape, command=["python"], args=queue_consumer_args(shape), labels=app_labels(job_name))
     return {
         "apiVersion": KEDA_API, "kind": "ScaledJob",
-        "metadata": {"name": job_name, "namespace": shape.namespace},
+        # KEDA copies the ScaledJob's labels onto every Job it creates (keda-docs reference/scaledjob-spec:
+        # "ScaledJob labels are applied to child Jobs"): that is where Kueue's batch/job integration reads the
+        # queue label from.
+        "metadata": {"name": job_name, "namespace": shape.namespace, **({"labels": dict(labels)} if labels else {})},
         "spec": {
             "jobTargetRef": {"parallelism": 1, "completions": 1, "backoffLimit": backoff_limit,
                              "ttlSecondsAfterFinished": ttl_seconds_after_finished, "template": template},
@@ -171,6 +174,8 @@ class KedaScalingArgs:
     """scaledjob: the training pods' Pod Identity role; gets the queue-consumer policy."""
     keda_operator_role: aws.iam.Role | None = None
     """scaledjob: KEDA operator's Pod Identity role (TrainingOperators); gets read access to the queue length."""
+    queue_labels: dict[str, str] = field(default_factory=dict)
+    """scaledjob: labels for the ScaledJob (and so its Jobs), e.g. Kueue's queue name. Default none."""
     visibility_timeout_seconds: int = 43200
     """scaledjob: how long a taken message stays invisible (SQS maximum, 12 h): a training run's upper bound."""
     aws_opts: pulumi.ResourceOptions | None = None
@@ -203,7 +208,8 @@ class KedaScaling(pulumi.ComponentResource):
             self.body = scaled_job_body(
                 job_name=args.job_name, shape=shape, queue_url=self.queue.url, region=args.region,
                 max_replicas=args.max_replicas, polling_interval=args.polling_interval_seconds,
-                backoff_limit=args.backoff_limit, ttl_seconds_after_finished=args.ttl_seconds_after_finished)
+                backoff_limit=args.backoff_limit, ttl_seconds_after_finished=args.ttl_seconds_after_finished,
+                labels=args.queue_labels)
             depends_on.append(operator_access)
         self.scaler = k8s.apiextensions.CustomResource(
             f"{name}-{args.mode}", api_version=self.body["apiVersion"], kind=self.body["kind"],

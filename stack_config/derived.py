@@ -73,3 +73,32 @@ def base_image_refusal(config: StackConfig) -> str | None:
 def image_variant(config: StackConfig) -> str:
     """`efa` when a GPU group gets EFA interfaces (its pods request them), else `default`."""
     return "efa" if any(facts.num_efa_interfaces > 0 for facts in _facts(config)) else "default"
+
+
+KUEUE_KINDS = frozenset({"pytorchjob", "trainjob"})
+"""`workload.kind` values Kueue v0.19.2 can admit (its kubeflow.org/pytorchjob and trainer.kubeflow.org/trainjob
+integrations; `autoscaling.mode: scaledjob` runs batch Jobs, admitted by `batch/job`)."""
+
+
+def kueue_blockers(config: StackConfig) -> list[str]:
+    """Why Kueue can't queue this stack's workload (empty: it can). See `KueueConfig.enabled`."""
+    blockers = []
+    if config.cluster.mode != "eks":
+        blockers.append(f"cluster.mode {config.cluster.mode!r}: quotas are derived from the instance catalog, which "
+                        "only EKS node groups have")
+    if config.workload.kind == "none":
+        blockers.append("workload.kind 'none': no workload to queue")
+    elif config.workload.kind not in KUEUE_KINDS:
+        blockers.append(f"workload.kind {config.workload.kind!r}: Kueue v0.19.2 has no integration for it "
+                        f"(supported: {', '.join(sorted(KUEUE_KINDS))})")
+    if config.autoscaling.mode == "scaledobject":
+        blockers.append("autoscaling.mode 'scaledobject': KEDA resizes the PyTorchJob after admission and Kueue "
+                        "then suspends and requeues the running job (pkg/controller/jobframework/reconciler.go "
+                        "`ensureOneWorkload`: a workload no longer matching its job stops the job)")
+    return blockers
+
+
+def kueue_enabled(config: StackConfig) -> bool:
+    """`workload.kueue.enabled`, defaulting to on wherever Kueue can queue the workload."""
+    enabled = config.workload.kueue.enabled
+    return not kueue_blockers(config) if enabled is None else enabled

@@ -508,6 +508,22 @@ def _check_fit(config: StackConfig) -> Iterator[Problem]:
                       "or ask for less")
 
 
+GO_DURATION = re.compile(r"^(\d+h)?(\d+m)?(\d+s)?$")
+
+
+def _check_kueue(config: StackConfig) -> Iterator[Problem]:
+    from stack_config.derived import kueue_blockers
+
+    kueue = config.workload.kueue
+    if kueue.enabled:
+        for blocker in kueue_blockers(config):
+            yield Problem("workload.kueue.enabled", f"true, but {blocker}; set it to false or leave it unset")
+    timeout = kueue.wait_for_pods_ready_timeout
+    if not GO_DURATION.match(timeout) or not any(ch.isdigit() for ch in timeout):
+        yield Problem("workload.kueue.waitForPodsReadyTimeout", f"{timeout!r} is not a duration; write e.g. '10m', "
+                                                                "'1h' or '1h30m' (units h, m, s)")
+
+
 PROMETHEUS_DURATION = re.compile(r"^(\d+y)?(\d+w)?(\d+d)?(\d+h)?(\d+m)?(\d+s)?(\d+ms)?$")
 
 
@@ -602,6 +618,7 @@ _RULES = (
     (_check_quantities, ("workload",)),
     (_check_fit, ("workload", "gpuNodeGroups", "cluster")),
     (_check_metrics, ("gpu",)),
+    (_check_kueue, ("workload", "cluster", "autoscaling")),
     (_check_autoscaling, ("autoscaling", "workload", "gpu", "cluster")),
     (_check_storage, ("storage", "cluster")),
     (_check_lifecycle, ("lifecycle", "gpuNodeGroups")),

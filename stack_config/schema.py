@@ -318,6 +318,22 @@ class ElasticConfig(_Section):
     """torchrun / dlrover-run restarts before the job fails. Default 3."""
 
 
+class KueueConfig(_Section):
+    """Kueue gang admission of the training workload (components/kueue.py)."""
+
+    enabled: bool | None = None
+    """Install Kueue and queue the workload through a LocalQueue on a ClusterQueue whose quota is derived from the
+    GPU node groups. Default: on for EKS stacks whose workload Kueue v0.19.2 can admit at a fixed size (a
+    PyTorchJob without KEDA, the ScaledJob's Jobs); off for an ElasticJob (Kueue has no DLRover integration),
+    for `autoscaling.mode: scaledobject` (KEDA resizes the PyTorchJob after admission, and Kueue then suspends and
+    requeues the running job: it resizes only batch Jobs in place), for adopted clusters (their cpu/memory are
+    unknown offline, so no quota can be derived) and for Swarm. `true` where it can't work is an error."""
+    wait_for_pods_ready_timeout: str = "10m"
+    """Kueue `waitForPodsReady.timeout`: an admitted job whose pods are not all ready by then is evicted and
+    requeued, so a gang never holds part of its GPUs forever. Covers scale-from-zero node start-up and the image
+    pull. A Go duration such as `10m` or `1h30m`. Default `10m`."""
+
+
 class WorkloadConfig(_Section):
     """The training job this stack runs."""
 
@@ -371,6 +387,8 @@ class WorkloadConfig(_Section):
     """Which pods to delete when the job finishes. Default `None` (keep logs)."""
     termination_grace_period_seconds: int = Field(300, ge=30, le=3600)
     """Time between SIGTERM and SIGKILL: enough to write a checkpoint. Default 300."""
+    kueue: KueueConfig = KueueConfig()
+    """Kueue admission (see `KueueConfig`)."""
     ephemeral_storage: str = "20Gi"
     """Node-local scratch per pod (request = limit, Guaranteed QoS); bounds the `/tmp` emptyDir and the
     container's writable layer. Default `20Gi`."""

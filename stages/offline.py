@@ -19,7 +19,7 @@ from catalog.images import CHART_IMAGES, OPERATOR_IMAGES
 from catalog import versions
 from conventions.images import Lock, LockError, normalized, on_registry, read_lock, site_repository, site_tag
 from stack_config import Problem, StackConfig
-from stack_config.derived import base_image, dcgm_exporter_enabled
+from stack_config.derived import base_image, dcgm_exporter_enabled, kueue_enabled
 
 ROOT = Path(__file__).resolve().parent.parent
 LOCK_DIR = "stacks/mirror"
@@ -60,6 +60,8 @@ def required_images(config: StackConfig) -> list[str]:
                         and config.gpu.node_feature_discovery != "install":
                     continue
                 images.add(normalized(slot.source))
+        if kueue_enabled(config):
+            images.update(normalized(source) for source in OPERATOR_IMAGES[versions.KUEUE_MANIFEST])
         for operator in sorted(operators & set(OPERATOR_MANIFESTS)):
             images.update(normalized(source) for source in OPERATOR_IMAGES[OPERATOR_MANIFESTS[operator]])
     if config.image.build:

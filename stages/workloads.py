@@ -15,7 +15,9 @@ import pulumi
 import cluster_targets
 import workload_kinds
 from cluster_targets import Cluster
+from cluster_targets.eks import TAINT_EFFECTS, node_taints
 from cluster_targets.swarm import swarm_secrets
+from components.kueue import LOCAL_QUEUE, QUEUE_LABEL, Kueue, KueueArgs, integrations_for
 from components.shared_storage import SharedStorage, SharedStorageArgs
 from components.swarm_training import constraints_for
 from components.training_image import registry_server
@@ -31,7 +33,7 @@ from conventions.names import (
     training_priority_class,
 )
 from stack_config import StackConfig
-from stack_config.derived import gpus_per_pod
+from stack_config.derived import gpus_per_pod, kueue_enabled
 from stages.gpu import Gpu
 from stages.offline import OFFLINE_MANIFEST_DIR, site_images
 from workload_kinds import KubernetesWorkloadKind, SwarmContext, SwarmWorkloadKind, WorkloadContext
@@ -61,11 +63,14 @@ def build_workloads(config: StackConfig, cluster: Cluster, image_ref: pulumi.Inp
     ))
     training_ns = build_namespace(config, cluster, kind, operators)
     storage = build_storage(config, cluster, training_ns, image_ref)
+    queue_ready = build_kueue(config, cluster, kind, training_ns)
     context = WorkloadContext(
         config=config, shape=pod_shape(config, cluster, image_ref, storage.volume), operators=operators,
         provider=cluster.provider, ready=[*training_ns.ready, *storage.ready, *gpu.ready],
         aws_opts=cluster.aws_opts, region=config.region,
-        training_role=cluster.aws.training_identity.role if cluster.aws else None)
+        training_role=cluster.aws.training_identity.role if cluster.aws else None,
+        queue_labels={QUEUE_LABEL: LOCAL_QUEUE} if queue_ready else {})
+    context.ready.extend(queue_ready)
     deployment = kind.deploy(context)
     return Workloads(exports={"watch": {"namespace": namespace, **deployment.watch}, **deployment.exports})
 
@@ -89,6 +94,26 @@ def build_namespace(config: StackConfig, cluster: Cluster, kind: KubernetesWorkl
         # The job master's RoleBinding names a ClusterRole its operator installs.
         depends_on=[operators.installed[master.operator]] if master else [],
     ))
+
+
+def build_kueue(config: StackConfig, cluster: Cluster, kind: KubernetesWorkloadKind,
+                training_ns: TrainingNamespace) -> list[pulumi.Resource]:
+    """Kueue, its flavors and queues (`workload.kueue.enabled`); what the workload must wait for ([] when off:
+    a job submitted before its LocalQueue exists stays pending as inadmissible, but is never lost)."""
+    if not kueue_enabled(config):
+        return []
+    target = cluster_targets.for_config(config)
+    queue = Kueue("kueue", KueueArgs(
+        config=config, provider=cluster.provider, integrations=integrations_for([kind.resource_kind]),
+        namespaces=[training_namespace(config.stack)],
+        node_selectors={group: target.node_selector(config, group) for group in config.gpu_node_groups},
+        # Kueue needs EKS (stack_config.derived.kueue_blockers): the taints are the node groups' own.
+        taints={group: [{"key": key, "value": value, "effect": TAINT_EFFECTS[effect]}
+                        for key, (value, effect) in node_taints(config, group).items()]
+                for group in config.gpu_node_groups},
+        site_images=site_images(config).refs, manifest_dir=f"{OFFLINE_MANIFEST_DIR}/{config.stack}",
+        depends_on=[training_ns.namespace]))
+    return [*queue.local_queues]
 
 
 def build_storage(config: StackConfig, cluster: Cluster, training_ns: TrainingNamespace,

@@ -52,6 +52,10 @@ class WorkloadContext:
     region: str = ""
     training_role: Any = None
     """The training pods' Pod Identity role (EKS), for kinds that grant it access to what they create."""
+    queue_labels: dict[str, str] = field(default_factory=dict)
+    """Labels every job object the kind submits must carry so Kueue admits it (`kueue.x-k8s.io/queue-name`);
+    empty when Kueue is off. Put them on the object Kueue's integration watches (the PyTorchJob, the TrainJob,
+    the ScaledJob whose labels KEDA copies onto its Jobs), not on the pod template."""
 
 
 @dataclass

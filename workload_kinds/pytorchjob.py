@@ -94,6 +94,7 @@ class PyTorchJobKind(KubernetesWorkloadKind):
         config, workload, autoscaling = context.config, context.config.workload, context.config.autoscaling
         body = pytorch_job_body(workload.name, context.shape, num_nodes=workload.num_nodes,
                                 elastic=elastic_range(config), run_policy=run_policy(config))
+        body["metadata"]["labels"] = {**body["metadata"]["labels"], **context.queue_labels}
         job = TrainingJob("job", TrainingJobArgs(
             body=body, provider=context.provider,
             depends_on=[context.operators.installed["training-operator"], *context.ready],

@@ -38,7 +38,7 @@ class ScaledJobKind(KubernetesWorkloadKind):
             shape=context.shape, backoff_limit=workload.backoff_limit,
             ttl_seconds_after_finished=(86400 if workload.ttl_seconds_after_finished is None
                                         else workload.ttl_seconds_after_finished),
-            region=context.region,
+            region=context.region, queue_labels=context.queue_labels,
             training_role=context.training_role, keda_operator_role=context.operators.keda_operator_role,
             aws_opts=context.aws_opts, provider=context.provider,
             depends_on=[context.operators.installed["keda"], *context.ready],

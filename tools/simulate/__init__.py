@@ -21,7 +21,7 @@ from typing import Any
 
 from tools.cluster import ClusterObject, by_source
 from tools.plan_record import Plan
-from tools.simulate import admission, autoscaler, nodes, queries, scheduling, storage
+from tools.simulate import admission, autoscaler, nodes, queries, queue, scheduling, storage
 from tools.simulate.model import CheckResult, ExpandedPod, Finding
 from tools.simulate.pods import expand_pods
 
@@ -39,6 +39,7 @@ def simulate(plan: Plan, objects: list[ClusterObject]) -> dict[str, Any]:
     if groups:
         results.append(scheduling.check(expanded, groups))
         results.append(autoscaler.check(expanded, groups, objects))
+    results += queue.check(objects, pods, groups)
     results += storage.check(plan, objects, pods)
     results += queries.check(objects)
     return {"stack": plan.stack, "objects": dict(sorted(by_source(objects).items())),

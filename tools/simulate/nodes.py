@@ -35,7 +35,7 @@ from catalog import node_labels as nl
 from catalog.cpu_instances import CPU_INSTANCE_TYPES
 from catalog.eks_max_pods import MAX_PODS
 from catalog.gpu_instances import GPU_INSTANCE_TYPES, bottlerocket
-from catalog.node_allocatable import allocatable as node_allocatable
+from catalog.node_allocatable import instance_allocatable, smallest  # noqa: F401 (re-exported)
 from conventions.names import EFA_RESOURCE, NODE_GROUP_LABEL, SHARED_GPU_RESOURCE, WHOLE_GPU_RESOURCE
 from tools.cluster import ClusterObject
 from tools.plan_record import Plan, Resource
@@ -88,29 +88,9 @@ class NodeGroup:
                 + "".join(f"; {note}" for note in self.notes))
 
 
-# --- per instance type ----------------------------------------------------------------------------------------
-def instance_allocatable(instance_type: str, disk_size_gib: float) -> Resources:
-    """cpu, memory, ephemeral-storage and pods of one EKS AL2023 node of `instance_type`."""
-    facts = GPU_INSTANCE_TYPES.get(instance_type) or CPU_INSTANCE_TYPES.get(instance_type)
-    if facts is None:
-        raise ValueError(f"instance type {instance_type!r} is in neither catalog/gpu_instances.py nor "
-                         "catalog/cpu_instances.py")
-    if instance_type not in MAX_PODS:
-        raise ValueError(f"instance type {instance_type!r} has no max-pods row in catalog/eks_max_pods.py")
-    alloc = node_allocatable(vcpus=facts.vcpus, memory_gib=facts.memory_gib, max_pods=MAX_PODS[instance_type],
-                             disk_size_gib=disk_size_gib)
-    return {"cpu": alloc.cpu_millicores / 1000, "memory": float(alloc.memory_mib * 2**20),
-            "ephemeral-storage": alloc.ephemeral_storage_gib * 2**30, "pods": float(alloc.pods)}
+# --- per instance type: catalog/node_allocatable.py (shared with components/kueue.py's quotas) -----------------
 
 
-def smallest(resources: Iterable[Resources]) -> Resources:
-    """Per resource, the least any member offers (a resource some member lacks is 0)."""
-    items = list(resources)
-    names = {name for item in items for name in item}
-    return {name: min(item.get(name, 0.0) for item in items) for name in names}
-
-
-# --- EKS groups from the plan ---------------------------------------------------------------------------------
 def _launch_template(plan: Plan, node_group: Resource) -> Resource | None:
     for urn in node_group.depends_on:
         if f"${LAUNCH_TEMPLATE_TYPE}::" in urn:

@@ -1,0 +1,242 @@
+"""Kueue v0.19.2: gang admission of the training workloads, with quotas derived from the node groups.
+
+What the stack deploys:
+- Kueue itself from its vendored render (`vendor/operators/kueue-v0.19.2.yaml`), through a per-stack derived copy
+  (`kueue_manifest`) that changes two documents and nothing else: the `kueue-manager-config` ConfigMap (exactly
+  the integrations the stack's workload kinds use, and `waitForPodsReady`) and the Deployment (pull policy
+  `IfNotPresent`, and a `gtp.dev/kueue-config-sha256` pod annotation). Why a derived copy and not a Pulumi-owned
+  ConfigMap patched after the fact: Kueue reads its configuration only at start (cmd/kueue/main.go `apply` loads
+  `--config` once), so a patch applied after the Deployment would leave the running manager on the upstream
+  defaults until something restarts it; in the derived copy the config's hash is in the pod template, so every
+  config change rolls the manager. The integrations depend on the stack, which is why the copy is per stack
+  (like the offline copies with site images, components/training_operators.py `operator_file`), not a single
+  committed file checked by tools/vendor.py like DLRover's.
+- a ResourceFlavor per GPU node group (its node labels and taints), one ClusterQueue whose nominal quota is what
+  the node groups can provide at their largest (`group_quota`), and a LocalQueue in the training namespace.
+  Every training workload carries `kueue.x-k8s.io/queue-name` (`QUEUE_LABEL`) naming that LocalQueue.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pulumi
+import pulumi_kubernetes as k8s
+import yaml
+
+from catalog import versions
+from catalog.gpu_instances import bottlerocket
+from catalog.node_allocatable import instance_allocatable, smallest
+from conventions.names import EFA_RESOURCE, SHARED_GPU_RESOURCE, WHOLE_GPU_RESOURCE
+from stack_config import StackConfig
+
+ROOT = Path(__file__).resolve().parent.parent
+API_VERSION = "kueue.x-k8s.io/v1beta2"
+"""The storage version of ClusterQueue, LocalQueue and ResourceFlavor in the v0.19.2 CRDs."""
+QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+"""The label Kueue's job integrations read a job's LocalQueue from (pkg/controller/constants `QueueLabel`)."""
+LOCAL_QUEUE = "training"
+"""The LocalQueue of every training namespace."""
+CONFIG_MAP = "kueue-manager-config"
+CONFIG_KEY = "controller_manager_config.yaml"
+CONFIG_HASH_ANNOTATION = "gtp.dev/kueue-config-sha256"
+
+INTEGRATIONS: dict[str, str] = {
+    "PyTorchJob": "kubeflow.org/pytorchjob",
+    "ScaledJob": "batch/job",
+    "TrainJob": "trainer.kubeflow.org/trainjob",
+}
+"""Workload kind (`KubernetesWorkloadKind.resource_kind`) → the Kueue integration that admits it. KEDA's
+ScaledJob creates plain batch Jobs (it copies the ScaledJob's labels onto them), so `batch/job`. DLRover's
+ElasticJob has none: Kueue v0.19.2 lists no `elastic.iml.github.io` framework (pkg/controller/jobs)."""
+
+
+def cluster_queue_name(stack: str) -> str:
+    return f"gtp-{stack}"
+
+
+def flavor_name(group: str) -> str:
+    return f"gtp-{group}"
+
+
+def integrations_for(resource_kinds: Iterable[str]) -> list[str]:
+    """The Kueue integrations for the stack's workload kinds, sorted; a kind Kueue can't admit is an error."""
+    found = set()
+    for kind in resource_kinds:
+        if kind not in INTEGRATIONS:
+            raise ValueError(f"workload kind {kind!r} has no Kueue integration; supported: "
+                             f"{', '.join(sorted(INTEGRATIONS))} (turn Kueue off with workload.kueue.enabled: false)")
+        found.add(INTEGRATIONS[kind])
+    return sorted(found)
+
+
+def gpu_resource_of(config: StackConfig, group: str) -> tuple[str, int]:
+    """The GPU resource a group's nodes advertise and how many per GPU: shared slices are renamed
+    (components/nvidia_device_plugin.py `sharing_config`, renameByDefault) to `nvidia.com/gpu.shared` with
+    `replicas` per GPU; Bottlerocket runs its own plugin (whole GPUs, no sharing)."""
+    node_group = config.gpu_node_groups[group]
+    sharing = config.sharing_for(group)
+    if config.cluster.mode == "eks" and bottlerocket(node_group.ami_type or ""):
+        return WHOLE_GPU_RESOURCE, 1
+    if sharing.mode == "none":
+        return WHOLE_GPU_RESOURCE, 1
+    return SHARED_GPU_RESOURCE, sharing.replicas
+
+
+def group_quota(config: StackConfig, group: str) -> dict[str, float]:
+    """What node group `group` can provide at maxSize: GPUs (× sharing replicas, as the resource its nodes
+    advertise), EFA devices, and cpu/memory allocatable (catalog/node_allocatable.py, the same numbers the
+    simulation's node groups use; the smallest instance type of the group)."""
+    node_group = config.gpu_node_groups[group]
+    facts = config.node_facts(group)
+    resource, replicas = gpu_resource_of(config, group)
+    nodes = node_group.max_size
+    quota = {resource: float(nodes * facts.num_gpus * replicas)}
+    if facts.num_efa_interfaces:
+        quota[EFA_RESOURCE] = float(nodes * facts.num_efa_interfaces)
+    if config.cluster.mode == "eks":
+        per_node = smallest(instance_allocatable(t, node_group.disk_size_gib) for t in node_group.instance_types)
+        quota["cpu"] = per_node["cpu"] * nodes
+        quota["memory"] = per_node["memory"] * nodes
+        # Pods request ephemeral-storage (Guaranteed QoS); a requested resource the ClusterQueue doesn't cover
+        # makes the workload inadmissible.
+        quota["ephemeral-storage"] = per_node["ephemeral-storage"] * nodes
+    return quota
+
+
+def quantity(resource: str, value: float) -> str:
+    """A Kubernetes quantity: cpu in millicores, memory in Mi, counts as integers."""
+    if resource == "cpu":
+        return f"{round(value * 1000)}m"
+    if resource in ("memory", "ephemeral-storage"):
+        return f"{int(value // 2**20)}Mi"
+    return str(int(value))
+
+
+def cluster_queue_spec(config: StackConfig, namespaces: list[str]) -> dict[str, Any]:
+    """One resource group over every GPU node group's flavor: Kueue requires every flavor of a group to list the
+    group's covered resources in order (apis/kueue/v1beta2 ClusterQueue validation), so a resource a node group
+    lacks gets quota 0 in its flavor."""
+    quotas = {group: group_quota(config, group) for group in sorted(config.gpu_node_groups)}
+    order = ["cpu", "memory", "ephemeral-storage", WHOLE_GPU_RESOURCE, SHARED_GPU_RESOURCE, EFA_RESOURCE]
+    covered = [name for name in order if any(name in quota for quota in quotas.values())]
+    return {
+        "namespaceSelector": {"matchExpressions": [
+            {"key": "kubernetes.io/metadata.name", "operator": "In", "values": sorted(namespaces)}]},
+        "queueingStrategy": "BestEffortFIFO",
+        "resourceGroups": [{"coveredResources": covered, "flavors": [
+            {"name": flavor_name(group), "resources": [
+                {"name": name, "nominalQuota": quantity(name, quota.get(name, 0.0))} for name in covered]}
+            for group, quota in quotas.items()]}],
+    }
+
+
+def manager_config(upstream: str, integrations: list[str], timeout: str) -> str:
+    """Kueue's Configuration: the upstream one with exactly `integrations` and `waitForPodsReady` (fields of
+    apis/config/v1beta2 `WaitForPodsReady`; `blockAdmission` false so a ScaledJob's single-pod Jobs are not
+    admitted one node start-up at a time)."""
+    document = yaml.safe_load(upstream)
+    document["integrations"] = {"frameworks": list(integrations)}
+    document["waitForPodsReady"] = {"timeout": timeout, "blockAdmission": False,
+                                    "requeuingStrategy": {"timestamp": "Eviction", "backoffBaseSeconds": 60,
+                                                          "backoffMaxSeconds": 3600}}
+    return yaml.safe_dump(document, sort_keys=False)
+
+
+def derive_manifest(text: str, integrations: list[str], timeout: str, site_images: Mapping[str, str] | None = None
+                    ) -> str:
+    """The vendored render with its ConfigMap and Deployment rewritten (the other documents stay byte-exact)."""
+    from components.training_operators import site_manifest
+
+    if site_images:
+        text = site_manifest(text, versions.KUEUE_MANIFEST, site_images)
+    documents = text.split("\n---\n")
+    done = set()
+    for index, doc in enumerate(documents):
+        if "kind: ConfigMap" in doc and f"  name: {CONFIG_MAP}\n" in doc + "\n":
+            body = yaml.safe_load(doc)
+            body["data"][CONFIG_KEY] = manager_config(body["data"][CONFIG_KEY], integrations, timeout)
+            config_hash = hashlib.sha256(body["data"][CONFIG_KEY].encode()).hexdigest()
+            documents[index] = yaml.safe_dump(body, sort_keys=False).rstrip("\n")
+            done.add("config")
+    for index, doc in enumerate(documents):
+        if "kind: Deployment" in doc and "  name: kueue-controller-manager\n" in doc:
+            body = yaml.safe_load(doc)
+            pod = body["spec"]["template"]
+            pod["metadata"].setdefault("annotations", {})[CONFIG_HASH_ANNOTATION] = config_hash
+            for container in pod["spec"]["containers"]:
+                # `Always` asks the registry at every container start; an offline site (and any registry
+                # outage) then can't restart Kueue. The published chart uses IfNotPresent (SOURCES.md).
+                container["imagePullPolicy"] = "IfNotPresent"
+            documents[index] = yaml.safe_dump(body, sort_keys=False).rstrip("\n")
+            done.add("deployment")
+    if done != {"config", "deployment"}:
+        raise ValueError(f"{versions.KUEUE_MANIFEST}: expected ConfigMap {CONFIG_MAP} and Deployment "
+                         f"kueue-controller-manager, found only {sorted(done)}")
+    return "\n---\n".join(documents)
+
+
+def kueue_manifest(integrations: list[str], timeout: str, site_images: Mapping[str, str], manifest_dir: str) -> str:
+    """Write the stack's derived copy under `manifest_dir` (named by content) and return its path."""
+    text = derive_manifest((ROOT / versions.KUEUE_MANIFEST).read_text(), integrations, timeout, site_images)
+    target = f"{manifest_dir}/kueue-{versions.KUEUE_VERSION}-{hashlib.sha256(text.encode()).hexdigest()[:12]}.yaml"
+    path = ROOT / target
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if not path.is_file() or path.read_text() != text:
+        path.write_text(text)
+    return target
+
+
+@dataclass
+class KueueArgs:
+    config: StackConfig
+    provider: k8s.Provider
+    integrations: list[str]
+    """Kueue integrations to enable (`integrations_for`)."""
+    namespaces: list[str]
+    """Training namespaces: each gets a LocalQueue `training` on the stack's ClusterQueue."""
+    node_selectors: dict[str, dict[str, str]]
+    """GPU node group → labels that select its nodes."""
+    taints: dict[str, list[dict[str, str]]]
+    """GPU node group → its taints (`{key, value, effect}`, Kubernetes effect names)."""
+    site_images: dict[str, str] = field(default_factory=dict)
+    manifest_dir: str = "build/kueue"
+    depends_on: list[pulumi.Resource] = field(default_factory=list)
+    """The training namespace(s) the LocalQueues live in."""
+
+
+class Kueue(pulumi.ComponentResource):
+    manager: k8s.yaml.v2.ConfigFile
+    local_queues: list[k8s.apiextensions.CustomResource]
+
+    def __init__(self, name: str, args: KueueArgs, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("gtp:workload:Kueue", name, None, opts)
+        config = args.config
+        child = pulumi.ResourceOptions(parent=self, provider=args.provider)
+        self.manager = k8s.yaml.v2.ConfigFile(
+            f"{name}-kueue", file=kueue_manifest(args.integrations, config.workload.kueue.wait_for_pods_ready_timeout,
+                                                 args.site_images, args.manifest_dir), opts=child)
+        after = pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=[self.manager])
+        flavors = []
+        for group in sorted(config.gpu_node_groups):
+            spec: dict[str, Any] = {"nodeLabels": dict(args.node_selectors[group])}
+            if args.taints.get(group):
+                spec["nodeTaints"] = list(args.taints[group])
+            flavors.append(k8s.apiextensions.CustomResource(
+                f"{name}-flavor-{group}", api_version=API_VERSION, kind="ResourceFlavor",
+                metadata={"name": flavor_name(group)}, spec=spec, opts=after))
+        queue = k8s.apiextensions.CustomResource(
+            f"{name}-cluster-queue", api_version=API_VERSION, kind="ClusterQueue",
+            metadata={"name": cluster_queue_name(config.stack)}, spec=cluster_queue_spec(config, args.namespaces),
+            opts=pulumi.ResourceOptions.merge(after, pulumi.ResourceOptions(depends_on=flavors)))
+        self.local_queues = [k8s.apiextensions.CustomResource(
+            f"{name}-local-queue-{namespace}", api_version=API_VERSION, kind="LocalQueue",
+            metadata={"name": LOCAL_QUEUE, "namespace": namespace},
+            spec={"clusterQueue": cluster_queue_name(config.stack)},
+            opts=pulumi.ResourceOptions.merge(after, pulumi.ResourceOptions(depends_on=[queue, *args.depends_on])))
+            for namespace in args.namespaces]
+        self.register_outputs({})

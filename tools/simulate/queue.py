@@ -1,0 +1,209 @@
+"""`queued`: Kueue admission of the training workloads (Kueue v0.19.2, components/kueue.py).
+
+Per rendered cluster:
+- every ClusterQueue flavor's nominal quota equals what its node group can provide at maxSize (the node group as
+  the simulation sees it: allocatable from the launch template's instance types and the device plugin's advertised
+  GPU resource, × maxSize), and its ResourceFlavor's node labels and taints are the group's;
+- every workload Kueue can admit (an object of a kind in `components.kueue.INTEGRATIONS`) in a namespace with a
+  LocalQueue carries `kueue.x-k8s.io/queue-name` naming it (an unlabelled one bypasses the quota), its integration
+  is enabled in `kueue-manager-config`, its LocalQueue's ClusterQueue exists and selects the namespace;
+- every queued workload fits its ClusterQueue at its largest scale: the sum of its pods' requests (one Kueue
+  Workload: the whole PyTorchJob, one Job of a ScaledJob) fits one flavor whose node labels and taints its pods
+  accept (Kueue assigns one flavor per resource group to a pod set: pkg/scheduler/flavorassigner).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import yaml
+
+from components.kueue import CONFIG_KEY, CONFIG_MAP, INTEGRATIONS, QUEUE_LABEL
+from tools.cluster import ClusterObject
+from tools.simulate.model import CheckResult, ExpandedPod, Finding
+from tools.simulate.nodes import NodeGroup
+from tools.simulate.scheduling import _show, pod_requests, quantity, untolerated
+
+TOLERANCE = {"cpu": 0.001, "memory": 2**20, "ephemeral-storage": 2**20}
+"""Quotas are written in whole millicores and MiB (components/kueue.py `quantity`): a difference below one unit
+is rounding."""
+
+
+def _labels(item: ClusterObject) -> dict[str, str]:
+    return dict((item.obj.get("metadata") or {}).get("labels") or {})
+
+
+def _selects(selector: Mapping[str, Any], namespace: str) -> bool:
+    """A ClusterQueue namespaceSelector (matchLabels / matchExpressions on the namespace's name label only)."""
+    labels = {"kubernetes.io/metadata.name": namespace}
+    for key, value in (selector.get("matchLabels") or {}).items():
+        if labels.get(key) != value:
+            return False
+    for expression in selector.get("matchExpressions") or []:
+        present, values = expression.get("key") in labels, expression.get("values") or []
+        value = labels.get(expression.get("key"))
+        match expression.get("operator"):
+            case "In":
+                ok = value in values
+            case "NotIn":
+                ok = value not in values
+            case "Exists":
+                ok = present
+            case "DoesNotExist":
+                ok = not present
+            case _:
+                ok = False
+        if not ok:
+            return False
+    return True
+
+
+def _frameworks(objects: list[ClusterObject]) -> set[str] | None:
+    for item in objects:
+        if item.kind == "ConfigMap" and item.name == CONFIG_MAP:
+            config = yaml.safe_load(((item.obj.get("data") or {}).get(CONFIG_KEY)) or "") or {}
+            return set(((config.get("integrations") or {}).get("frameworks")) or [])
+    return None
+
+
+def _flavor_group(flavor: Mapping[str, Any], groups: list[NodeGroup]) -> NodeGroup | None:
+    labels = (flavor.get("spec") or {}).get("nodeLabels") or {}
+    matched = [g for g in groups if g.role == "gpu" and labels and all(g.labels.get(k) == v for k, v in labels.items())]
+    return matched[0] if len(matched) == 1 else None
+
+
+def _taints(taints: list[Mapping[str, Any]]) -> set[tuple[str, str, str]]:
+    return {(str(t.get("key")), str(t.get("value", "")), str(t.get("effect"))) for t in taints}
+
+
+def _flavor_selector_misses(labels: Mapping[str, str], pod: Mapping[str, Any]) -> list[str]:
+    """Kueue matches a pod set's nodeSelector against a flavor only on the keys the flavor's nodeLabels define
+    (pkg/scheduler/flavorassigner `flavorSelector`)."""
+    selector = ((pod.get("spec") or {}).get("nodeSelector")) or {}
+    return [f"nodeSelector {key}={value} (flavor has {labels[key]})" for key, value in sorted(selector.items())
+            if key in labels and labels[key] != value]
+
+
+def _unit_pods(item: ClusterObject, pods: list[ExpandedPod]) -> list[tuple[ExpandedPod, int]]:
+    """The pods of one Kueue Workload of `item`, with their count: a ScaledJob's Workload is one of its Jobs."""
+    prefix = f"{item.kind} {item.namespace}/{item.name} "
+    mine = [pod for pod in pods if pod.owner.startswith(prefix)]
+    if item.kind == "ScaledJob":
+        job = (item.obj.get("spec") or {}).get("jobTargetRef") or {}
+        return [(pod, int(job.get("parallelism") or 1)) for pod in mine]
+    return [(pod, pod.count) for pod in mine]
+
+
+def check(objects: list[ClusterObject], pods: list[ExpandedPod], groups: list[NodeGroup]) -> list[CheckResult]:
+    cluster_queues = {item.name: item for item in objects if item.kind == "ClusterQueue"}
+    local_queues = {(item.namespace, item.name): item for item in objects if item.kind == "LocalQueue"}
+    flavors = {item.name: item for item in objects if item.kind == "ResourceFlavor"}
+    workloads = [item for item in objects if item.kind in INTEGRATIONS and item.source == "stack"]
+    queued_namespaces = {namespace for namespace, _ in local_queues}
+    labelled = [item for item in workloads if QUEUE_LABEL in _labels(item)]
+    if not cluster_queues and not local_queues and not labelled:
+        return []
+    result = CheckResult("queued")
+    frameworks = _frameworks(objects)
+
+    # Quota == what the node groups provide.
+    for cq in cluster_queues.values():
+        for resource_group in (cq.obj.get("spec") or {}).get("resourceGroups") or []:
+            covered = list(resource_group.get("coveredResources") or [])
+            for flavor_quota in resource_group.get("flavors") or []:
+                subject = f"ClusterQueue {cq.name} flavor {flavor_quota.get('name')}"
+                flavor = flavors.get(str(flavor_quota.get("name")))
+                group = _flavor_group(flavor.obj, groups) if flavor is not None else None
+                if group is None:
+                    result.record(False, Finding(subject, "no ResourceFlavor of that name whose nodeLabels select "
+                                                          "exactly one GPU node group",
+                                                 "give each flavor its node group's labels (components/kueue.py)"))
+                    continue
+                misses = []
+                spec = flavor.obj.get("spec") or {}
+                if _taints(spec.get("nodeTaints") or []) != _taints(group.taints):
+                    misses.append(f"ResourceFlavor taints {sorted(_taints(spec.get('nodeTaints') or []))} are not "
+                                  f"node group {group.name}'s {sorted(_taints(group.taints))}")
+                quotas = {str(r.get("name")): quantity(r.get("nominalQuota"), where=f"{subject} {r.get('name')}")
+                          for r in flavor_quota.get("resources") or []}
+                for name in covered:
+                    expected = group.allocatable.get(name, 0.0) * group.max_size
+                    got = quotas.get(name, 0.0)
+                    if abs(got - expected) > TOLERANCE.get(name, 0.5):
+                        misses.append(f"{name} nominalQuota {_show(name, got)}, but node group {group.name} provides "
+                                      f"{_show(name, expected)} ({group.max_size} node(s) × "
+                                      f"{_show(name, group.allocatable.get(name, 0.0))})")
+                result.record(not misses, Finding(subject, "; ".join(misses),
+                                                  "derive the quota from the node groups (components/kueue.py "
+                                                  "`group_quota`)") if misses else None)
+                if not misses:
+                    result.details.append(f"{subject}: quota = node group {group.name} × {group.max_size}")
+
+    # Every admissible workload queued, and fitting its queue.
+    for item in workloads:
+        subject = f"{item.kind} {item.namespace}/{item.name}"
+        queue_name = _labels(item).get(QUEUE_LABEL)
+        if queue_name is None:
+            if item.namespace in queued_namespaces:
+                result.record(False, Finding(subject, f"no {QUEUE_LABEL} label in a namespace with a LocalQueue: "
+                                                      "Kueue never sees it, so it bypasses the quota",
+                                             f"label it {QUEUE_LABEL}: <LocalQueue>"))
+            continue
+        misses = []
+        integration = INTEGRATIONS[item.kind]
+        if frameworks is None or integration not in frameworks:
+            misses.append(f"Kueue's config does not enable integration {integration} (enabled: "
+                          f"{', '.join(sorted(frameworks or [])) or 'Kueue not installed'})")
+        local = local_queues.get((item.namespace, queue_name))
+        cq = cluster_queues.get(str(((local.obj.get("spec") or {}).get("clusterQueue")))) if local else None
+        if local is None:
+            misses.append(f"no LocalQueue {item.namespace}/{queue_name}")
+        elif cq is None:
+            misses.append(f"LocalQueue {item.namespace}/{queue_name} names no existing ClusterQueue")
+        elif not _selects((cq.obj.get("spec") or {}).get("namespaceSelector") or {}, item.namespace or ""):
+            misses.append(f"ClusterQueue {cq.name}'s namespaceSelector does not select {item.namespace}")
+        if misses:
+            result.record(False, Finding(subject, "; ".join(misses), "enable Kueue for the stack's kind "
+                                                                     "(stages/workloads.py build_kueue)"))
+            continue
+        assert cq is not None
+        unit = _unit_pods(item, pods)
+        total: dict[str, float] = {}
+        for pod, count in unit:
+            for name, value in pod_requests(pod.pod, pod.owner).items():
+                if name != "pods":
+                    total[name] = total.get(name, 0.0) + value * count
+        why = []
+        fitted = None
+        for resource_group in (cq.obj.get("spec") or {}).get("resourceGroups") or []:
+            covered = set(resource_group.get("coveredResources") or [])
+            undeclared = sorted(set(total) - covered)
+            if undeclared:
+                why.append(f"requests {', '.join(undeclared)}, which the ClusterQueue does not cover")
+                continue
+            for flavor_quota in resource_group.get("flavors") or []:
+                flavor = flavors.get(str(flavor_quota.get("name")))
+                spec = (flavor.obj.get("spec") or {}) if flavor else {}
+                placement = [m for pod, _ in unit for m in _flavor_selector_misses(spec.get("nodeLabels") or {}, pod.pod)
+                             + untolerated(list(spec.get("nodeTaints") or []), pod.pod)]
+                quotas = {str(r.get("name")): quantity(r.get("nominalQuota"), where=str(r.get("name")))
+                          for r in flavor_quota.get("resources") or []}
+                short = [f"{name} {_show(name, value)} > quota {_show(name, quotas.get(name, 0.0))}"
+                         for name, value in sorted(total.items()) if value > quotas.get(name, 0.0) + 1e-9]
+                if not placement and not short:
+                    fitted = flavor_quota.get("name")
+                    break
+                why.append(f"flavor {flavor_quota.get('name')}: {', '.join(placement + short)}")
+        if not unit:
+            why.append("no pods expanded for it")
+            fitted = None
+        result.record(fitted is not None, None if fitted is not None else Finding(
+            f"{subject} (queue {item.namespace}/{queue_name})",
+            f"does not fit ClusterQueue {cq.name} at its largest scale: {'; '.join(why) or 'no flavor'} — Kueue "
+            "would keep it pending forever",
+            "shrink the workload (nodes, GPUs, cpu, memory) or raise the node group's maxSize"))
+        if fitted is not None:
+            shown = ", ".join(f"{name} {_show(name, value)}" for name, value in sorted(total.items()))
+            result.details.append(f"{subject}: one Workload ({shown}) fits flavor {fitted} of {cq.name}")
+    return [result]
