@@ -163,6 +163,9 @@ def derive_manifest(text: str, integrations: list[str], timeout: str, site_image
             config_hash = hashlib.sha256(body["data"][CONFIG_KEY].encode()).hexdigest()
             documents[index] = yaml.safe_dump(body, sort_keys=False).rstrip("\n")
             done.add("config")
+    if "config" not in done:
+        raise ValueError(f"{versions.KUEUE_MANIFEST}: expected ConfigMap {CONFIG_MAP} and Deployment "
+                         "kueue-controller-manager, found no ConfigMap")
     for index, doc in enumerate(documents):
         if "kind: Deployment" in doc and "  name: kueue-controller-manager\n" in doc:
             body = yaml.safe_load(doc)
