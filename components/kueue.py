@@ -12,7 +12,7 @@ What the stack deploys:
   (like the offline copies with site images, components/training_operators.py `operator_file`), not a single
   committed file checked by tools/vendor.py like DLRover's.
 - a ResourceFlavor per GPU node group (its node labels and taints), one ClusterQueue whose nominal quota is what
-  the node groups can provide at their largest (`group_quota`), and a LocalQueue in the training namespace.
+  the node groups can provide at their largest (stack_config/derived.py `group_quota`), and a LocalQueue in the training namespace.
   Every training workload carries `kueue.x-k8s.io/queue-name` (`QUEUE_LABEL`) naming that LocalQueue.
 """
 
@@ -29,10 +29,7 @@ import pulumi_kubernetes as k8s
 import yaml
 
 from catalog import versions
-from catalog.gpu_instances import bottlerocket
-from catalog.node_allocatable import instance_allocatable, smallest
 from conventions.names import EFA_RESOURCE, SHARED_GPU_RESOURCE, WHOLE_GPU_RESOURCE
-from stack_config import StackConfig
 
 ROOT = Path(__file__).resolve().parent.parent
 API_VERSION = "kueue.x-k8s.io/v1beta2"
@@ -41,6 +38,9 @@ QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 """The label Kueue's job integrations read a job's LocalQueue from (pkg/controller/constants `QueueLabel`)."""
 LOCAL_QUEUE = "training"
 """The LocalQueue of every training namespace."""
+KUEUE_MANIFEST_DIR = "build/kueue"
+"""Where each stack's derived Kueue manifest is written (`<dir>/<stack>/kueue-<version>-<sha256 prefix>.yaml`),
+relative to the project root; the program writes it on every run, like the offline operator copies."""
 CONFIG_MAP = "kueue-manager-config"
 CONFIG_KEY = "controller_manager_config.yaml"
 CONFIG_HASH_ANNOTATION = "gtp.dev/kueue-config-sha256"
@@ -74,40 +74,6 @@ def integrations_for(resource_kinds: Iterable[str]) -> list[str]:
     return sorted(found)
 
 
-def gpu_resource_of(config: StackConfig, group: str) -> tuple[str, int]:
-    """The GPU resource a group's nodes advertise and how many per GPU: shared slices are renamed
-    (components/nvidia_device_plugin.py `sharing_config`, renameByDefault) to `nvidia.com/gpu.shared` with
-    `replicas` per GPU; Bottlerocket runs its own plugin (whole GPUs, no sharing)."""
-    node_group = config.gpu_node_groups[group]
-    sharing = config.sharing_for(group)
-    if config.cluster.mode == "eks" and bottlerocket(node_group.ami_type or ""):
-        return WHOLE_GPU_RESOURCE, 1
-    if sharing.mode == "none":
-        return WHOLE_GPU_RESOURCE, 1
-    return SHARED_GPU_RESOURCE, sharing.replicas
-
-
-def group_quota(config: StackConfig, group: str) -> dict[str, float]:
-    """What node group `group` can provide at maxSize: GPUs (× sharing replicas, as the resource its nodes
-    advertise), EFA devices, and cpu/memory allocatable (catalog/node_allocatable.py, the same numbers the
-    simulation's node groups use; the smallest instance type of the group)."""
-    node_group = config.gpu_node_groups[group]
-    facts = config.node_facts(group)
-    resource, replicas = gpu_resource_of(config, group)
-    nodes = node_group.max_size
-    quota = {resource: float(nodes * facts.num_gpus * replicas)}
-    if facts.num_efa_interfaces:
-        quota[EFA_RESOURCE] = float(nodes * facts.num_efa_interfaces)
-    if config.cluster.mode == "eks":
-        per_node = smallest(instance_allocatable(t, node_group.disk_size_gib) for t in node_group.instance_types)
-        quota["cpu"] = per_node["cpu"] * nodes
-        quota["memory"] = per_node["memory"] * nodes
-        # Pods request ephemeral-storage (Guaranteed QoS); a requested resource the ClusterQueue doesn't cover
-        # makes the workload inadmissible.
-        quota["ephemeral-storage"] = per_node["ephemeral-storage"] * nodes
-    return quota
-
-
 def quantity(resource: str, value: float) -> str:
     """A Kubernetes quantity: cpu in millicores, memory in Mi, counts as integers."""
     if resource == "cpu":
@@ -117,11 +83,11 @@ def quantity(resource: str, value: float) -> str:
     return str(int(value))
 
 
-def cluster_queue_spec(config: StackConfig, namespaces: list[str]) -> dict[str, Any]:
+def cluster_queue_spec(quotas: Mapping[str, Mapping[str, float]], namespaces: list[str]) -> dict[str, Any]:
     """One resource group over every GPU node group's flavor: Kueue requires every flavor of a group to list the
     group's covered resources in order (apis/kueue/v1beta2 ClusterQueue validation), so a resource a node group
     lacks gets quota 0 in its flavor."""
-    quotas = {group: group_quota(config, group) for group in sorted(config.gpu_node_groups)}
+    """`quotas`: GPU node group → what it provides (stack_config.derived `group_quota`)."""
     order = ["cpu", "memory", "ephemeral-storage", WHOLE_GPU_RESOURCE, SHARED_GPU_RESOURCE, EFA_RESOURCE]
     covered = [name for name in order if any(name in quota for quota in quotas.values())]
     return {
@@ -131,7 +97,7 @@ def cluster_queue_spec(config: StackConfig, namespaces: list[str]) -> dict[str, 
         "resourceGroups": [{"coveredResources": covered, "flavors": [
             {"name": flavor_name(group), "resources": [
                 {"name": name, "nominalQuota": quantity(name, quota.get(name, 0.0))} for name in covered]}
-            for group, quota in quotas.items()]}],
+            for group, quota in sorted(quotas.items())]}],
     }
 
 
@@ -183,6 +149,11 @@ def derive_manifest(text: str, integrations: list[str], timeout: str, site_image
     return "\n---\n".join(documents)
 
 
+def vendored_manifest(path: str) -> str:
+    """The vendored file a ConfigFile's `path` was derived from (`path` itself when it is not a Kueue copy)."""
+    return versions.KUEUE_MANIFEST if Path(path).name.startswith(f"kueue-{versions.KUEUE_VERSION}-") else path
+
+
 def kueue_manifest(integrations: list[str], timeout: str, site_images: Mapping[str, str], manifest_dir: str) -> str:
     """Write the stack's derived copy under `manifest_dir` (named by content) and return its path."""
     text = derive_manifest((ROOT / versions.KUEUE_MANIFEST).read_text(), integrations, timeout, site_images)
@@ -196,8 +167,10 @@ def kueue_manifest(integrations: list[str], timeout: str, site_images: Mapping[s
 
 @dataclass
 class KueueArgs:
-    config: StackConfig
+    stack: str
     provider: k8s.Provider
+    quotas: dict[str, dict[str, float]]
+    """GPU node group → the nominal quota of its flavor (stack_config.derived `group_quota`)."""
     integrations: list[str]
     """Kueue integrations to enable (`integrations_for`)."""
     namespaces: list[str]
@@ -206,8 +179,10 @@ class KueueArgs:
     """GPU node group → labels that select its nodes."""
     taints: dict[str, list[dict[str, str]]]
     """GPU node group → its taints (`{key, value, effect}`, Kubernetes effect names)."""
+    wait_for_pods_ready_timeout: str = "10m"
+    """Kueue `waitForPodsReady.timeout`."""
     site_images: dict[str, str] = field(default_factory=dict)
-    manifest_dir: str = "build/kueue"
+    manifest_dir: str = KUEUE_MANIFEST_DIR
     depends_on: list[pulumi.Resource] = field(default_factory=list)
     """The training namespace(s) the LocalQueues live in."""
 
@@ -218,14 +193,13 @@ class Kueue(pulumi.ComponentResource):
 
     def __init__(self, name: str, args: KueueArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("gtp:workload:Kueue", name, None, opts)
-        config = args.config
         child = pulumi.ResourceOptions(parent=self, provider=args.provider)
         self.manager = k8s.yaml.v2.ConfigFile(
-            f"{name}-kueue", file=kueue_manifest(args.integrations, config.workload.kueue.wait_for_pods_ready_timeout,
+            f"{name}-kueue", file=kueue_manifest(args.integrations, args.wait_for_pods_ready_timeout,
                                                  args.site_images, args.manifest_dir), opts=child)
         after = pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=[self.manager])
         flavors = []
-        for group in sorted(config.gpu_node_groups):
+        for group in sorted(args.quotas):
             spec: dict[str, Any] = {"nodeLabels": dict(args.node_selectors[group])}
             if args.taints.get(group):
                 spec["nodeTaints"] = list(args.taints[group])
@@ -234,12 +208,12 @@ class Kueue(pulumi.ComponentResource):
                 metadata={"name": flavor_name(group)}, spec=spec, opts=after))
         queue = k8s.apiextensions.CustomResource(
             f"{name}-cluster-queue", api_version=API_VERSION, kind="ClusterQueue",
-            metadata={"name": cluster_queue_name(config.stack)}, spec=cluster_queue_spec(config, args.namespaces),
+            metadata={"name": cluster_queue_name(args.stack)}, spec=cluster_queue_spec(args.quotas, args.namespaces),
             opts=pulumi.ResourceOptions.merge(after, pulumi.ResourceOptions(depends_on=flavors)))
         self.local_queues = [k8s.apiextensions.CustomResource(
             f"{name}-local-queue-{namespace}", api_version=API_VERSION, kind="LocalQueue",
             metadata={"name": LOCAL_QUEUE, "namespace": namespace},
-            spec={"clusterQueue": cluster_queue_name(config.stack)},
+            spec={"clusterQueue": cluster_queue_name(args.stack)},
             opts=pulumi.ResourceOptions.merge(after, pulumi.ResourceOptions(depends_on=[queue, *args.depends_on])))
             for namespace in args.namespaces]
         self.register_outputs({})

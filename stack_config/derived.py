@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 from catalog import versions
-from catalog.gpu_instances import DCGM_UNSUPPORTED_MODELS, JETSON_GPU_MODELS
+from catalog.gpu_instances import DCGM_UNSUPPORTED_MODELS, JETSON_GPU_MODELS, bottlerocket
+from catalog.node_allocatable import instance_allocatable, smallest
+from conventions.names import EFA_RESOURCE, SHARED_GPU_RESOURCE, WHOLE_GPU_RESOURCE
 from stack_config.schema import NodeFacts, StackConfig
 
 
@@ -102,3 +104,37 @@ def kueue_enabled(config: StackConfig) -> bool:
     """`workload.kueue.enabled`, defaulting to on wherever Kueue can queue the workload."""
     enabled = config.workload.kueue.enabled
     return not kueue_blockers(config) if enabled is None else enabled
+
+
+def gpu_resource_of(config: StackConfig, group: str) -> tuple[str, int]:
+    """The GPU resource a group's nodes advertise and how many per GPU: shared slices are renamed
+    (components/nvidia_device_plugin.py `sharing_config`, renameByDefault) to `nvidia.com/gpu.shared` with
+    `replicas` per GPU; Bottlerocket runs its own plugin (whole GPUs, no sharing)."""
+    node_group = config.gpu_node_groups[group]
+    sharing = config.sharing_for(group)
+    if config.cluster.mode == "eks" and bottlerocket(node_group.ami_type or ""):
+        return WHOLE_GPU_RESOURCE, 1
+    if sharing.mode == "none":
+        return WHOLE_GPU_RESOURCE, 1
+    return SHARED_GPU_RESOURCE, sharing.replicas
+
+
+def group_quota(config: StackConfig, group: str) -> dict[str, float]:
+    """What node group `group` can provide at maxSize: GPUs (× sharing replicas, as the resource its nodes
+    advertise), EFA devices, and cpu/memory allocatable (catalog/node_allocatable.py, the same numbers the
+    simulation's node groups use; the smallest instance type of the group)."""
+    node_group = config.gpu_node_groups[group]
+    facts = config.node_facts(group)
+    resource, replicas = gpu_resource_of(config, group)
+    nodes = node_group.max_size
+    quota = {resource: float(nodes * facts.num_gpus * replicas)}
+    if facts.num_efa_interfaces:
+        quota[EFA_RESOURCE] = float(nodes * facts.num_efa_interfaces)
+    if config.cluster.mode == "eks":
+        per_node = smallest(instance_allocatable(t, node_group.disk_size_gib) for t in node_group.instance_types)
+        quota["cpu"] = per_node["cpu"] * nodes
+        quota["memory"] = per_node["memory"] * nodes
+        # Pods request ephemeral-storage (Guaranteed QoS); a requested resource the ClusterQueue doesn't cover
+        # makes the workload inadmissible.
+        quota["ephemeral-storage"] = per_node["ephemeral-storage"] * nodes
+    return quota

@@ -388,7 +388,7 @@ class WorkloadConfig(_Section):
     termination_grace_period_seconds: int = Field(300, ge=30, le=3600)
     """Time between SIGTERM and SIGKILL: enough to write a checkpoint. Default 300."""
     kueue: KueueConfig = KueueConfig()
-    """Kueue admission (see `KueueConfig`)."""
+    """Kueue gang admission: on by default where it can queue the workload (see `workload.kueue`)."""
     ephemeral_storage: str = "20Gi"
     """Node-local scratch per pod (request = limit, Guaranteed QoS); bounds the `/tmp` emptyDir and the
     container's writable layer. Default `20Gi`."""

@@ -17,7 +17,7 @@ import workload_kinds
 from cluster_targets import Cluster
 from cluster_targets.eks import TAINT_EFFECTS, node_taints
 from cluster_targets.swarm import swarm_secrets
-from components.kueue import LOCAL_QUEUE, QUEUE_LABEL, Kueue, KueueArgs, integrations_for
+from components.kueue import KUEUE_MANIFEST_DIR, LOCAL_QUEUE, QUEUE_LABEL, Kueue, KueueArgs, integrations_for
 from components.shared_storage import SharedStorage, SharedStorageArgs
 from components.swarm_training import constraints_for
 from components.training_image import registry_server
@@ -33,7 +33,7 @@ from conventions.names import (
     training_priority_class,
 )
 from stack_config import StackConfig
-from stack_config.derived import gpus_per_pod, kueue_enabled
+from stack_config.derived import gpus_per_pod, group_quota, kueue_enabled
 from stages.gpu import Gpu
 from stages.offline import OFFLINE_MANIFEST_DIR, site_images
 from workload_kinds import KubernetesWorkloadKind, SwarmContext, SwarmWorkloadKind, WorkloadContext
@@ -104,14 +104,16 @@ def build_kueue(config: StackConfig, cluster: Cluster, kind: KubernetesWorkloadK
         return []
     target = cluster_targets.for_config(config)
     queue = Kueue("kueue", KueueArgs(
-        config=config, provider=cluster.provider, integrations=integrations_for([kind.resource_kind]),
+        stack=config.stack, provider=cluster.provider,
+        quotas={group: group_quota(config, group) for group in config.gpu_node_groups},
+        wait_for_pods_ready_timeout=config.workload.kueue.wait_for_pods_ready_timeout, integrations=integrations_for([kind.resource_kind]),
         namespaces=[training_namespace(config.stack)],
         node_selectors={group: target.node_selector(config, group) for group in config.gpu_node_groups},
         # Kueue needs EKS (stack_config.derived.kueue_blockers): the taints are the node groups' own.
         taints={group: [{"key": key, "value": value, "effect": TAINT_EFFECTS[effect]}
                         for key, (value, effect) in node_taints(config, group).items()]
                 for group in config.gpu_node_groups},
-        site_images=site_images(config).refs, manifest_dir=f"{OFFLINE_MANIFEST_DIR}/{config.stack}",
+        site_images=site_images(config).refs, manifest_dir=f"{KUEUE_MANIFEST_DIR}/{config.stack}",
         depends_on=[training_ns.namespace]))
     return [*queue.local_queues]
 

@@ -13,9 +13,9 @@ import yaml
 from catalog import versions
 from catalog.node_allocatable import instance_allocatable
 from components import kueue
-from components.kueue import QUEUE_LABEL, cluster_queue_spec, derive_manifest, group_quota, integrations_for
+from components.kueue import QUEUE_LABEL, cluster_queue_spec, derive_manifest, integrations_for
 from conventions.names import EFA_RESOURCE, SHARED_GPU_RESOURCE, WHOLE_GPU_RESOURCE
-from stack_config.derived import kueue_enabled
+from stack_config.derived import group_quota, kueue_enabled
 from tests.conftest import ROOT, plan_modified, plan_stack
 from tests.test_config import BASE, EXISTING, parse, problems_of, with_
 from tools import cluster as gtp_cluster
@@ -52,7 +52,8 @@ def test_a_resource_one_group_lacks_gets_quota_zero_in_its_flavor() -> None:
     raw = with_(BASE, "gpuNodeGroups", {"train": {"instanceTypes": ["g6.xlarge"], "maxSize": 2},
                                          "shared": {"instanceTypes": ["g6.xlarge"], "maxSize": 1,
                                                     "sharing": {"mode": "mps", "replicas": 2}}})
-    spec = cluster_queue_spec(parse(raw), ["training-t"])
+    config = parse(raw)
+    spec = cluster_queue_spec({group: group_quota(config, group) for group in config.gpu_node_groups}, ["training-t"])
     (group,) = spec["resourceGroups"]
     assert group["coveredResources"] == ["cpu", "memory", "ephemeral-storage", WHOLE_GPU_RESOURCE,
                                          SHARED_GPU_RESOURCE]

@@ -17,6 +17,7 @@ import pytest
 
 import stages.config
 from catalog.images import CHART_IMAGES, OPERATOR_IMAGES
+from components.kueue import vendored_manifest
 from components.helm import site_image_values
 from components.training_operators import site_manifest
 from conventions.images import Lock, LockError, normalized, on_registry, parse, read_lock, site_repository
@@ -128,7 +129,7 @@ def test_the_catalog_names_every_image_each_chart_and_operator_renders(stack: st
             if chart in CHART_IMAGES:
                 assert images <= {normalized(slot.source) for slot in CHART_IMAGES[chart]}, item.describe()
         elif kind == "operator":
-            assert images <= {normalized(i) for i in OPERATOR_IMAGES[rest]}, item.describe()
+            assert images <= {normalized(i) for i in OPERATOR_IMAGES[vendored_manifest(rest)]}, item.describe()
 
 
 # --- make mirror: the copy commands and the lock --------------------------------------------------------------

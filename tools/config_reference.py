@@ -21,6 +21,7 @@ SECTIONS = [
     ("gpu.sharing", config.SharingConfig), ("gpu.metrics", config.MetricsConfig), ("image", config.ImageConfig),
     ("image.offline", config.OfflineConfig),
     ("workload", config.WorkloadConfig), ("workload.elastic", config.ElasticConfig),
+    ("workload.kueue", config.KueueConfig),
     ("autoscaling", config.AutoscalingConfig), ("storage", config.StorageConfig), ("lifecycle", config.LifecycleConfig),
 ]
 

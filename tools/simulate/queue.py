@@ -135,7 +135,7 @@ def check(objects: list[ClusterObject], pods: list[ExpandedPod], groups: list[No
                                       f"{_show(name, expected)} ({group.max_size} node(s) × "
                                       f"{_show(name, group.allocatable.get(name, 0.0))})")
                 result.record(not misses, Finding(subject, "; ".join(misses),
-                                                  "derive the quota from the node groups (components/kueue.py "
+                                                  "derive the quota from the node groups (stack_config/derived.py "
                                                   "`group_quota`)") if misses else None)
                 if not misses:
                     result.details.append(f"{subject}: quota = node group {group.name} × {group.max_size}")
