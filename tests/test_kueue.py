@@ -223,3 +223,14 @@ def test_a_kind_whose_integration_is_off_fails() -> None:
     config_map.obj["data"][kueue.CONFIG_KEY] = yaml.safe_dump(config)
     result = _queued(plan, objects)
     assert any("does not enable integration batch/job" in f.rule for f in result.findings), result.findings
+
+
+def test_offline_the_derived_manifest_runs_the_site_copy_of_kueue() -> None:
+    upstream = (ROOT / versions.KUEUE_MANIFEST).read_text()
+    site = "registry.site.internal/kueue/kueue@sha256:" + "0" * 64
+    derived = derive_manifest(upstream, ["batch/job"], "5m", {"registry.k8s.io/kueue/kueue:v0.19.2": site})
+    pod = {(d["kind"], d["metadata"]["name"]): d for d in _documents(derived)}[
+        ("Deployment", "kueue-controller-manager")]["spec"]["template"]
+    assert [c["image"] for c in pod["spec"]["containers"]] == [site]
+    with pytest.raises(ValueError, match="no site image for registry.k8s.io/kueue/kueue:v0.19.2"):
+        derive_manifest(upstream, ["batch/job"], "5m", {"other/image:1": site})
