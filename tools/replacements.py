@@ -148,6 +148,11 @@ REPLACE_ON: dict[str, tuple[str, ...]] = {
     "kubernetes:keda.sh/v1alpha1:ScaledJob": _K8S_NAME,
     "kubernetes:keda.sh/v1alpha1:ScaledObject": _K8S_NAME,
     "kubernetes:kubeflow.org/v1:PyTorchJob": _K8S_NAME,
+    # Kueue v0.19.2 CRDs: no immutable spec field here (ResourceFlavor's nodeLabels/tolerations are immutable only
+    # with a topologyName, which the platform never sets); the provider replaces on a new name only.
+    "kubernetes:kueue.x-k8s.io/v1beta2:ClusterQueue": ("metadata.name",),
+    "kubernetes:kueue.x-k8s.io/v1beta2:LocalQueue": _K8S_NAME,
+    "kubernetes:kueue.x-k8s.io/v1beta2:ResourceFlavor": ("metadata.name",),
     "kubernetes:networking.k8s.io/v1:NetworkPolicy": _K8S_NAME,
     "kubernetes:rbac.authorization.k8s.io/v1:ClusterRole": ("metadata.name",),
     "kubernetes:rbac.authorization.k8s.io/v1:ClusterRoleBinding": ("metadata.name", "roleRef"),

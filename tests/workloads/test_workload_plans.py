@@ -42,7 +42,9 @@ def test_prod_protects_its_lustre_file_system(plan_of):
 def test_dev_scales_to_zero_with_a_scaledjob_and_an_encrypted_queue(plan_of):
     plan = plan_of("dev")
     scaled_job = plan.one(SCALED_JOB)
-    assert not plan.by_type(PYTORCH_JOB) and not plan.by_type(KUSTOMIZE)  # only the operators a stack needs
+    # Only the operators a stack needs: no training-operator, only Kueue's manifest (it queues the Jobs).
+    assert not plan.by_type(PYTORCH_JOB)
+    assert [r.inputs["file"].rsplit("/", 1)[-1].rsplit("-", 1)[0] for r in plan.by_type(KUSTOMIZE)] == ["kueue-v0.19.2"]
     assert plan.depends_transitively(scaled_job, plan.one(HELM, "operators-keda"))
     queues = plan.by_type("aws:sqs/queue:Queue")
     assert len(queues) == 2 and all(q.inputs["sqsManagedSseEnabled"] is True for q in queues)
