@@ -99,6 +99,13 @@ DLROVER_VERSION = "v0.6.1"
 # kustomization itself does not pin the controller's images.
 DLROVER_MANIFEST = f"{VENDOR_DIR}/derived/dlrover-{DLROVER_VERSION}.yaml"
 DLROVER_PYTHON = "0.6.1"
+# Kubeflow Trainer v2 (trainer.kubeflow.org/v1alpha1 TrainJob) with the JobSet v0.12.0 controller it bundles: the
+# kustomize render of github.com/kubeflow/trainer `manifests/overlays/manager` at the tag (namespace
+# `kubeflow-system`; vendor/SOURCES.md has the provenance, incl. the rebuilt JobSet release asset). It coexists with
+# training-operator v1 (different API group and namespace) but a stack installs it only for `workload.kind: trainjob`.
+TRAINER_VERSION = "v2.3.0"
+JOBSET_VERSION = "v0.12.0"
+TRAINER_MANIFEST = f"{VENDOR_DIR}/operators/kubeflow-trainer-{TRAINER_VERSION}.yaml"
 # https://github.com/kedacore/charts
 KEDA = HelmChart("https://kedacore.github.io/charts", "keda", "2.20.2")
 
