@@ -66,6 +66,8 @@ offline stack is not (stages/offline.py refuses it)."""
 
 OPERATOR_IMAGES: dict[str, tuple[str, ...]] = {
     versions.TRAINING_OPERATOR_MANIFEST: ("ghcr.io/kubeflow/training-v1/training-operator:v1-93c5489",),
+    versions.TRAINER_MANIFEST: ("ghcr.io/kubeflow/trainer/trainer-controller-manager:v2.3.0",
+                                "registry.k8s.io/jobset/jobset:v0.12.0"),
     versions.DLROVER_MANIFEST: (
         "docker.io/kubebuilder/kube-rbac-proxy:v0.13.1",
         "easydl/elasticjob-controller:master",

@@ -3,6 +3,8 @@
 - Kubeflow training-operator v1 (PyTorchJob), the kustomize render of overlay `standalone` (namespace `kubeflow`);
 - DLRover's ElasticJob controller, the kustomize render of `manifests/bases` with the newer CRD of the same tag
   (namespace `dlrover`; vendor/SOURCES.md);
+- Kubeflow Trainer v2 with its bundled JobSet controller (TrainJob), the kustomize render of overlay `manager`
+  (namespace `kubeflow-system`);
 - KEDA, Helm chart (namespace `keda`).
 
 Only the operators a stack's workloads use are installed. Resource names contain `training-operator`,
@@ -96,6 +98,8 @@ class TrainingOperatorsArgs:
     """Install Kubeflow training-operator v1 (PyTorchJob). Default false."""
     dlrover: bool = False
     """Install DLRover's ElasticJob controller. Default false."""
+    trainer: bool = False
+    """Install Kubeflow Trainer v2 + JobSet (TrainJob). Default false."""
     keda: bool = False
     """Install KEDA (ScaledObject / ScaledJob). Default false."""
     system_node_selector: dict[str, str] | None = None
@@ -114,6 +118,7 @@ class TrainingOperatorsArgs:
 class TrainingOperators(pulumi.ComponentResource):
     training_operator: k8s.yaml.v2.ConfigFile | None = None
     dlrover: k8s.yaml.v2.ConfigFile | None = None
+    trainer: k8s.yaml.v2.ConfigFile | None = None
     keda: k8s.helm.v3.Release | None = None
     keda_operator_role: aws.iam.Role | None = None
 
@@ -129,6 +134,10 @@ class TrainingOperators(pulumi.ComponentResource):
         if args.dlrover:
             self.dlrover = k8s.yaml.v2.ConfigFile(
                 f"{name}-dlrover", file=operator_file(versions.DLROVER_MANIFEST, args.site_images, args.manifest_dir),
+                opts=child)
+        if args.trainer:
+            self.trainer = k8s.yaml.v2.ConfigFile(
+                f"{name}-trainer", file=operator_file(versions.TRAINER_MANIFEST, args.site_images, args.manifest_dir),
                 opts=child)
         if args.keda:
             values = keda_values()
@@ -158,6 +167,7 @@ class TrainingOperators(pulumi.ComponentResource):
 
     @property
     def installed(self) -> dict[str, pulumi.Resource]:
-        """Operator name (`training-operator`, `dlrover`, `keda`) → what its custom resources depend on."""
-        found = {"training-operator": self.training_operator, "dlrover": self.dlrover, "keda": self.keda}
+        """Operator name (`training-operator`, `dlrover`, `trainer`, `keda`) → what its custom resources depend on."""
+        found = {"training-operator": self.training_operator, "dlrover": self.dlrover, "trainer": self.trainer,
+                 "keda": self.keda}
         return {name: resource for name, resource in found.items() if resource is not None}

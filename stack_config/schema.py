@@ -339,7 +339,9 @@ class WorkloadConfig(_Section):
 
     kind: str = "pytorchjob"
     """The workload kind (`workload_kinds/`). `pytorchjob`: Kubeflow PyTorchJob (training-operator v1).
-    `elasticjob`: DLRover ElasticJob. `none`: platform only. Default `pytorchjob`."""
+    `elasticjob`: DLRover ElasticJob. `trainjob`: Kubeflow Trainer v2 TrainJob on the stack's own
+    ClusterTrainingRuntime (fixed node count; no elastic, no autoscaling). `none`: platform only. Default
+    `pytorchjob`."""
     name: str = "train"
     """Job name (a DNS label). Default `train`."""
     node_group: str | None = None

@@ -23,7 +23,8 @@ from stack_config.derived import base_image, dcgm_exporter_enabled, kueue_enable
 
 ROOT = Path(__file__).resolve().parent.parent
 LOCK_DIR = "stacks/mirror"
-OPERATOR_MANIFESTS = {"training-operator": versions.TRAINING_OPERATOR_MANIFEST, "dlrover": versions.DLROVER_MANIFEST}
+OPERATOR_MANIFESTS = {"training-operator": versions.TRAINING_OPERATOR_MANIFEST, "dlrover": versions.DLROVER_MANIFEST,
+                      "trainer": versions.TRAINER_MANIFEST}
 OFFLINE_MANIFEST_DIR = "build/offline"
 """Where the operator manifests rewritten to the site's images are written (per stack), relative to the root."""
 

@@ -27,12 +27,14 @@ from workload_kinds.elasticjob import ElasticJobKind
 from workload_kinds.pytorchjob import PyTorchJobKind
 from workload_kinds.scaledjob import ScaledJobKind
 from workload_kinds.swarm import SwarmKind
+from workload_kinds.trainjob import TrainJobKind
 
 KINDS: dict[str, WorkloadKind] = {kind.name: kind for kind in (
     PyTorchJobKind(),
     ElasticJobKind(),
     ScaledJobKind(),
     SwarmKind(),
+    TrainJobKind(),
 )}
 NO_WORKLOAD = "none"
 SELECTED_BY_AUTOSCALING = {"scaledjob": "scaledjob"}
@@ -66,8 +68,10 @@ def check(config: StackConfig) -> Iterator[Problem]:
 
 
 def kind_of_resource(body: Mapping[str, Any]) -> KubernetesWorkloadKind | None:
-    """The Kubernetes kind whose custom resource `body` is (by its `kind`), if any."""
+    """The workload kind whose custom resource `body` is (by its `kind`: the job, or an object holding its pod
+    templates such as Trainer's ClusterTrainingRuntime), if any."""
     for kind in KINDS.values():
-        if isinstance(kind, KubernetesWorkloadKind) and body.get("kind") == kind.resource_kind:
+        if isinstance(kind, KubernetesWorkloadKind) and body.get("kind") in {kind.resource_kind,
+                                                                              *kind.template_kinds}:
             return kind
     return None

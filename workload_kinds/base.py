@@ -90,6 +90,8 @@ class KubernetesWorkloadKind(WorkloadKind):
     platform: ClassVar[Platform] = "kubernetes"
     resource_kind: ClassVar[str]
     """Kind of the custom resource it creates (`PyTorchJob`)."""
+    template_kinds: ClassVar[frozenset[str]] = frozenset()
+    """Other custom resource kinds whose `pod_templates` hold this kind's pods (Trainer's ClusterTrainingRuntime)."""
     operators: ClassVar[frozenset[str]]
     """Operators it needs installed: `training-operator`, `dlrover`, `keda`."""
     pod_label: ClassVar[str]

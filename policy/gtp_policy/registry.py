@@ -94,6 +94,8 @@ POLICIES: tuple[Rule, ...] = (
          R, k8s.gpu_mps_replicas_range),
     Rule("gpu-sharing-renamed-resource", "Shared GPU slices are advertised as nvidia.com/gpu.shared "
          "(renameByDefault true).", R, k8s.gpu_sharing_renamed_resource),
+    Rule("k8s-trainjob-resources-per-node", "A TrainJob requests its GPUs, and every GPU/EFA resource its runtime's "
+         "node container requests, in spec.trainer.resourcesPerNode.requests.", S, k8s.trainjob_resources_per_node),
     # Lifecycle and destroy safety
     Rule("aws-required-tags", "AWS providers' defaultTags and launch templates' instance tags carry the required "
          "gtp:* tags with this stack's values.", S, life.aws_required_tags),

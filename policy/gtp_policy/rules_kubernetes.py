@@ -406,3 +406,53 @@ def gpu_sharing_renamed_resource(record: Record, facts: Facts) -> Iterator[Findi
                 if not is_true(block.get("renameByDefault")):
                     yield Finding(f"{field}: sharing.{mode}.renameByDefault", block.get("renameByDefault"),
                                   f"must be true so shared slices are advertised as {SHARED_GPU}")
+
+
+TRAIN_JOB = "kubernetes:trainer.kubeflow.org/v1alpha1:TrainJob"
+CLUSTER_TRAINING_RUNTIME = "kubernetes:trainer.kubeflow.org/v1alpha1:ClusterTrainingRuntime"
+EFA = "vpc.amazonaws.com/efa"
+PER_NODE_REQUESTS = "spec.trainer.resourcesPerNode.requests"
+
+
+def _accelerators(resources: Any) -> set[str]:
+    """GPU (any name containing `gpu`, whole or shared) and EFA resource names in a requests/limits map."""
+    return {str(k) for k in resources if "gpu" in str(k) or str(k) == EFA} if isinstance(resources, Mapping) else set()
+
+
+def _runtime_node_accelerators(runtime: Record) -> set[str]:
+    """GPU/EFA resources the runtime's `node` container asks for (trainer@v2.3.0 applies resourcesPerNode to the
+    container named `node` only: pkg/constants/constants.go `Node`)."""
+    wanted: set[str] = set()
+    for job in as_list(_obj(runtime, "spec.template.spec.replicatedJobs")):
+        for container in as_list(get_path(job, "template.spec.template.spec.containers")):
+            if isinstance(container, Mapping) and container.get("name") == "node":
+                for section in ("requests", "limits"):
+                    wanted |= _accelerators(get_path(container, f"resources.{section}"))
+    return wanted
+
+
+def trainjob_resources_per_node(stack: Any, facts: Facts) -> Iterator[Finding]:
+    """A TrainJob states its GPU and EFA requests in `spec.trainer.resourcesPerNode`.
+
+    Trainer up to v2.2.1 REPLACES the `node` container's resources with `resourcesPerNode`
+    (trainer@v2.2.1 pkg/runtime/core/trainingruntime.go:182), and Kueue v0.19.2 computes quota with that code;
+    v2.3.0 merges per key, but with no GPU there the Torch plugin's `numProcPerNode: auto` counts CPUs
+    (pkg/runtime/framework/plugins/torch/torch.go:121-135). A request left only in the runtime silently vanishes:
+    no GPU, or no EFA and NCCL falls back to TCP.
+    """
+    runtimes = {str(_obj(r, "metadata.name")): r for r in stack.of_type(CLUSTER_TRAINING_RUNTIME)}
+    for job in stack.of_type(TRAIN_JOB):
+        requests = _obj(job, PER_NODE_REQUESTS)
+        have = _accelerators(requests)
+        if not any("gpu" in name for name in have):
+            yield Finding(PER_NODE_REQUESTS, requests,
+                          "a TrainJob must request its GPUs (nvidia.com/gpu or a shared GPU resource) in "
+                          "resourcesPerNode.requests: the runtime's requests are replaced (Trainer <= v2.2.1, "
+                          "Kueue v0.19.2) and numProcPerNode 'auto' counts CPUs without one", record=job)
+        runtime = runtimes.get(str(_obj(job, "spec.runtimeRef.name")))
+        missing = sorted(_runtime_node_accelerators(runtime) - have) if runtime is not None else []
+        if missing:
+            yield Finding(PER_NODE_REQUESTS, requests,
+                          f"missing {', '.join(missing)} that runtime '{_obj(job, 'spec.runtimeRef.name')}' "
+                          f"requests: put every GPU and {EFA} request in resourcesPerNode.requests, or it "
+                          "vanishes (EFA lost: NCCL falls back to TCP)", record=job)

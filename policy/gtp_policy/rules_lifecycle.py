@@ -33,6 +33,7 @@ OPERATOR_TYPES = HELM_RELEASE_TYPES + (
 OPERATOR_OF_GROUP = {
     "kubeflow.org": "training-operator",
     "elastic.iml.github.io": "dlrover",
+    "trainer.kubeflow.org": "trainer",
     "keda.sh": "keda",
     "monitoring.coreos.com": "prometheus",
 }

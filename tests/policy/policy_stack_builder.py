@@ -166,7 +166,22 @@ def compliant_stack(kind: str = "dev") -> list[dict]:
                  parent=operators["urn"])
     keda = kr("kubernetes:helm.sh/v3:Release", n("keda"), {"chart": "keda", "version": "2.20.2",
                                                            "namespace": "keda"}, parent=operators["urn"])
+    trainer = kr("kubernetes:yaml/v2:ConfigFile", n("trainer"), {"file": (
+        "build/offline/edge/kubeflow-trainer-v2.3.0-0123456789ab.yaml" if f.get("siteRegistry")
+        else "vendor/operators/kubeflow-trainer-v2.3.0.yaml")},
+                 custom=False, parent=operators["urn"])
     workload = r("gtp:workload:TrainingWorkload", n("workload"), {}, custom=False, depends_on=[operators["urn"]])
+    node = container("node", "nvidia.com/gpu")
+    node["resources"]["requests"]["vpc.amazonaws.com/efa"] = node["resources"]["limits"]["vpc.amazonaws.com/efa"] = "1"
+    runtime = kr("kubernetes:trainer.kubeflow.org/v1alpha1:ClusterTrainingRuntime", n("trainjob-runtime"), {
+        "metadata": {"name": "training-torch"}, "spec": {"mlPolicy": {"numNodes": 1.0, "torch": {}}, "template": {
+            "spec": {"replicatedJobs": [{"name": "node", "template": {"spec": {"template": {"spec": {
+                "containers": [node]}}}}}]}}}}, depends_on=[trainer["urn"]])
+    train_job = kr("kubernetes:trainer.kubeflow.org/v1alpha1:TrainJob", n("trainjob"), {
+        "metadata": {"name": "tj", "namespace": "training"},
+        "spec": {"runtimeRef": {"name": "training-torch"}, "trainer": {
+            "numNodes": 2.0, "numProcPerNode": 1.0, "resourcesPerNode": copy.deepcopy(node["resources"])}}},
+        depends_on=[trainer["urn"], runtime["urn"]])
     pytorch_job = kr("kubernetes:kubeflow.org/v1:PyTorchJob", n("pytorchjob"), {
         "apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "metadata": {"name": "train", "namespace": "training"},
         "spec": {"nprocPerNode": "1", "pytorchReplicaSpecs": {
@@ -187,8 +202,8 @@ def compliant_stack(kind: str = "dev") -> list[dict]:
     return copy.deepcopy([aws, key, cluster_component, cluster, access_entry, subnet, public_subnet, template,
                           node_role, node_policy, node_group, training_role, training_policy, attachment, association,
                           irsa_role, repository, lifecycle, repository_policy, bucket, k8s, plugin_ns, training_ns,
-                          device_plugin, operators, training_operator, dlrover, keda, workload, pytorch_job,
-                          elastic_job, scaled_job, job, service])
+                          device_plugin, operators, training_operator, dlrover, keda, trainer, workload, pytorch_job,
+                          elastic_job, scaled_job, job, service, runtime, train_job])
 
 
 def find(records: list[dict], suffix: str) -> dict:

@@ -29,8 +29,17 @@ def options(suffix, option, value):
     return lambda records: set_path(find(records, suffix), ["options", option], value)
 
 
+PER_NODE = ["inputs", "spec", "trainer", "resourcesPerNode", "requests"]
+
 # (policy, stack kind, resource name suffix, path inside the record (or a callable), value, expected field text)
 FAILING = [
+    # The GPU left only in the runtime: Trainer <= v2.2.1 (and Kueue v0.19.2's quota) replaces it.
+    ("k8s-trainjob-resources-per-node", "prod", "-trainjob", PER_NODE, {"cpu": "4", "memory": "16Gi"},
+     "must request its GPUs"),
+    ("k8s-trainjob-resources-per-node", "dev", "-trainjob", PER_NODE, DELETE, "must request its GPUs"),
+    # EFA left only in the runtime: NCCL would fall back to TCP.
+    ("k8s-trainjob-resources-per-node", "prod", "-trainjob", PER_NODE,
+     {"cpu": "4", "memory": "16Gi", "nvidia.com/gpu": "1"}, "missing vpc.amazonaws.com/efa"),
     ("eks-private-endpoint-in-production", "prod", "-cluster", ["inputs", "vpcConfig", "endpointPublicAccess"],
      True, "vpcConfig.endpointPublicAccess"),
     ("eks-private-endpoint-in-production", "prod", "-cluster", ["inputs", "vpcConfig", "endpointPublicAccess"],

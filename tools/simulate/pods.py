@@ -7,6 +7,9 @@ function it reproduces:
 - PyTorchJob — Kubeflow training-operator v1.9.4 (github.com/kubeflow/trainer, tag v1.9.4);
 - ElasticJob — DLRover v0.6.1 (github.com/intelligent-machine-learning/dlrover, tag v0.6.1): the Go controller
   creates the job master pod, the master (Python) creates the worker pods;
+- TrainJob — Kubeflow Trainer v2.3.0 (github.com/kubeflow/trainer, tag v2.3.0) builds a JobSet from the TrainJob and
+  its ClusterTrainingRuntime, JobSet v0.12.0 (github.com/kubernetes-sigs/jobset) one indexed Job per replicated job,
+  the Job controller the pods;
 - ScaledJob — KEDA v2.20.2 (github.com/kedacore/keda, tag v2.20.2) creates Jobs, the Job controller their pods.
 
 Counts are the largest the stack allows: replicas, raised to an `elasticPolicy.maxReplicas`, a KEDA
@@ -431,6 +434,92 @@ def _scaledjob(item: ClusterObject) -> list[ExpandedPod]:
                         pod=pod, count=jobs * _job_pods(job_spec))]
 
 
+# TrainJob — Kubeflow Trainer v2.3.0 + JobSet v0.12.0
+TORCH_MASTER_PORT = 29500
+"""trainer@v2.3.0 pkg/constants/constants.go `ContainerTrainerPort`: PET_MASTER_PORT of the Torch plugin."""
+
+
+def _merge_resources(base: Mapping[str, Any], override: Mapping[str, Any]) -> dict[str, Any]:
+    """trainer@v2.3.0 pkg/util/trainingruntime/trainingruntime.go (strategic merge of the TrainJob's
+    `resourcesPerNode` onto the `node` container, #3602): per key, the TrainJob's value wins, the runtime's other
+    keys stay. (Up to v2.2.1 the whole block was replaced: pkg/runtime/core/trainingruntime.go:182.)"""
+    merged: dict[str, Any] = {}
+    for part in ("requests", "limits"):
+        values = {**dict(base.get(part) or {}), **dict(override.get(part) or {})}
+        if values:
+            merged[part] = values
+    return merged
+
+
+def _trainjob(item: ClusterObject, objects: list[ClusterObject]) -> list[ExpandedPod]:
+    """TrainJob → JobSet → Job → Pod, for a runtime of the rendered cluster (`runtimeRef` kind
+    ClusterTrainingRuntime by default, trainjob_types.go:170-177, or TrainingRuntime in the TrainJob's
+    namespace). What each step adds is cited inline."""
+    from workload_kinds.trainjob import ANCESTOR_LABEL, NODE, runtime_templates  # noqa: PLC0415 (cycle-free)
+
+    namespace = item.namespace or "default"
+    spec = item.obj.get("spec") or {}
+    ref = spec.get("runtimeRef") or {}
+    ref_kind = ref.get("kind") or "ClusterTrainingRuntime"
+    runtime = next((o for o in objects if o.kind == ref_kind and o.name == ref.get("name")
+                    and (ref_kind == "ClusterTrainingRuntime" or (o.namespace or "default") == namespace)), None)
+    if runtime is None:
+        return []
+    trainer = spec.get("trainer") or {}
+    runtime_spec = runtime.obj.get("spec") or {}
+    ml_policy = runtime_spec.get("mlPolicy") or {}
+    # trainjob_types.go:278 numNodes: the TrainJob's overrides the runtime's mlPolicy.numNodes (default 1).
+    num_nodes = _int(trainer.get("numNodes"), _int(ml_policy.get("numNodes"), 1))
+    jobs = _get(runtime_spec, ("template", "spec", "replicatedJobs")) or []
+    templates = runtime_templates(runtime.obj)
+    pods: list[ExpandedPod] = []
+    for job in jobs:
+        rjob = str(job.get("name"))
+        template = copy.deepcopy(dict(templates.get(rjob) or {}))
+        job_labels = _get(job, ("template", "metadata", "labels")) or {}
+        is_trainer = job_labels.get(ANCESTOR_LABEL) == "trainer"
+        replicas = _int(job.get("replicas"), 1)
+        # pkg/runtime/framework/plugins/jobset/jobset.go Build: the trainer ancestor's Job runs numNodes pods
+        # (parallelism = completions = numNodes), an Indexed Job (JobSet sets completionMode Indexed).
+        per_job = num_nodes if is_trainer else _job_pods(_get(job, ("template", "spec")) or {})
+        labels = template.setdefault("metadata", {}).setdefault("labels", {})
+        # JobSet v0.12.0 pkg/controllers/jobset_controller.go labelAndAnnotateObject: these labels on every pod.
+        labels.update({"jobset.sigs.k8s.io/jobset-name": item.name, "jobset.sigs.k8s.io/replicatedjob-name": rjob,
+                       "jobset.sigs.k8s.io/replicatedjob-replicas": str(replicas),
+                       "jobset.sigs.k8s.io/job-index": "0", "jobset.sigs.k8s.io/restart-attempt": "0"})
+        # JobSet default network (enableDNSHostnames): pods get subdomain = the JobSet's name (a headless
+        # Service of that name), hostname <jobset>-<rjob>-<job index>-<completion index> (Indexed Job).
+        pod_spec = template.setdefault("spec", {})
+        pod_spec.setdefault("subdomain", item.name)
+        if is_trainer:
+            for container in pod_spec.get("containers") or []:
+                if container.get("name") != NODE:
+                    continue
+                # pkg/runtime/core/trainingruntime.go newRuntimeInfo + pkg/util/trainingruntime: resourcesPerNode
+                # merged onto container `node`; trainer.image/command/args replace the runtime's when set.
+                container["resources"] = _merge_resources(container.get("resources") or {},
+                                                          trainer.get("resourcesPerNode") or {})
+                for key in ("image", "command", "args"):
+                    if trainer.get(key):
+                        container[key] = copy.deepcopy(trainer[key])
+                # pkg/runtime/framework/plugins/torch/torch.go EnforceMLPolicy: the PET_* env (constants.go
+                # 190-203); numProcPerNode defaults to `auto` (torch.go:121-135), torchrun resolves it.
+                env = [e for e in (container.get("env") or []) if not str(e.get("name", "")).startswith("PET_")]
+                env += [{"name": "PET_NNODES", "value": str(num_nodes)},
+                        {"name": "PET_NPROC_PER_NODE", "value": str(trainer.get("numProcPerNode", "auto"))},
+                        {"name": "PET_NODE_RANK", "valueFrom": {"fieldRef": {
+                            "fieldPath": "metadata.annotations['batch.kubernetes.io/job-completion-index']"}}},
+                        {"name": "PET_MASTER_ADDR", "value": f"{item.name}-{NODE}-0-0.{item.name}"},
+                        {"name": "PET_MASTER_PORT", "value": str(TORCH_MASTER_PORT)}]
+                env += [dict(e) for e in trainer.get("env") or []]
+                container["env"] = env
+        pods.append(ExpandedPod(owner=f"TrainJob {namespace}/{item.name} {rjob}", source=item.source,
+                                namespace=namespace, pod=pod_from_template(template, namespace,
+                                                                           f"{item.name}-{rjob}-0-0"),
+                                count=replicas * per_job))
+    return pods
+
+
 def _builtin(item: ClusterObject, scalers: Mapping[tuple[str, str, str], int]) -> list[ExpandedPod]:
     namespace = item.namespace or "default"
     template = _get(item.obj, _TEMPLATE_PATHS[item.kind])
@@ -470,6 +559,10 @@ def expand_pods(objects: list[ClusterObject], plan: Plan | None = None) -> list[
             pods += _elasticjob(item, objects)
         elif item.kind == "ScaledJob":
             pods += _scaledjob(item)
+        elif item.kind == "TrainJob":
+            pods += _trainjob(item, objects)
+        elif item.kind in ("ClusterTrainingRuntime", "TrainingRuntime"):
+            continue  # a template only: its pods are expanded from the TrainJobs that reference it
         else:
             kind = workload_kinds.kind_of_resource(item.obj)
             if kind is None:
