@@ -140,7 +140,8 @@ class TrainJobKind(KubernetesWorkloadKind):
                               backoff_limit=workload.backoff_limit)["spec"],
             # Trainer's runtime webhook (failurePolicy Fail) must be serving: depend on the operator.
             opts=pulumi.ResourceOptions(provider=context.provider, depends_on=[operator, *context.ready]))
-        body = trainjob_body(workload.name, namespace, runtime, shape, num_nodes=workload.num_nodes)
+        body = trainjob_body(workload.name, namespace, runtime, shape, num_nodes=workload.num_nodes,
+                             labels=context.queue_labels)  # Kueue's queue, when the stack runs Kueue
         k8s.apiextensions.CustomResource(
             "trainjob", api_version=API_VERSION, kind="TrainJob", metadata=body["metadata"], spec=body["spec"],
             opts=pulumi.ResourceOptions(provider=context.provider,

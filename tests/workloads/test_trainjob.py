@@ -90,3 +90,8 @@ def test_prod_with_trainjob_on_efa_plans_and_simulates_clean(tmp_path):
     assert pods[0].pod["metadata"]["labels"]["jobset.sigs.k8s.io/jobset-name"] == "gpt-pretrain"
     simulation = json.loads((tmp_path / "plan" / "prod" / "simulation.json").read_text())
     assert "TrainJob training-prod/gpt-pretrain node" in json.dumps(simulation)
+    # prod with a fixed-size TrainJob runs Kueue by default: the TrainJob is queued, its gang fits the quota
+    resources = json.loads((tmp_path / "plan" / "prod" / "resources.json").read_text())["resources"]
+    trainjob = next(r for r in resources if r["type"] == "kubernetes:trainer.kubeflow.org/v1alpha1:TrainJob")
+    assert trainjob["inputs"]["metadata"]["labels"]["kueue.x-k8s.io/queue-name"]
+    assert simulation["checks"]["queued"]["findings"] == [] and simulation["checks"]["queued"]["total"] > 0
