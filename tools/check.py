@@ -38,7 +38,7 @@ import workload_kinds
 from tools.cluster import CLUSTER_SCOPED, ClusterObject
 from tools.cluster import load as load_cluster
 from tools.plan import known_stacks
-from tools.plan_record import COMPUTED, ROOT
+from tools.plan_record import COMPUTED, ROOT, dicts_in
 
 BIN = Path(sys.executable).parent
 
@@ -246,15 +246,9 @@ COMPUTED_IMAGE = "registry.invalid/gtp/trainer@sha256:" + "0" * 64
 
 
 def _pin_computed_images(node: object) -> None:
-    if isinstance(node, dict):
-        for key, value in node.items():
-            if key == "image" and value == COMPUTED:
-                node[key] = COMPUTED_IMAGE
-            else:
-                _pin_computed_images(value)
-    elif isinstance(node, list):
-        for item in node:
-            _pin_computed_images(item)
+    for mapping in dicts_in(node):
+        if mapping.get("image") == COMPUTED:
+            mapping["image"] = COMPUTED_IMAGE
 
 
 def run(name: str, command: list[str]) -> bool:

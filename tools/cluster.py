@@ -31,7 +31,7 @@ from typing import Any
 
 import yaml
 
-from tools.plan_record import COMPUTED, ROOT, SECRET, Plan
+from tools.plan_record import COMPUTED, ROOT, SECRET, Plan, dicts_in
 
 YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 YAML_DUMPER = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
@@ -109,20 +109,12 @@ def _masked(obj: dict[str, Any]) -> dict[str, Any]:
             if isinstance(obj.get(field), dict):
                 obj[field] = {key: SECRET for key in obj[field]}
 
-    def walk(node: Any) -> None:
-        if isinstance(node, dict):
-            annotations = (node.get("metadata") or {}).get("annotations") if isinstance(node.get("metadata"), dict) else None
-            if isinstance(annotations, dict):
-                for key in annotations:
-                    if key.startswith("checksum/secret"):
-                        annotations[key] = COMPUTED
-            for value in node.values():
-                walk(value)
-        elif isinstance(node, list):
-            for value in node:
-                walk(value)
-
-    walk(obj)
+    for node in dicts_in(obj):
+        annotations = node.get("metadata", {}).get("annotations") if isinstance(node.get("metadata"), dict) else None
+        if isinstance(annotations, dict):
+            for key in annotations:
+                if key.startswith("checksum/secret"):
+                    annotations[key] = COMPUTED
     return obj
 
 

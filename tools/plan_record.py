@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -122,6 +122,18 @@ def _manifest_order(obj: Mapping[str, Any]) -> tuple[int, str, str, str]:
     rank = _KIND_ORDER.index(kind) if kind in _KIND_ORDER else len(_KIND_ORDER)
     metadata = obj.get("metadata", {})
     return rank, kind, str(metadata.get("namespace", "")), str(metadata.get("name", ""))
+
+
+def dicts_in(node: Any) -> Iterator[dict[str, Any]]:
+    """Every mapping nested anywhere in `node` (itself included), parents before children; callers may change
+    a mapping's values in place (the walk reads each one's values after yielding it)."""
+    if isinstance(node, dict):
+        yield node
+        for value in list(node.values()):
+            yield from dicts_in(value)
+    elif isinstance(node, list):
+        for item in node:
+            yield from dicts_in(item)
 
 
 def clean(value: Any) -> Any:

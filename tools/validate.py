@@ -31,7 +31,7 @@ import jsonschema
 import kubernetes_validate
 
 from tools.cluster import ClusterObject
-from tools.plan_record import COMPUTED, SECRET, Plan
+from tools.plan_record import COMPUTED, SECRET, Plan, dicts_in
 
 
 @dataclass
@@ -52,18 +52,10 @@ def close_schema(schema: Mapping[str, Any]) -> dict[str, Any]:
     """Make objects with declared properties reject undeclared ones (strict field validation)."""
     schema = copy.deepcopy(dict(schema))
 
-    def walk(node: Any) -> None:
-        if isinstance(node, dict):
-            if ("properties" in node and "additionalProperties" not in node
-                    and not node.get("x-kubernetes-preserve-unknown-fields")):
-                node["additionalProperties"] = False
-            for value in node.values():
-                walk(value)
-        elif isinstance(node, list):
-            for value in node:
-                walk(value)
-
-    walk(schema)
+    for node in dicts_in(schema):
+        if ("properties" in node and "additionalProperties" not in node
+                and not node.get("x-kubernetes-preserve-unknown-fields")):
+            node["additionalProperties"] = False
     # metadata is validated by the API server's ObjectMeta, not the CRD schema.
     schema.setdefault("properties", {})["metadata"] = {"type": "object"}
     return schema

@@ -171,22 +171,32 @@ def _host_probes(meta: Mapping[str, Any], spec: Mapping[str, Any]) -> str | None
     return f"{_names(bad)} use probe or lifecycle hosts {', '.join(sorted(hosts))}" if bad else None
 
 
-def _apparmor(meta: Mapping[str, Any], spec: Mapping[str, Any]) -> str | None:
-    # check_appArmorProfile.go appArmorProfile_1_0
-    allowed = {"RuntimeDefault", "Localhost"}
+# The profile types both the AppArmor and the seccomp controls allow (check_appArmorProfile.go,
+# check_seccompProfile_*.go).
+SECCOMP_ALLOWED = APPARMOR_ALLOWED = frozenset({"RuntimeDefault", "Localhost"})
+
+
+def _profiles_not_in(spec: Mapping[str, Any], field: str, allowed: frozenset[str]) -> tuple[list[str], set[str]]:
+    """Who sets securityContext.<field>.type to a value outside `allowed` (the pod, then its containers named)."""
     setters, values = [], set()
-    pod_profile = _sc(spec).get("appArmorProfile")
-    if isinstance(pod_profile, Mapping) and pod_profile.get("type") not in allowed:
+    profile = _sc(spec).get(field)
+    if isinstance(profile, Mapping) and profile.get("type") not in allowed:
         setters.append("pod")
-        values.add(str(pod_profile.get("type")))
+        values.add(str(profile.get("type")))
     bad = []
     for c in _containers(spec):
-        profile = _sc(c).get("appArmorProfile")
+        profile = _sc(c).get(field)
         if isinstance(profile, Mapping) and profile.get("type") not in allowed:
             bad.append(c)
             values.add(str(profile.get("type")))
     if bad:
         setters.append(_names(bad))
+    return setters, values
+
+
+def _apparmor(meta: Mapping[str, Any], spec: Mapping[str, Any]) -> str | None:
+    # check_appArmorProfile.go appArmorProfile_1_0
+    setters, values = _profiles_not_in(spec, "appArmorProfile", APPARMOR_ALLOWED)
     prefix = "container.apparmor.security.beta.kubernetes.io/"
     annotations = sorted(f"{k}={v!r}" for k, v in (meta.get("annotations") or {}).items()
                          if k.startswith(prefix) and v and v != "runtime/default" and not str(v).startswith("localhost/"))
@@ -250,24 +260,11 @@ def _seccomp_annotations(meta: Mapping[str, Any], spec: Mapping[str, Any]) -> st
     return f"forbidden annotations {', '.join(bad)}" if bad else None
 
 
-SECCOMP_ALLOWED = frozenset({"RuntimeDefault", "Localhost"})
 
 
 def _seccomp_baseline(meta: Mapping[str, Any], spec: Mapping[str, Any]) -> str | None:
     # check_seccompProfile_baseline.go seccompProfileBaseline_1_19
-    setters, values = [], set()
-    profile = _sc(spec).get("seccompProfile")
-    if isinstance(profile, Mapping) and profile.get("type") not in SECCOMP_ALLOWED:
-        setters.append("pod")
-        values.add(str(profile.get("type")))
-    bad = []
-    for c in _containers(spec):
-        profile = _sc(c).get("seccompProfile")
-        if isinstance(profile, Mapping) and profile.get("type") not in SECCOMP_ALLOWED:
-            bad.append(c)
-            values.add(str(profile.get("type")))
-    if bad:
-        setters.append(_names(bad))
+    setters, values = _profiles_not_in(spec, "seccompProfile", SECCOMP_ALLOWED)
     return f"{' and '.join(setters)} must not set securityContext.seccompProfile.type to " \
            f"{', '.join(sorted(values))}" if setters else None
 
