@@ -57,9 +57,10 @@ class SwarmTarget(ClusterTarget):
         yield from self._check_gpus(config)
         yield from self._check_storage(config)
         yield from self._check_secrets(config)
-        if config.autoscaling.mode != "none":
-            yield Problem("autoscaling.mode", f"{config.autoscaling.mode!r} needs KEDA on Kubernetes; a Swarm job has "
-                                              "a fixed set of servers: use none")
+        for name, workload in config.workloads.items():
+            if workload.autoscaling.mode != "none":
+                yield Problem(f"workloads.{name}.autoscaling.mode", f"{workload.autoscaling.mode!r} needs KEDA on "
+                              "Kubernetes; a Swarm job has a fixed set of servers: use none")
         metrics = config.gpu.metrics
         enabled = [key for key, on in (("dcgmExporter", metrics.dcgm_exporter), ("prometheus", metrics.prometheus),
                                        ("grafana", metrics.grafana)) if on]
@@ -89,21 +90,24 @@ class SwarmTarget(ClusterTarget):
                 yield Problem(f"{path}.mode", f"{sharing.mode!r}: a Swarm task owns whole servers (no MPS, no "
                                               "time-slicing: the NVIDIA runtime shows every GPU to every container); "
                                               "use none")
-        workload = config.workload
-        group = config.gpu_node_groups.get(workload.node_group or "")
-        if workload.kind == "none" or group is None:
-            return
-        if workload.gpu_resource != "whole":
-            yield Problem("workload.gpuResource", "'shared': a Swarm task reserves all GPUs of its server; use whole")
-        if workload.gpus_per_node is not None and group.gpus_per_node is not None \
-                and workload.gpus_per_node != group.gpus_per_node:
-            yield Problem("workload.gpusPerNode", f"{workload.gpus_per_node}, but a '{workload.node_group}' server "
-                          f"has {group.gpus_per_node} GPUs: one task per server uses all of them (omit gpusPerNode)")
-        tasks = workload.elastic.max_nodes if workload.elastic else workload.num_nodes
-        if tasks > group.max_size:
-            key = "workload.elastic.maxNodes" if workload.elastic else "workload.numNodes"
-            yield Problem(key, f"{tasks} tasks, but node group '{workload.node_group}' has {group.max_size} GPU "
-                               f"server(s) (maxSize) and a server runs one task: use at most {group.max_size}")
+        for name, workload in config.workloads.items():
+            path = f"workloads.{name}"
+            group = config.gpu_node_groups.get(workload.node_group or "")
+            if group is None:
+                continue
+            if workload.gpu_resource != "whole":
+                yield Problem(f"{path}.gpuResource", "'shared': a Swarm task reserves all GPUs of its server; use "
+                                                     "whole")
+            if workload.gpus_per_node is not None and group.gpus_per_node is not None \
+                    and workload.gpus_per_node != group.gpus_per_node:
+                yield Problem(f"{path}.gpusPerNode", f"{workload.gpus_per_node}, but a '{workload.node_group}' "
+                              f"server has {group.gpus_per_node} GPUs: one task per server uses all of them (omit "
+                              "gpusPerNode)")
+            tasks = workload.elastic.max_nodes if workload.elastic else workload.num_nodes
+            if tasks > group.max_size:
+                key = f"{path}.elastic.maxNodes" if workload.elastic else f"{path}.numNodes"
+                yield Problem(key, f"{tasks} tasks, but node group '{workload.node_group}' has {group.max_size} GPU "
+                                   f"server(s) (maxSize) and a server runs one task: use at most {group.max_size}")
 
     def _check_storage(self, config: StackConfig) -> Iterator[Problem]:
         storage = config.storage

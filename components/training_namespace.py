@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
 import pulumi
 import pulumi_kubernetes as k8s
 
+from components.kueue import quantity
 from components.training_pod import METRICS_PORT
 from conventions.kubernetes import pod_security_labels
 from conventions.names import EFA_RESOURCE
@@ -44,34 +46,57 @@ def _number(value: float) -> str:
     return f"{value:g}" if value == int(value) else f"{value:.3f}".rstrip("0")
 
 
-def quota_hard(size: QuotaSize) -> dict[str, str]:
-    pods = size.num_pods + (1 if size.dlrover_master else 0)
-    master = DLROVER_MASTER if size.dlrover_master else {"cpu": 0.0, "memory_gib": 0.0, "ephemeral_gib": 0.0}
-    cpu = cpu_cores(size.cpu) * size.num_pods + master["cpu"]
-    memory = math.ceil(quantity_gib(size.memory) * size.num_pods + master["memory_gib"])
-    ephemeral = math.ceil(quantity_gib(size.ephemeral_storage) * size.num_pods + master["ephemeral_gib"])
+def quota_hard(sizes: Sequence[QuotaSize]) -> dict[str, str]:
+    """The namespace's quota: exactly what all its workloads run at once at their largest (plus one DLRover
+    master per ElasticJob)."""
+    pods = cpu = memory = ephemeral = 0.0
+    extended: dict[str, int] = {}
+    for size in sizes:
+        master = DLROVER_MASTER if size.dlrover_master else {"cpu": 0.0, "memory_gib": 0.0, "ephemeral_gib": 0.0}
+        pods += size.num_pods + (1 if size.dlrover_master else 0)
+        cpu += cpu_cores(size.cpu) * size.num_pods + master["cpu"]
+        memory += quantity_gib(size.memory) * size.num_pods + master["memory_gib"]
+        ephemeral += quantity_gib(size.ephemeral_storage) * size.num_pods + master["ephemeral_gib"]
+        extended[size.gpu_resource] = extended.get(size.gpu_resource, 0) + size.gpus_per_pod * size.num_pods
+        if size.efa_per_pod:
+            extended[EFA_RESOURCE] = extended.get(EFA_RESOURCE, 0) + size.efa_per_pod * size.num_pods
     hard = {
-        "pods": str(pods),
+        "pods": str(int(pods)),
         "requests.cpu": _number(cpu), "limits.cpu": _number(cpu),
-        "requests.memory": f"{memory}Gi", "limits.memory": f"{memory}Gi",
-        "requests.ephemeral-storage": f"{ephemeral}Gi", "limits.ephemeral-storage": f"{ephemeral}Gi",
+        "requests.memory": f"{math.ceil(memory)}Gi", "limits.memory": f"{math.ceil(memory)}Gi",
+        "requests.ephemeral-storage": f"{math.ceil(ephemeral)}Gi",
+        "limits.ephemeral-storage": f"{math.ceil(ephemeral)}Gi",
         # Whole GPUs are always capped, also to 0 for a shared-slice stack: a job can't take a whole GPU by
         # mistake. Extended resources are quota'd under `requests.` only (no overcommit exists for them).
         "requests.nvidia.com/gpu": "0",
     }
-    hard[f"requests.{size.gpu_resource}"] = str(size.gpus_per_pod * size.num_pods)
-    if size.efa_per_pod:
-        hard[f"requests.{EFA_RESOURCE}"] = str(size.efa_per_pod * size.num_pods)
+    hard.update({f"requests.{resource}": str(amount) for resource, amount in extended.items()})
     return dict(sorted(hard.items()))
 
 
-def limit_range_spec(cpu: str, memory: str, ephemeral_storage: str) -> dict[str, Any]:
+def capacity_quota_hard(capacity: Mapping[str, float], max_pods: int) -> dict[str, str]:
+    """The namespace's quota when Kueue admits its jobs: what the GPU node groups can provide (the ClusterQueue's
+    nominal quota, `stack_config.derived.group_quota` summed), so that the queue, not this backstop, decides
+    which job runs, and a job submitted outside the stack (the documented submit path) fits as the stack's own
+    do. `capacity` is resource → amount (cpu cores, bytes, counts)."""
+    hard = {"pods": str(max_pods), "requests.nvidia.com/gpu": "0"}
+    for resource, amount in capacity.items():
+        value = quantity(resource, amount)  # written exactly as the ClusterQueue's nominal quota
+        hard[f"requests.{resource}"] = value
+        if resource in ("cpu", "memory", "ephemeral-storage"):
+            hard[f"limits.{resource}"] = value
+    return dict(sorted(hard.items()))
+
+
+def limit_range_spec(sizes: Sequence[QuotaSize]) -> dict[str, Any]:
     """Defaults for containers that state nothing (e.g. DLRover's master sets its own) and a per-container
-    ceiling of one training pod."""
+    ceiling of the largest training pod."""
     default = {"cpu": "1", "memory": "2Gi", "ephemeral-storage": "2Gi"}
+    largest = {key: max((getattr(size, attr) for size in sizes), key=parse)
+               for key, attr, parse in (("cpu", "cpu", cpu_cores), ("memory", "memory", quantity_gib),
+                                        ("ephemeral-storage", "ephemeral_storage", quantity_gib))}
     return {"limits": [{
-        "type": "Container", "default": default, "defaultRequest": dict(default),
-        "max": {"cpu": cpu, "memory": memory, "ephemeral-storage": ephemeral_storage},
+        "type": "Container", "default": default, "defaultRequest": dict(default), "max": largest,
     }]}
 
 
@@ -80,11 +105,19 @@ def namespace_labels(enforce: Literal["restricted", "baseline"]) -> dict[str, st
     return pod_security_labels(enforce, pin_latest=True)
 
 
-def network_policies(*, job_label: str, job_name: str, metrics_namespace: str, num_metrics_ports: int,
+def same_job_policy(job_label: str, job_name: str) -> dict[str, Any]:
+    """torchrun's rendezvous (c10d on 29400 / the operator's 23456), NCCL and gloo (ephemeral ports), DLRover's
+    master (gRPC 50001) and its workers: every port, but only between pods of one job (`job_label` is the label
+    its controller puts on each of them)."""
+    job = {"matchLabels": {job_label: job_name}}
+    return {"podSelector": job, "policyTypes": ["Ingress", "Egress"],
+            "ingress": [{"from": [{"podSelector": job}]}], "egress": [{"to": [{"podSelector": job}]}]}
+
+
+def network_policies(*, jobs: Sequence[tuple[str, str]], metrics_namespace: str, num_metrics_ports: int,
                      api_server_egress: bool) -> dict[str, dict[str, Any]]:
     """NetworkPolicy specs by name suffix. Policies are additive: the default deny closes everything, each other
-    policy opens one documented path."""
-    job = {"matchLabels": {job_label: job_name}}
+    policy opens one documented path. `jobs`: (pod label, job name) of every workload."""
     dns_ports = [{"protocol": "UDP", "port": 53}, {"protocol": "TCP", "port": 53}]
     https_ports = [{"protocol": "TCP", "port": 443}]
     if api_server_egress:
@@ -97,10 +130,7 @@ def network_policies(*, job_label: str, job_name: str, metrics_namespace: str, n
             "to": [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "kube-system"}},
                     "podSelector": {"matchLabels": {"k8s-app": "kube-dns"}}}],
             "ports": dns_ports}]},
-        # torchrun's rendezvous (c10d on 29400 / the operator's 23456), NCCL and gloo (ephemeral ports), DLRover's
-        # master (gRPC 50001) and its workers: every port, but only between pods of this job.
-        "same-job": {"podSelector": job, "policyTypes": ["Ingress", "Egress"],
-                     "ingress": [{"from": [{"podSelector": job}]}], "egress": [{"to": [{"podSelector": job}]}]},
+        **{f"same-job-{name}": same_job_policy(label, name) for label, name in jobs},
         "metrics": {"podSelector": {}, "policyTypes": ["Ingress"], "ingress": [{
             "from": [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": metrics_namespace}}}],
             "ports": [{"protocol": "TCP", "port": METRICS_PORT,
@@ -121,11 +151,15 @@ class TrainingNamespaceArgs:
     service_account: str
     priority_class: str
     """Cluster-scoped PriorityClass name for the stack's training pods."""
-    quota: QuotaSize
-    job_label: str
-    """Label every pod of the job carries (training_job.job_pod_label)."""
-    job_name: str
+    quotas: list[QuotaSize]
+    """One per workload: the LimitRange's ceiling, and the quota unless `capacity` is set."""
+    jobs: list[tuple[str, str]]
+    """(label every pod of the job carries, job name) per workload: each gets its own same-job policy."""
     metrics_namespace: str
+    capacity: dict[str, float] | None = None
+    """With Kueue: the node groups' capacity (resource → amount), which the quota then equals."""
+    max_pods: int = 0
+    """With `capacity`: the most training pods the node groups hold (the `pods` quota)."""
     pod_security: Literal["restricted", "baseline"] = "restricted"
     """Enforced Pod Security level; warn/audit are always `restricted`. `baseline` only for DLRover, whose
     controller builds the job-master pod without any securityContext (v0.6.1 master.go)."""
@@ -160,17 +194,19 @@ class TrainingNamespace(pulumi.ComponentResource):
             description="Training pods: scheduled before best-effort work, never preempting running pods.",
             opts=base)
         quota = k8s.core.v1.ResourceQuota(
-            f"{name}-quota", metadata={**metadata, "name": "training"}, spec={"hard": quota_hard(args.quota)},
+            f"{name}-quota", metadata={**metadata, "name": "training"},
+            spec={"hard": quota_hard(args.quotas) if args.capacity is None
+                  else capacity_quota_hard(args.capacity, args.max_pods)},
             opts=inside)
         limits = k8s.core.v1.LimitRange(
-            f"{name}-limits", metadata={**metadata, "name": "training"},
-            spec=limit_range_spec(args.quota.cpu, args.quota.memory, args.quota.ephemeral_storage), opts=inside)
+            f"{name}-limits", metadata={**metadata, "name": "training"}, spec=limit_range_spec(args.quotas),
+            opts=inside)
         policies = [
             k8s.networking.v1.NetworkPolicy(f"{name}-netpol-{suffix}", metadata={**metadata, "name": suffix},
                                             spec=spec, opts=inside)
             for suffix, spec in network_policies(
-                job_label=args.job_label, job_name=args.job_name, metrics_namespace=args.metrics_namespace,
-                num_metrics_ports=args.quota.gpus_per_pod,
+                jobs=args.jobs, metrics_namespace=args.metrics_namespace,
+                num_metrics_ports=max(quota.gpus_per_pod for quota in args.quotas),
                 api_server_egress=args.dlrover_master_role is not None).items()
         ]
         self.ready = [self.namespace, self.service_account, self.priority_class, quota, limits, *policies]

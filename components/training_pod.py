@@ -68,6 +68,10 @@ class PodShape:
     """EFA devices per pod (`vpc.amazonaws.com/efa`); 0 = EFA off, no EFA env."""
     extra_env: Mapping[str, pulumi.Input[str]] = field(default_factory=dict)
     checkpoint_dir: str | None = None
+    program: tuple[str, ...] | None = None
+    """A team's own program (`workloads.<name>.command`, in their own `image`) in place of `-m module
+    trainer_args`. Such an image has no `trainer` package: no healthcheck init container, no trainer metrics
+    ports; it finds its directories in `GTP_CHECKPOINT_DIR` / `GTP_DATA_DIR`."""
 
 
 def trainer_args(*, model: str, max_steps: int, batch_size: int, checkpoint_dir: str, checkpoint_every: int,
@@ -93,11 +97,18 @@ def checkpoint_dir(mount_path: str, job_name: str) -> str:
 
 
 def torchrun_args(num_procs: int, trainer: Sequence[str], *, standalone: bool = False,
-                  module: str = "trainer.train") -> list[str]:
+                  module: str = "trainer.train", program: Sequence[str] | None = None) -> list[str]:
     """`torchrun` arguments. Rendezvous, node count and rank come from the PET_* env the training-operator sets
-    (torchrun reads PET_<FLAG> for every flag); `--standalone` for a single pod outside any operator."""
+    (torchrun reads PET_<FLAG> for every flag); `--standalone` for a single pod outside any operator. `program`
+    (a team's own command) replaces `-m module trainer`."""
     head = ["--standalone", "--nnodes=1"] if standalone else []
-    return [*head, f"--nproc-per-node={num_procs}", "-m", module, *trainer]
+    return [*head, f"--nproc-per-node={num_procs}", *launched(trainer, module, program)]
+
+
+def launched(trainer: Sequence[str], module: str, program: Sequence[str] | None) -> list[str]:
+    """What the launcher (torchrun, dlrover-run) starts in every process: our trainer's module and flags, or a
+    team's own program."""
+    return list(program) if program is not None else ["-m", module, *trainer]
 
 
 def resources(shape: PodShape) -> dict[str, Any]:
@@ -130,6 +141,11 @@ def container_env(shape: PodShape) -> list[dict[str, Any]]:
     }
     if shape.num_efa:
         env.update(EFA_ENV)
+    if shape.program is not None:
+        # A team's own code learns where its directories are here (our trainer gets them as flags).
+        if shape.checkpoint_dir:
+            env["GTP_CHECKPOINT_DIR"] = shape.checkpoint_dir
+        env["GTP_DATA_DIR"] = f"{shape.mount_path.rstrip('/')}/data"
     env.update(shape.extra_env)
     return [{"name": name, "value": value} for name, value in env.items()]
 
@@ -164,11 +180,13 @@ def pod_template(shape: PodShape, *, command: Sequence[str], args: Sequence[str]
     res = resources(shape)
     mounts = volume_mounts(shape)
     env = container_env(shape)
-    ports = [{"name": f"metrics-{rank}", "containerPort": METRICS_PORT + rank, "protocol": "TCP"}
-             for rank in range(shape.num_gpus)]
+    own = shape.program is not None  # a team's own image: none of our trainer's extras
+    ports = [] if own else [{"name": f"metrics-{rank}", "containerPort": METRICS_PORT + rank, "protocol": "TCP"}
+                            for rank in range(shape.num_gpus)]
     container = {
         "name": CONTAINER_NAME, "image": shape.image, "imagePullPolicy": "IfNotPresent",
-        "command": list(command), "args": list(args), "env": env, "ports": ports,
+        "command": list(command), "args": list(args), "env": env,
+        **({"ports": ports} if ports else {}),
         "resources": res, "securityContext": security, "volumeMounts": mounts,
     }
     healthcheck = {
@@ -179,7 +197,8 @@ def pod_template(shape: PodShape, *, command: Sequence[str], args: Sequence[str]
     return {
         "metadata": {
             "labels": dict(labels or {}),
-            "annotations": {"prometheus.io/scrape": "true", "prometheus.io/port": str(METRICS_PORT)},
+            **({} if own else {"annotations": {"prometheus.io/scrape": "true",
+                                               "prometheus.io/port": str(METRICS_PORT)}}),
         },
         "spec": {
             "serviceAccountName": shape.service_account,
@@ -192,7 +211,8 @@ def pod_template(shape: PodShape, *, command: Sequence[str], args: Sequence[str]
             "securityContext": restricted_pod(user=RUN_AS_USER, group=RUN_AS_USER, fs_group=RUN_AS_USER),
             "affinity": node_affinity(shape.node_selector),
             "tolerations": [dict(t) for t in shape.tolerations],
-            "initContainers": [healthcheck],
+            # The healthcheck is our trainer's module: a team's own image doesn't have it.
+            **({} if own else {"initContainers": [healthcheck]}),
             "containers": [container],
             "volumes": [
                 # NCCL and DataLoader workers exchange tensors through /dev/shm; the container default is 64 MiB.

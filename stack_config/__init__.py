@@ -16,7 +16,7 @@ config into each component's Args.
 
 from stack_config.parse import load, parse_stack_config
 from stack_config.problems import ConfigError, Problem
-from stack_config.schema import NodeFacts, StackConfig, ami_type, efa_enabled, placement_group_enabled
+from stack_config.schema import NodeFacts, StackConfig, WorkloadConfig, ami_type, efa_enabled, placement_group_enabled
 
-__all__ = ["ConfigError", "NodeFacts", "Problem", "StackConfig", "ami_type", "efa_enabled", "load",
+__all__ = ["ConfigError", "NodeFacts", "Problem", "StackConfig", "WorkloadConfig", "ami_type", "efa_enabled", "load",
            "parse_stack_config", "placement_group_enabled"]

@@ -6,7 +6,7 @@ from catalog import versions
 from catalog.gpu_instances import DCGM_UNSUPPORTED_MODELS, JETSON_GPU_MODELS, bottlerocket
 from catalog.node_allocatable import instance_allocatable, smallest
 from conventions.names import EFA_RESOURCE, SHARED_GPU_RESOURCE, WHOLE_GPU_RESOURCE
-from stack_config.schema import NodeFacts, StackConfig
+from stack_config.schema import NodeFacts, StackConfig, WorkloadConfig
 
 
 def dcgm_exporter_enabled(config: StackConfig) -> bool:
@@ -16,17 +16,15 @@ def dcgm_exporter_enabled(config: StackConfig) -> bool:
     return not any(group.gpu_model in DCGM_UNSUPPORTED_MODELS for group in config.gpu_node_groups.values())
 
 
-def num_ranks(config: StackConfig) -> int:
+def num_ranks(config: StackConfig, workload: WorkloadConfig) -> int:
     """Most ranks the workload can run with (pods x processes per pod)."""
-    workload = config.workload
     pods = workload.elastic.max_nodes if workload.elastic else workload.num_nodes
-    if config.autoscaling.mode == "scaledobject":
-        pods = max(pods, config.autoscaling.max_replicas)
-    return pods * gpus_per_pod(config)
+    if workload.autoscaling.mode == "scaledobject":
+        pods = max(pods, workload.autoscaling.max_replicas)
+    return pods * gpus_per_pod(config, workload)
 
 
-def gpus_per_pod(config: StackConfig) -> int:
-    workload = config.workload
+def gpus_per_pod(config: StackConfig, workload: WorkloadConfig) -> int:
     if workload.gpus_per_node is not None:
         return workload.gpus_per_node
     assert workload.node_group is not None
@@ -78,32 +76,43 @@ def image_variant(config: StackConfig) -> str:
 
 
 KUEUE_KINDS = frozenset({"pytorchjob", "trainjob"})
-"""`workload.kind` values Kueue v0.19.2 can admit (its kubeflow.org/pytorchjob and trainer.kubeflow.org/trainjob
-integrations; `autoscaling.mode: scaledjob` runs batch Jobs, admitted by `batch/job`)."""
+"""`workloads.<name>.kind` values Kueue v0.19.2 can admit (its kubeflow.org/pytorchjob and
+trainer.kubeflow.org/trainjob integrations; `autoscaling.mode: scaledjob` runs batch Jobs, admitted by
+`batch/job`)."""
 
 
 def kueue_blockers(config: StackConfig) -> list[str]:
-    """Why Kueue can't queue this stack's workload (empty: it can). See `KueueConfig.enabled`."""
+    """Why Kueue can't queue this stack's workloads (empty: it can). See `KueueConfig.enabled`."""
     blockers = []
     if config.cluster.mode != "eks":
         blockers.append(f"cluster.mode {config.cluster.mode!r}: quotas are derived from the instance catalog, which "
                         "only EKS node groups have")
-    if config.workload.kind == "none":
-        blockers.append("workload.kind 'none': no workload to queue")
-    elif config.workload.kind not in KUEUE_KINDS:
-        blockers.append(f"workload.kind {config.workload.kind!r}: Kueue v0.19.2 has no integration for it "
-                        f"(supported: {', '.join(sorted(KUEUE_KINDS))})")
-    if config.autoscaling.mode == "scaledobject":
-        blockers.append("autoscaling.mode 'scaledobject': KEDA resizes the PyTorchJob after admission and Kueue "
-                        "then suspends and requeues the running job (pkg/controller/jobframework/reconciler.go "
-                        "`ensureOneWorkload`: a workload no longer matching its job stops the job)")
+    if not config.workloads:
+        blockers.append("workloads is empty: no workload to queue")
+    for name, workload in config.workloads.items():
+        if workload.kind not in KUEUE_KINDS:
+            blockers.append(f"workloads.{name}.kind {workload.kind!r}: Kueue v0.19.2 has no integration for it "
+                            f"(supported: {', '.join(sorted(KUEUE_KINDS))})")
+        if workload.autoscaling.mode == "scaledobject":
+            blockers.append(f"workloads.{name}.autoscaling.mode 'scaledobject': KEDA resizes the PyTorchJob after "
+                            "admission and Kueue then suspends and requeues the running job "
+                            "(pkg/controller/jobframework/reconciler.go `ensureOneWorkload`: a workload no longer "
+                            "matching its job stops the job)")
     return blockers
 
 
 def kueue_enabled(config: StackConfig) -> bool:
-    """`workload.kueue.enabled`, defaulting to on wherever Kueue can queue the workload."""
-    enabled = config.workload.kueue.enabled
+    """`kueue.enabled`, defaulting to on wherever Kueue can queue every workload."""
+    enabled = config.kueue.enabled
     return not kueue_blockers(config) if enabled is None else enabled
+
+
+def pods_per_job(workload: WorkloadConfig) -> int:
+    """Most training pods one job of the workload runs at once (quotas are sized from it)."""
+    pods = workload.elastic.max_nodes if workload.elastic else workload.num_nodes
+    if workload.autoscaling.mode != "none":
+        pods = max(pods, workload.autoscaling.max_replicas)
+    return pods
 
 
 def gpu_resource_of(config: StackConfig, group: str) -> tuple[str, int]:

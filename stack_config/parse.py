@@ -17,11 +17,11 @@ from stack_config.rules import Rule, check_rules
 from stack_config.rules import snake as _snake
 from stack_config.source import StackSource, read_stack_source
 from stack_config.schema import (
-    AutoscalingConfig,
     ClusterConfig,
     GpuConfig,
     GpuNodeGroupConfig,
     ImageConfig,
+    KueueConfig,
     LifecycleConfig,
     NetworkConfig,
     StackConfig,
@@ -44,12 +44,17 @@ SECTIONS: dict[str, type[_Section]] = {
     "network": NetworkConfig,
     "gpu": GpuConfig,
     "image": ImageConfig,
-    "workload": WorkloadConfig,
-    "autoscaling": AutoscalingConfig,
+    "kueue": KueueConfig,
     "storage": StorageConfig,
     "lifecycle": LifecycleConfig,
 }
-MAP_SECTIONS: dict[str, type[_Section]] = {"gpuNodeGroups": GpuNodeGroupConfig}
+MAP_SECTIONS: dict[str, type[_Section]] = {"gpuNodeGroups": GpuNodeGroupConfig, "workloads": WorkloadConfig}
+MOVED_KEYS: dict[str, str] = {
+    "workload": "the single `workload` became the map `workloads`, keyed by the job's name (its former `name`): "
+                "write `gtp:workloads: {<name>: {kind: ..., nodeGroup: ...}}`",
+    "autoscaling": "`autoscaling` moved into the workload it scales: `gtp:workloads.<name>.autoscaling`",
+}
+"""Keys of earlier releases, and where their content lives now."""
 STRING_MAP_SECTIONS = ("tags",)
 SECRET_KEYS = ("kubeconfig", "registryPassword", "swarmSecrets")
 KNOWN_KEYS = (*SCALAR_DEFAULTS, *SECTIONS, *MAP_SECTIONS, *STRING_MAP_SECTIONS, *SECRET_KEYS)
@@ -70,7 +75,9 @@ def parse_stack_config(
     problems: list[Problem] = list(source.problems) if source is not None else []
     secret_keys = set(secret_keys)
     for key in raw:
-        if key not in KNOWN_KEYS:
+        if key in MOVED_KEYS:
+            problems.append(Problem(key, f"is no longer read: {MOVED_KEYS[key]}"))
+        elif key not in KNOWN_KEYS:
             problems.append(Problem(key, f"unknown key{did_you_mean(key, KNOWN_KEYS)}; allowed: "
                                          f"{', '.join(sorted(KNOWN_KEYS))}"))
 
@@ -86,6 +93,13 @@ def parse_stack_config(
         if isinstance(value, dict):
             parsed[key] = {name: _validate(model, entry, f"{key}.{name}", problems, blocked)
                            for name, entry in value.items()}
+            if "name" in model.model_fields:  # the entry's name is its key
+                for name, entry in value.items():
+                    if isinstance(entry, dict) and "name" in entry:
+                        problems.append(Problem(f"{key}.{name}.name", f"{entry['name']!r}: the name is the map "
+                                                                      f"key ({name!r}); remove this key"))
+                parsed[key] = {name: entry.model_copy(update={"name": name}) if entry is not None else None
+                               for name, entry in parsed[key].items()}
         elif value is not None:
             problems.append(Problem(key, f"{value!r} is not a map of name to object"))
     for key in STRING_MAP_SECTIONS:
@@ -112,6 +126,15 @@ def parse_stack_config(
 
     for dotted, allowed in (choices or {}).items():
         section, field = dotted.split(".", 1)
+        if field.startswith("*."):  # a field of every entry of a map section
+            entries = parsed.get(section) if isinstance(parsed.get(section), dict) else {}
+            for name, entry in entries.items():
+                value = getattr(entry, _snake(field[2:])) if isinstance(entry, BaseModel) else None
+                if value is not None and value not in allowed:
+                    problems.append(Problem(f"{section}.{name}.{field[2:]}", f"{value!r} is not allowed"
+                                            f"{did_you_mean(str(value), allowed)}; allowed: {', '.join(allowed)}"))
+                    entries[name] = None
+            continue
         model = parsed.get(section)
         value = getattr(model, _snake(field)) if isinstance(model, BaseModel) else None
         if value is not None and value not in allowed:
@@ -123,8 +146,10 @@ def parse_stack_config(
     # a rule runs only when every section it reads parsed, so a default never causes a spurious problem.
     failed = {key for key, value in parsed.items() if value is None}
     groups = parsed.get("gpuNodeGroups") or {}
-    if any(entry is None for entry in groups.values()):
-        failed.add("gpuNodeGroups")
+    workloads = parsed.get("workloads") or {}
+    for key, entries in (("gpuNodeGroups", groups), ("workloads", workloads)):
+        if any(entry is None for entry in entries.values()):
+            failed.add(key)
     failed.update(key for key in (*SECTIONS, *MAP_SECTIONS, *STRING_MAP_SECTIONS) if key not in parsed)
     defaults: dict[str, Any] = {key: model() for key, model in SECTIONS.items()}
     sections = {**defaults, **{key: value for key, value in parsed.items() if value is not None}}
@@ -132,7 +157,8 @@ def parse_stack_config(
         project=project, stack=stack, name_prefix=scalars["namePrefix"], region=scalars["region"],
         kubernetes_version=scalars["kubernetesVersion"], cluster=sections["cluster"], network=sections["network"],
         gpu_node_groups={name: entry for name, entry in groups.items() if entry is not None}, gpu=sections["gpu"],
-        image=sections["image"], workload=sections["workload"], autoscaling=sections["autoscaling"],
+        image=sections["image"], kueue=sections["kueue"],
+        workloads={name: entry for name, entry in workloads.items() if entry is not None},
         storage=sections["storage"], lifecycle=sections["lifecycle"], tags=sections.get("tags") or {},
         kubeconfig=secrets["kubeconfig"], registry_password=secrets["registryPassword"],
         swarm_secrets=secrets["swarmSecrets"],
@@ -142,7 +168,8 @@ def parse_stack_config(
     if source is not None:  # in file order (stable: problems of one key keep their order)
         problems.sort(key=lambda problem: source.line_of(problem.path))
     if problems:
-        raise ConfigError(stack, problems)
+        # One problem once, however many workloads or rules found it (e.g. no GPU node group at all).
+        raise ConfigError(stack, list(dict.fromkeys(problems)))
     return config
 
 

@@ -21,7 +21,7 @@ from conventions.names import config_name
 from conventions.quantities import cpu_cores, quantity_gib
 from stack_config.derived import dcgm_exporter_enabled, gpus_per_pod, num_ranks
 from stack_config.problems import Problem, did_you_mean
-from stack_config.schema import SharingConfig, StackConfig
+from stack_config.schema import SharingConfig, StackConfig, WorkloadConfig
 
 NAMESPACE = "gtp"
 DNS_LABEL = re.compile(r"^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$")
@@ -392,19 +392,26 @@ def valid_groups(config: StackConfig) -> list[str]:
     return names
 
 
-def _check_workload(config: StackConfig) -> Iterator[Problem]:
-    workload = config.workload
-    if workload.kind == "none":
-        return
+def each_workload(check: Callable[[StackConfig, WorkloadConfig, str], Iterable[Problem]]) -> Callable[
+        [StackConfig], Iterator[Problem]]:
+    """A rule over one workload (with its key path), run for every entry of `workloads`."""
+    def rule(config: StackConfig) -> Iterator[Problem]:
+        for name, workload in config.workloads.items():
+            yield from check(config, workload, f"workloads.{name}")
+    rule.__name__ = check.__name__
+    return rule
+
+
+def _check_workload(config: StackConfig, workload: WorkloadConfig, p: str) -> Iterator[Problem]:
     if not DNS_LABEL.match(workload.name):
-        yield Problem("workload.name", f"{workload.name!r} must be a lowercase DNS label")
+        yield Problem(p, f"{workload.name!r} (the key) must be a lowercase DNS label (at most 63 of a-z, 0-9, '-')")
     if not config.gpu_node_groups:
         yield Problem("gpuNodeGroups", "is empty, but a workload is configured: add at least one GPU node group")
     if workload.node_group is None:
-        yield Problem("workload.nodeGroup", f"is required; allowed: {', '.join(config.gpu_node_groups) or '(none)'}")
+        yield Problem(f"{p}.nodeGroup", f"is required; allowed: {', '.join(config.gpu_node_groups) or '(none)'}")
         return
     if workload.node_group not in config.gpu_node_groups:
-        yield Problem("workload.nodeGroup", f"{workload.node_group!r} is not a GPU node group; allowed: "
+        yield Problem(f"{p}.nodeGroup", f"{workload.node_group!r} is not a GPU node group; allowed: "
                                             f"{', '.join(config.gpu_node_groups) or '(none)'}")
         return
     if workload.node_group not in valid_groups(config):
@@ -412,47 +419,46 @@ def _check_workload(config: StackConfig) -> Iterator[Problem]:
     facts = config.node_facts(workload.node_group)
     sharing = config.sharing_for(workload.node_group)
     if workload.gpus_per_node is not None and workload.gpu_resource == "whole" and workload.gpus_per_node > facts.num_gpus:
-        yield Problem("workload.gpusPerNode", f"{workload.gpus_per_node} is more than the {facts.num_gpus} GPUs of a "
+        yield Problem(f"{p}.gpusPerNode", f"{workload.gpus_per_node} is more than the {facts.num_gpus} GPUs of a "
                                               f"'{workload.node_group}' node")
     if workload.elastic is not None and workload.elastic.max_nodes < workload.elastic.min_nodes:
-        yield Problem("workload.elastic.maxNodes", f"{workload.elastic.max_nodes} is less than minNodes "
+        yield Problem(f"{p}.elastic.maxNodes", f"{workload.elastic.max_nodes} is less than minNodes "
                                                    f"{workload.elastic.min_nodes}")
     if workload.gpu_resource == "whole" and sharing.mode != "none":
         # The device plugin renames every shared slice (renameByDefault, components/nvidia_device_plugin.py), so
         # such a node advertises nvidia.com/gpu.shared and 0 nvidia.com/gpu: a whole-GPU pod never schedules.
-        yield Problem("workload.gpuResource", f"'whole' requests nvidia.com/gpu, but node group "
+        yield Problem(f"{p}.gpuResource", f"'whole' requests nvidia.com/gpu, but node group "
                                               f"'{workload.node_group}' shares its GPUs ({sharing.mode}): its nodes "
                                               "offer only nvidia.com/gpu.shared; set its sharing mode 'none' or "
                                               "gpuResource 'shared' (single rank)")
     if workload.gpu_resource == "shared":
         if sharing.mode == "none":
-            yield Problem("workload.gpuResource", f"'shared' needs GPU sharing on node group "
+            yield Problem(f"{p}.gpuResource", f"'shared' needs GPU sharing on node group "
                                                   f"'{workload.node_group}' (sharing mode is 'none')")
-        ranks = num_ranks(config)
+        ranks = num_ranks(config, workload)
         if ranks > 1:
-            yield Problem("workload.gpuResource", f"'shared' with {ranks} ranks: NCCL refuses two ranks on one "
+            yield Problem(f"{p}.gpuResource", f"'shared' with {ranks} ranks: NCCL refuses two ranks on one "
                           "physical GPU, even under MPS, so a distributed job must request whole GPUs "
                           "(gpuResource: whole) or run a single rank")
-    if workload.ttl_seconds_after_finished is not None and config.autoscaling.mode != "scaledjob":
-        yield Problem("workload.ttlSecondsAfterFinished",
+    if workload.ttl_seconds_after_finished is not None and workload.autoscaling.mode != "scaledjob":
+        yield Problem(f"{p}.ttlSecondsAfterFinished",
                       f"{workload.ttl_seconds_after_finished} would let the operator delete the finished "
                       f"{workload.kind} that Pulumi owns, and the next `pulumi up --refresh` would create it again "
                       "and train again; remove the key (finished jobs stay; cleanPodPolicy removes their pods) — it "
                       "applies only to autoscaling.mode scaledjob")
     if not re.match(r"^\d+[KMG]?(,\d+[KMG]?)*$", workload.bench_sizes):
-        yield Problem("workload.benchSizes", f"{workload.bench_sizes!r} is not a comma-separated size list like "
+        yield Problem(f"{p}.benchSizes", f"{workload.bench_sizes!r} is not a comma-separated size list like "
                                              "'1M,16M,128M'")
     max_pods = workload.elastic.max_nodes if workload.elastic else workload.num_nodes
     group = config.gpu_node_groups[workload.node_group]
-    if workload.gpu_resource == "whole" and max_pods > group.max_size * max(1, facts.num_gpus // gpus_per_pod(config)):
-        yield Problem("workload.numNodes" if workload.elastic is None else "workload.elastic.maxNodes",
+    if workload.gpu_resource == "whole" and max_pods > group.max_size * max(1, facts.num_gpus // gpus_per_pod(config, workload)):
+        yield Problem(f"{p}.numNodes" if workload.elastic is None else f"{p}.elastic.maxNodes",
                       f"{max_pods} pods don't fit on node group '{workload.node_group}' (maxSize {group.max_size})")
 
 
-def _check_quantities(config: StackConfig) -> Iterator[Problem]:
+def _check_quantities(config: StackConfig, workload: WorkloadConfig, p: str) -> Iterator[Problem]:
     """The pod's Kubernetes quantities, parsed here so that a malformed one is a config problem with its key path,
     not a `ValueError` from a component after the cluster was registered."""
-    workload = config.workload
     amounts: dict[str, float] = {}
     for key, value, parse in (("cpu", workload.cpu, cpu_cores), ("memory", workload.memory, quantity_gib),
                               ("shmSize", workload.shm_size, quantity_gib),
@@ -460,22 +466,21 @@ def _check_quantities(config: StackConfig) -> Iterator[Problem]:
         try:
             amounts[key] = parse(value)
         except ValueError as error:
-            yield Problem(f"workload.{key}", str(error))
+            yield Problem(f"{p}.{key}", str(error))
             continue
         if amounts[key] <= 0:
-            yield Problem(f"workload.{key}", f"{value!r} must be more than zero")
+            yield Problem(f"{p}.{key}", f"{value!r} must be more than zero")
     if 0 < amounts.get("memory", 0) < amounts.get("shmSize", 0):
-        yield Problem("workload.shmSize", f"{workload.shm_size!r} is more than workload.memory {workload.memory!r}: "
+        yield Problem(f"{p}.shmSize", f"{workload.shm_size!r} is more than {p}.memory {workload.memory!r}: "
                                           "/dev/shm is memory-backed and counts against the pod's memory limit; "
                                           f"use at most {workload.memory!r}")
 
 
-def _check_fit(config: StackConfig) -> Iterator[Problem]:
+def _check_fit(config: StackConfig, workload: WorkloadConfig, p: str) -> Iterator[Problem]:
     """One training pod fits on one node of its EKS group: cpu, memory and scratch within the allocatable of the
     group's smallest instance type (capacity less kube-reserved and eviction thresholds, catalog/node_allocatable).
     Adopted nodes (existing clusters, Swarm) are not catalogued, so they are not checked here."""
-    workload = config.workload
-    if (config.cluster.mode != "eks" or workload.kind == "none" or workload.node_group not in valid_groups(config)
+    if (config.cluster.mode != "eks" or workload.node_group not in valid_groups(config)
             or workload.node_group not in config.gpu_node_groups):
         return
     group = config.gpu_node_groups[workload.node_group]
@@ -492,20 +497,44 @@ def _check_fit(config: StackConfig) -> Iterator[Problem]:
         return  # reported by _check_quantities
     name, node = min(nodes, key=lambda item: item[1].cpu_millicores)
     if cpu * 1000 > node.cpu_millicores:
-        yield Problem("workload.cpu", f"{workload.cpu!r} is more than a node of group '{workload.node_group}' can give "
+        yield Problem(f"{p}.cpu", f"{workload.cpu!r} is more than a node of group '{workload.node_group}' can give "
                                       f"a pod ({name}: {node.cpu_millicores}m allocatable); use at most "
                                       f"'{node.cpu_millicores}m' or a larger instance type")
     name, node = min(nodes, key=lambda item: item[1].memory_mib)
     if memory * 1024 > node.memory_mib:
-        yield Problem("workload.memory", f"{workload.memory!r} is more than a node of group '{workload.node_group}' "
+        yield Problem(f"{p}.memory", f"{workload.memory!r} is more than a node of group '{workload.node_group}' "
                                          f"can give a pod ({name}: {node.memory_mib}Mi allocatable); use at most "
                                          f"'{node.memory_mib}Mi' or a larger instance type")
     name, node = min(nodes, key=lambda item: item[1].ephemeral_storage_gib)
     if scratch > node.ephemeral_storage_gib:
-        yield Problem("workload.ephemeralStorage", f"{workload.ephemeral_storage!r} is more than a node of group "
+        yield Problem(f"{p}.ephemeralStorage", f"{workload.ephemeral_storage!r} is more than a node of group "
                       f"'{workload.node_group}' can give a pod ({node.ephemeral_storage_gib:g}Gi allocatable of its "
                       f"{group.disk_size_gib} GiB root volume); raise gpuNodeGroups.{workload.node_group}.diskSizeGib "
                       "or ask for less")
+
+
+TRAINER_FIELDS = ("model", "max_steps", "batch_size", "checkpoint_every", "extra_args", "bench_sizes", "entrypoint")
+"""Fields that are our trainer's arguments: meaningless for a team's own image."""
+
+
+def _check_own_image(config: StackConfig, workload: WorkloadConfig, p: str) -> Iterator[Problem]:
+    """A team's own image: by digest, with a command, and none of our trainer's arguments (they would be
+    silently ignored)."""
+    if workload.image is None:
+        if workload.command is not None:
+            yield Problem(f"{p}.command", "only applies with image (a team's own training image); our trainer "
+                                          "takes model, maxSteps, batchSize, checkpointEvery and extraArgs")
+        return
+    if not DIGEST_REFERENCE.match(workload.image):
+        yield Problem(f"{p}.image", f"{workload.image!r} is not pinned by digest; write "
+                                    "'registry/repo[:tag]@sha256:<64 hex>' (a tag can move under a running job)")
+    if not workload.command:
+        yield Problem(f"{p}.command", "is required with image: the program torchrun starts in every process, e.g. "
+                                      "['-m', 'myteam.train'] or ['/app/train.py']")
+    for field in TRAINER_FIELDS:
+        if field in workload.model_fields_set:
+            yield Problem(f"{p}.{camel(field)}", f"is an argument of our trainer, but {p}.image runs your own "
+                                                  "code: remove it (pass your program's flags in command)")
 
 
 GO_DURATION = re.compile(r"^(\d+h)?(\d+m)?(\d+s)?$")
@@ -514,14 +543,14 @@ GO_DURATION = re.compile(r"^(\d+h)?(\d+m)?(\d+s)?$")
 def _check_kueue(config: StackConfig) -> Iterator[Problem]:
     from stack_config.derived import kueue_blockers
 
-    kueue = config.workload.kueue
+    kueue = config.kueue
     if kueue.enabled:
         for blocker in kueue_blockers(config):
-            yield Problem("workload.kueue.enabled", f"true, but {blocker}; set it to false or leave it unset")
+            yield Problem("kueue.enabled", f"true, but {blocker}; set it to false or leave it unset")
     timeout = kueue.wait_for_pods_ready_timeout
     if not GO_DURATION.match(timeout) or not any(ch.isdigit() for ch in timeout):
-        yield Problem("workload.kueue.waitForPodsReadyTimeout", f"{timeout!r} is not a duration; write e.g. '10m', "
-                                                                "'1h' or '1h30m' (units h, m, s)")
+        yield Problem("kueue.waitForPodsReadyTimeout", f"{timeout!r} is not a duration; write e.g. '10m', "
+                                                       "'1h' or '1h30m' (units h, m, s)")
 
 
 PROMETHEUS_DURATION = re.compile(r"^(\d+y)?(\d+w)?(\d+d)?(\d+h)?(\d+m)?(\d+s)?(\d+ms)?$")
@@ -534,33 +563,32 @@ def _check_metrics(config: StackConfig) -> Iterator[Problem]:
                                                "'2w' or '12h' (units y, w, d, h, m, s, ms, largest first)")
 
 
-def _check_autoscaling(config: StackConfig) -> Iterator[Problem]:
-    autoscaling = config.autoscaling
-    workload = config.workload
+def _check_autoscaling(config: StackConfig, workload: WorkloadConfig, p: str) -> Iterator[Problem]:
+    autoscaling = workload.autoscaling
     if autoscaling.max_replicas < autoscaling.min_replicas:
-        yield Problem("autoscaling.maxReplicas", f"{autoscaling.max_replicas} is less than minReplicas "
+        yield Problem(f"{p}.autoscaling.maxReplicas", f"{autoscaling.max_replicas} is less than minReplicas "
                                                  f"{autoscaling.min_replicas}")
     if autoscaling.mode == "scaledobject":
         if workload.kind != "pytorchjob" or workload.elastic is None:
-            yield Problem("autoscaling.mode", "'scaledobject' scales the Worker replicas of an elastic PyTorchJob: "
-                                              "set workload.kind pytorchjob and workload.elastic")
+            yield Problem(f"{p}.autoscaling.mode", "'scaledobject' scales the Worker replicas of an elastic PyTorchJob: "
+                                              f"set {p}.kind pytorchjob and {p}.elastic")
         if autoscaling.min_replicas < 1:
-            yield Problem("autoscaling.minReplicas", f"{autoscaling.min_replicas} would scale the PyTorchJob to 0 "
+            yield Problem(f"{p}.autoscaling.minReplicas", f"{autoscaling.min_replicas} would scale the PyTorchJob to 0 "
                           "workers, which the training-operator's webhook rejects; use >= 1 or mode scaledjob")
         elastic = workload.elastic
         if elastic is not None and not (elastic.min_nodes <= autoscaling.min_replicas
                                         and autoscaling.max_replicas <= elastic.max_nodes):
-            yield Problem("autoscaling.maxReplicas", f"KEDA's range {autoscaling.min_replicas}.."
-                          f"{autoscaling.max_replicas} must lie within workload.elastic {elastic.min_nodes}.."
+            yield Problem(f"{p}.autoscaling.maxReplicas", f"KEDA's range {autoscaling.min_replicas}.."
+                          f"{autoscaling.max_replicas} must lie within {p}.elastic {elastic.min_nodes}.."
                           f"{elastic.max_nodes}: the training-operator's elasticPolicy rejects Worker counts "
                           "outside it")
         if not config.gpu.metrics.prometheus or not dcgm_exporter_enabled(config):
-            yield Problem("autoscaling.mode", "'scaledobject' triggers on DCGM metrics in Prometheus: enable "
+            yield Problem(f"{p}.autoscaling.mode", "'scaledobject' triggers on DCGM metrics in Prometheus: enable "
                                               "gpu.metrics.dcgmExporter and gpu.metrics.prometheus")
     if autoscaling.mode == "scaledjob":
         if workload.kind != "pytorchjob":
-            yield Problem("autoscaling.mode", "'scaledjob' starts training Jobs from the PyTorchJob's pod shape: "
-                                              "set workload.kind pytorchjob")
+            yield Problem(f"{p}.autoscaling.mode", "'scaledjob' starts training Jobs from the PyTorchJob's pod shape: "
+                                              f"set {p}.kind pytorchjob")
 
 
 def _check_storage(config: StackConfig) -> Iterator[Problem]:
@@ -614,15 +642,21 @@ _RULES = (
     (_check_sharing, ("gpu", "cluster")),
     (_check_jetson, ("gpu", "gpuNodeGroups")),
     (_check_image, ("image", "cluster")),
-    (_check_workload, ("workload", "gpuNodeGroups", "gpu", "cluster", "autoscaling")),
-    (_check_quantities, ("workload",)),
-    (_check_fit, ("workload", "gpuNodeGroups", "cluster")),
+    (each_workload(_check_workload), ("workloads", "gpuNodeGroups", "gpu", "cluster")),
+    (each_workload(_check_quantities), ("workloads",)),
+    (each_workload(_check_fit), ("workloads", "gpuNodeGroups", "cluster")),
+    (each_workload(_check_own_image), ("workloads",)),
     (_check_metrics, ("gpu",)),
-    (_check_kueue, ("workload", "cluster", "autoscaling")),
-    (_check_autoscaling, ("autoscaling", "workload", "gpu", "cluster")),
+    (_check_kueue, ("kueue", "workloads", "cluster")),
+    (each_workload(_check_autoscaling), ("workloads", "gpu", "cluster")),
     (_check_storage, ("storage", "cluster")),
     (_check_lifecycle, ("lifecycle", "gpuNodeGroups")),
 )
+
+
+def camel(snake_name: str) -> str:
+    head, *rest = snake_name.split("_")
+    return head + "".join(part.title() for part in rest)
 
 
 def snake(camel: str) -> str:

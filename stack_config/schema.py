@@ -319,31 +319,55 @@ class ElasticConfig(_Section):
 
 
 class KueueConfig(_Section):
-    """Kueue gang admission of the training workload (components/kueue.py)."""
+    """Kueue gang admission of every training workload of the stack (`gtp:kueue`, components/kueue.py)."""
 
     enabled: bool | None = None
-    """Install Kueue and queue the workload through a LocalQueue on a ClusterQueue whose quota is derived from the
-    GPU node groups. Default: on for EKS stacks whose workload Kueue v0.19.2 can admit at a fixed size (a
-    PyTorchJob without KEDA, the ScaledJob's Jobs); off for an ElasticJob (Kueue has no DLRover integration),
-    for `autoscaling.mode: scaledobject` (KEDA resizes the PyTorchJob after admission, and Kueue then suspends and
-    requeues the running job: it resizes only batch Jobs in place), for adopted clusters (their cpu/memory are
-    unknown offline, so no quota can be derived) and for Swarm. `true` where it can't work is an error."""
+    """Install Kueue and queue every workload through a LocalQueue on a ClusterQueue whose quota is derived from
+    the GPU node groups. Default: on for EKS stacks whose workloads Kueue v0.19.2 can all admit at a fixed size
+    (PyTorchJobs without KEDA, TrainJobs, the ScaledJob's Jobs); off when one is an ElasticJob (Kueue has no
+    DLRover integration) or uses `autoscaling.mode: scaledobject` (KEDA resizes the PyTorchJob after admission,
+    and Kueue then suspends and requeues the running job: it resizes only batch Jobs in place), for adopted
+    clusters (their cpu/memory are unknown offline, so no quota can be derived) and for Swarm. A workload left
+    out of the queue would use capacity the quota counts as free, so it is all or none. `true` where it can't
+    work is an error."""
     wait_for_pods_ready_timeout: str = "10m"
     """Kueue `waitForPodsReady.timeout`: an admitted job whose pods are not all ready by then is evicted and
     requeued, so a gang never holds part of its GPUs forever. Covers scale-from-zero node start-up and the image
     pull. A Go duration such as `10m` or `1h30m`. Default `10m`."""
 
 
+class AutoscalingConfig(_Section):
+    """KEDA autoscaling of one workload (`workloads.<name>.autoscaling`)."""
+
+    mode: Literal["none", "scaledobject", "scaledjob"] = "none"
+    """`scaledobject`: scale an elastic PyTorchJob's workers on GPU utilization. `scaledjob`: start one
+    training Job per queue message (scale to zero when idle). Default `none`."""
+    min_replicas: int = Field(1, ge=0)
+    """Fewest workers (scaledobject: >= 1, the operator rejects 0 workers). Default 1."""
+    max_replicas: int = Field(4, ge=1)
+    """Most workers / concurrent jobs. Default 4."""
+    gpu_utilization_threshold: int = Field(80, ge=1, le=100)
+    """Target average `DCGM_FI_DEV_GPU_UTIL` percent (scaledobject). Default 80."""
+    polling_interval_seconds: int = Field(30, ge=5)
+    """KEDA polling interval. Default 30 (KEDA's default)."""
+    cooldown_period_seconds: int = Field(300, ge=0)
+    """KEDA cooldown before scaling down. Default 300 (KEDA's default)."""
+
+
 class WorkloadConfig(_Section):
-    """The training job this stack runs."""
+    """One training workload of the stack: an entry of `gtp:workloads`, keyed by its name (like node groups).
+
+    Our trainer (`images/trainer`) is the default and the example: its fields (`model`, `maxSteps`, ...) become
+    its arguments. A team's own training code sets `image` (by digest) and `command` instead, and keeps the
+    platform's pod shape (GPUs, EFA, storage, security context, queue)."""
 
     kind: str = "pytorchjob"
     """The workload kind (`workload_kinds/`). `pytorchjob`: Kubeflow PyTorchJob (training-operator v1).
     `elasticjob`: DLRover ElasticJob. `trainjob`: Kubeflow Trainer v2 TrainJob on the stack's own
-    ClusterTrainingRuntime (fixed node count; no elastic, no autoscaling). `none`: platform only. Default
-    `pytorchjob`."""
-    name: str = "train"
-    """Job name (a DNS label). Default `train`."""
+    ClusterTrainingRuntime (fixed node count; no elastic, no autoscaling). `swarm`: Docker Swarm services.
+    Default `pytorchjob`."""
+    name: str = ""
+    """Set from the map key (the job's name, a DNS label); not written in the stack file."""
     node_group: str | None = None
     """Key of the GPU node group the job runs on. Required unless `kind` is `none`."""
     num_nodes: int = Field(1, ge=1)
@@ -384,34 +408,26 @@ class WorkloadConfig(_Section):
     this many seconds; default there 86400. Not allowed for jobs the stack itself owns (the PyTorchJob or
     ElasticJob of `autoscaling.mode` none/scaledobject): their finished object stays, because once the operator
     deleted it, the next `pulumi up --refresh` would create it again and train again. To run such a job again,
-    change `workload.name` (or `pulumi up --replace` its URN)."""
+    rename the workload (its key under `workloads`) (or `pulumi up --replace` its URN)."""
     clean_pod_policy: Literal["None", "Running", "All"] = "None"
     """Which pods to delete when the job finishes. Default `None` (keep logs)."""
     termination_grace_period_seconds: int = Field(300, ge=30, le=3600)
     """Time between SIGTERM and SIGKILL: enough to write a checkpoint. Default 300."""
-    kueue: KueueConfig = KueueConfig()
-    """Kueue gang admission: on by default where it can queue the workload (see `workload.kueue`)."""
+    autoscaling: AutoscalingConfig = AutoscalingConfig()
+    """KEDA autoscaling of this workload. Default: none."""
+    image: str | None = None
+    """A team's own training image instead of our trainer, by digest (`repo[:tag]@sha256:<64 hex>`); requires
+    `command`, and our trainer's fields (`model`, `maxSteps`, `batchSize`, `checkpointEvery`, `extraArgs`,
+    `benchSizes`, `entrypoint: bench`) must be left out. It runs as uid 10001 under the restricted profile, with
+    `GTP_CHECKPOINT_DIR` (its own directory on the shared volume), `GTP_DATA_DIR` and the launcher's
+    rendezvous env. Default: the stack's trainer image."""
+    command: tuple[str, ...] | None = None
+    """With `image`: the program each process runs, launched as `torchrun <rendezvous flags> <command...>`
+    (`dlrover-run` for `elasticjob`), e.g. `["-m", "myteam.train", "--epochs", "3"]` or `["/app/train.py"]`.
+    The image must provide torchrun (any PyTorch image does)."""
     ephemeral_storage: str = "20Gi"
     """Node-local scratch per pod (request = limit, Guaranteed QoS); bounds the `/tmp` emptyDir and the
     container's writable layer. Default `20Gi`."""
-
-
-class AutoscalingConfig(_Section):
-    """KEDA autoscaling of the training workload."""
-
-    mode: Literal["none", "scaledobject", "scaledjob"] = "none"
-    """`scaledobject`: scale an elastic PyTorchJob's workers on GPU utilization. `scaledjob`: start one
-    training Job per queue message (scale to zero when idle). Default `none`."""
-    min_replicas: int = Field(1, ge=0)
-    """Fewest workers (scaledobject: >= 1, the operator rejects 0 workers). Default 1."""
-    max_replicas: int = Field(4, ge=1)
-    """Most workers / concurrent jobs. Default 4."""
-    gpu_utilization_threshold: int = Field(80, ge=1, le=100)
-    """Target average `DCGM_FI_DEV_GPU_UTIL` percent (scaledobject). Default 80."""
-    polling_interval_seconds: int = Field(30, ge=5)
-    """KEDA polling interval. Default 30 (KEDA's default)."""
-    cooldown_period_seconds: int = Field(300, ge=0)
-    """KEDA cooldown before scaling down. Default 300 (KEDA's default)."""
 
 
 class StorageConfig(_Section):
@@ -489,8 +505,9 @@ class StackConfig(BaseModel):
     gpu_node_groups: dict[str, GpuNodeGroupConfig]
     gpu: GpuConfig
     image: ImageConfig
-    workload: WorkloadConfig
-    autoscaling: AutoscalingConfig
+    workloads: dict[str, WorkloadConfig]
+    """The training workloads, by name (empty: platform only)."""
+    kueue: KueueConfig
     storage: StorageConfig
     lifecycle: LifecycleConfig
     tags: dict[str, str]

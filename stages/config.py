@@ -22,26 +22,26 @@ from stack_config.source import StackSource
 
 CHOICES: dict[str, list[str]] = {
     "cluster.mode": sorted(cluster_targets.TARGETS),
-    "workload.kind": workload_kinds.CONFIGURABLE,
+    "workloads.*.kind": workload_kinds.CONFIGURABLE,
 }
 
 
 def check_platform(config: StackConfig) -> Iterator[Problem]:
-    """The workload kind runs on what the cluster target provides (Kubernetes or a Docker Swarm)."""
-    kind = workload_kinds.for_config(config)
+    """Each workload's kind runs on what the cluster target provides (Kubernetes or a Docker Swarm)."""
     target = cluster_targets.for_config(config)
-    if kind is not None and kind.platform != target.platform:
-        fitting = sorted(name for name in workload_kinds.CONFIGURABLE
-                         if name in workload_kinds.KINDS and workload_kinds.KINDS[name].platform == target.platform)
-        yield Problem("workload.kind", f"{kind.name!r} runs on {kind.platform}, but cluster.mode "
-                                       f"{config.cluster.mode!r} is a {target.platform} cluster; use "
-                                       f"{' or '.join(fitting + ['none'])}")
+    for name, kind in workload_kinds.kinds_of(config).items():
+        if kind.platform != target.platform:
+            fitting = sorted(kind_name for kind_name in workload_kinds.CONFIGURABLE
+                             if workload_kinds.KINDS[kind_name].platform == target.platform)
+            yield Problem(f"workloads.{name}.kind", f"{kind.name!r} runs on {kind.platform}, but cluster.mode "
+                                                    f"{config.cluster.mode!r} is a {target.platform} cluster; use "
+                                                    f"{' or '.join(fitting)}")
 
 
 RULES: tuple[Rule, ...] = (
     (cluster_targets.check, ("cluster",)),
-    (workload_kinds.check, ("workload", "autoscaling", "cluster")),
-    (check_platform, ("workload", "autoscaling", "cluster")),
+    (workload_kinds.check, ("workloads", "cluster")),
+    (check_platform, ("workloads", "cluster")),
     (offline.check, ("image", "cluster")),
 )
 

@@ -51,8 +51,9 @@ def required_images(config: StackConfig) -> list[str]:
             charts.append(versions.PROMETHEUS.chart)
         if metrics.grafana:
             charts.append(versions.GRAFANA.chart)
-        kind = workload_kinds.for_config(config)
-        operators = kind.needs_operators(config) if kind is not None else frozenset()
+        operators = frozenset(flag for name, kind in workload_kinds.kinds_of(config).items()
+                              if isinstance(kind, workload_kinds.KubernetesWorkloadKind)
+                              for flag in kind.needs_operators(config.workloads[name]))
         if "keda" in operators:
             charts.append(versions.KEDA.chart)
         for chart in charts:
@@ -72,6 +73,10 @@ def required_images(config: StackConfig) -> list[str]:
     elif config.image.reference and not (config.image.offline
                                          and on_registry(config.image.reference, config.image.offline.site_registry)):
         images.add(normalized(config.image.reference))
+    for workload in config.workloads.values():  # teams' own training images
+        if workload.image and not (config.image.offline
+                                   and on_registry(workload.image, config.image.offline.site_registry)):
+            images.add(normalized(workload.image))
     return sorted(images)
 
 

@@ -1,8 +1,9 @@
-"""Workloads stage: the training namespace, its storage, the operators and the workload of the stack's kind.
+"""Workloads stage: the training namespace, its storage, the operators and every workload of `workloads`.
 
-The stage builds what every kind shares — the operators the kind needs, the namespace and its guard rails, the
-shared storage and the one training pod shape — and hands them to the kind (`workload_kinds/`), which registers
-its own objects. It never branches on the kind's name.
+The stage builds what all workloads share — the operators their kinds need, the namespace and its guard rails
+(quota, one same-job NetworkPolicy per workload), the shared storage and Kueue's queue — then one pod shape per
+workload, and hands each to its kind (`workload_kinds/`), which registers its own objects. It never branches on
+a kind's name.
 """
 
 from __future__ import annotations
@@ -32,8 +33,9 @@ from conventions.names import (
     training_namespace,
     training_priority_class,
 )
-from stack_config import StackConfig
-from stack_config.derived import gpus_per_pod, group_quota, kueue_enabled
+from conventions.quantities import quantity_gib
+from stack_config import StackConfig, WorkloadConfig
+from stack_config.derived import gpu_resource_of, gpus_per_pod, group_quota, kueue_enabled, pods_per_job
 from stages.gpu import Gpu
 from stages.offline import OFFLINE_MANIFEST_DIR, site_images
 from workload_kinds import KubernetesWorkloadKind, SwarmContext, SwarmWorkloadKind, WorkloadContext
@@ -46,49 +48,84 @@ class Workloads:
 
 
 def build_workloads(config: StackConfig, cluster: Cluster, image_ref: pulumi.Input[str], gpu: Gpu) -> Workloads:
-    kind = workload_kinds.for_config(config)
-    if kind is None:
+    kinds = workload_kinds.kinds_of(config)
+    if not kinds:
         return Workloads()
-    if isinstance(kind, SwarmWorkloadKind):
-        deployment = kind.deploy(swarm_context(config, cluster, image_ref))
-        return Workloads(exports={"watch": deployment.watch, **deployment.exports})
-    assert isinstance(kind, KubernetesWorkloadKind)  # the platform rule (stages/config.py) matched it
+    only = len(kinds) == 1
+    if all(isinstance(kind, SwarmWorkloadKind) for kind in kinds.values()):  # the platform rule: all or none
+        watch: dict[str, Any] = {}
+        for name, kind in kinds.items():
+            assert isinstance(kind, SwarmWorkloadKind)
+            deployment = kind.deploy(swarm_context(config, config.workloads[name], cluster, image_ref, only))
+            watch[name] = deployment.watch
+        return Workloads(exports={"watch": watch})
+    k8s_kinds = {name: kind for name, kind in kinds.items() if isinstance(kind, KubernetesWorkloadKind)}
+    assert len(k8s_kinds) == len(kinds)  # the platform rule (stages/config.py) matched them
     namespace = training_namespace(config.stack)
+    needed = {flag for name, kind in k8s_kinds.items() for flag in kind.needs_operators(config.workloads[name])}
     operators = TrainingOperators("operators", TrainingOperatorsArgs(
-        provider=cluster.provider, **{flag.replace("-", "_"): True for flag in kind.needs_operators(config)},
+        provider=cluster.provider, **{flag.replace("-", "_"): True for flag in sorted(needed)},
         system_node_selector=cluster.system_node_selector,
-        keda_identity_cluster=cluster.aws.cluster_name if cluster.aws and kind.keda_reads_aws else None,
+        keda_identity_cluster=(cluster.aws.cluster_name if cluster.aws and any(kind.keda_reads_aws
+                                                                                for kind in k8s_kinds.values())
+                               else None),
         aws_opts=cluster.aws_opts if cluster.aws else None,
         site_images=site_images(config).refs, manifest_dir=f"{OFFLINE_MANIFEST_DIR}/{config.stack}",
     ))
-    training_ns = build_namespace(config, cluster, kind, operators)
+    training_ns = build_namespace(config, cluster, k8s_kinds, operators)
     storage = build_storage(config, cluster, training_ns, image_ref)
-    queue_ready = build_kueue(config, cluster, kind, training_ns)
-    context = WorkloadContext(
-        config=config, shape=pod_shape(config, cluster, image_ref, storage.volume), operators=operators,
-        provider=cluster.provider, ready=[*training_ns.ready, *storage.ready, *gpu.ready],
-        aws_opts=cluster.aws_opts, region=config.region,
-        training_role=cluster.aws.training_identity.role if cluster.aws else None,
-        queue_labels={QUEUE_LABEL: LOCAL_QUEUE} if queue_ready else {})
-    context.ready.extend(queue_ready)
-    deployment = kind.deploy(context)
-    return Workloads(exports={"watch": {"namespace": namespace, **deployment.watch}, **deployment.exports})
+    queue_ready = build_kueue(config, cluster, k8s_kinds, training_ns)
+    watch = {"namespace": namespace}
+    exports: dict[str, Any] = {}
+    for name, kind in k8s_kinds.items():
+        workload = config.workloads[name]
+        context = WorkloadContext(
+            config=config, workload=workload,
+            shape=pod_shape(config, workload, cluster, image_ref, storage.volume), operators=operators,
+            provider=cluster.provider, ready=[*training_ns.ready, *storage.ready, *gpu.ready, *queue_ready],
+            aws_opts=cluster.aws_opts, region=config.region,
+            training_role=cluster.aws.training_identity.role if cluster.aws else None, only_workload=only,
+            queue_labels={QUEUE_LABEL: LOCAL_QUEUE} if queue_ready else {})
+        deployment = kind.deploy(context)
+        watch[name] = deployment.watch
+        if deployment.exports:
+            exports[name] = deployment.exports
+    return Workloads(exports={"watch": watch, **({"workloads": exports} if exports else {})})
 
 
-def build_namespace(config: StackConfig, cluster: Cluster, kind: KubernetesWorkloadKind,
+def quota_size(config: StackConfig, workload: WorkloadConfig, kind: KubernetesWorkloadKind) -> QuotaSize:
+    """The most one workload runs at once (the namespace quota adds them up)."""
+    return QuotaSize(num_pods=pods_per_job(workload), gpu_resource=gpu_resource(workload),
+                     gpus_per_pod=gpus_per_pod(config, workload),
+                     efa_per_pod=config.node_facts(workload.node_group).num_efa_interfaces,
+                     cpu=workload.cpu, memory=workload.memory, ephemeral_storage=workload.ephemeral_storage,
+                     dlrover_master=kind.job_master is not None)
+
+
+def build_namespace(config: StackConfig, cluster: Cluster, kinds: dict[str, KubernetesWorkloadKind],
                     operators: TrainingOperators) -> TrainingNamespace:
-    workload = config.workload
-    facts = config.node_facts(workload.node_group)
-    master = kind.job_master
+    masters = {kind.job_master for kind in kinds.values() if kind.job_master is not None}
+    assert len(masters) <= 1  # one kind (DLRover's) has a job master today
+    master = next(iter(masters), None)
+    capacity: dict[str, float] | None = None
+    max_pods = 0
+    if kueue_enabled(config):
+        # Kueue admits the jobs against the node groups' capacity; the quota is that capacity (see
+        # components.training_namespace.capacity_quota_hard), one pod per GPU (or slice) at most.
+        capacity = {}
+        for group in config.gpu_node_groups:
+            for resource, amount in group_quota(config, group).items():
+                capacity[resource] = capacity.get(resource, 0.0) + amount
+            resource, _ = gpu_resource_of(config, group)
+            max_pods += int(group_quota(config, group)[resource])
     return TrainingNamespace("training", TrainingNamespaceArgs(
         namespace=training_namespace(config.stack), service_account=TRAINING_SERVICE_ACCOUNT,
         priority_class=training_priority_class(config.stack),
-        quota=QuotaSize(num_pods=kind.pods_per_job(config), gpu_resource=gpu_resource(config),
-                        gpus_per_pod=gpus_per_pod(config), efa_per_pod=facts.num_efa_interfaces,
-                        cpu=workload.cpu, memory=workload.memory, ephemeral_storage=workload.ephemeral_storage,
-                        dlrover_master=master is not None),
-        job_label=kind.pod_label, job_name=workload.name, metrics_namespace=METRICS_NAMESPACE,
-        pod_security=kind.pod_security,
+        quotas=[quota_size(config, config.workloads[name], kind) for name, kind in kinds.items()],
+        jobs=[(kind.pod_label, name) for name, kind in kinds.items()],
+        capacity=capacity, max_pods=max_pods, metrics_namespace=METRICS_NAMESPACE,
+        # The most permissive level any kind's controller needs (DLRover's master: baseline).
+        pod_security="baseline" if any(kind.pod_security == "baseline" for kind in kinds.values()) else "restricted",
         dlrover_master_role=master.cluster_role if master else None,
         provider=cluster.provider,
         # The job master's RoleBinding names a ClusterRole its operator installs.
@@ -96,17 +133,18 @@ def build_namespace(config: StackConfig, cluster: Cluster, kind: KubernetesWorkl
     ))
 
 
-def build_kueue(config: StackConfig, cluster: Cluster, kind: KubernetesWorkloadKind,
+def build_kueue(config: StackConfig, cluster: Cluster, kinds: dict[str, KubernetesWorkloadKind],
                 training_ns: TrainingNamespace) -> list[pulumi.Resource]:
-    """Kueue, its flavors and queues (`workload.kueue.enabled`); what the workload must wait for ([] when off:
-    a job submitted before its LocalQueue exists stays pending as inadmissible, but is never lost)."""
+    """Kueue, its flavors and queues (`kueue.enabled`); what the workloads must wait for ([] when off: a job
+    submitted before its LocalQueue exists stays pending as inadmissible, but is never lost)."""
     if not kueue_enabled(config):
         return []
     target = cluster_targets.for_config(config)
     queue = Kueue("kueue", KueueArgs(
         stack=config.stack, provider=cluster.provider,
         quotas={group: group_quota(config, group) for group in config.gpu_node_groups},
-        wait_for_pods_ready_timeout=config.workload.kueue.wait_for_pods_ready_timeout, integrations=integrations_for([kind.resource_kind]),
+        wait_for_pods_ready_timeout=config.kueue.wait_for_pods_ready_timeout,
+        integrations=integrations_for(sorted({kind.resource_kind for kind in kinds.values()})),
         namespaces=[training_namespace(config.stack)],
         node_selectors={group: target.node_selector(config, group) for group in config.gpu_node_groups},
         # Kueue needs EKS (stack_config.derived.kueue_blockers): the taints are the node groups' own.
@@ -123,11 +161,16 @@ def build_storage(config: StackConfig, cluster: Cluster, training_ns: TrainingNa
     """The shared volume; on FSx for Lustre (root-owned root) also the setup Job that makes the workload's
     checkpoint directory the trainer's (`storage.ready` holds it, and every training object depends on that)."""
     storage, aws = config.storage, cluster.aws
-    checkpoints = checkpoint_dir(config.storage.mount_path, config.workload.name)
+    mount = config.storage.mount_path.rstrip("/")
+    # The checkpoints directory itself too: a job submitted outside the stack (tools/submit.py) creates its own
+    # directory in it as the trainer's user.
+    owned = [checkpoint_dir(config.storage.mount_path, name).removeprefix(mount).strip("/")
+             for name in config.workloads]
+    owned = [owned[0].rsplit("/", 1)[0], *owned] if owned else []
     return SharedStorage("storage", SharedStorageArgs(
         kind=storage.kind, namespace=training_namespace(config.stack), name_prefix=config.cluster_name,
         size_gib=storage.size_gib, existing_storage_class=storage.existing_storage_class,
-        empty_dir_size=config.workload.ephemeral_storage,
+        empty_dir_size=max((w.ephemeral_storage for w in config.workloads.values()), key=quantity_gib),
         cluster_name=aws.cluster_name if aws else None,
         vpc_id=aws.vpc_id if aws else None,
         private_subnet_ids=aws.private_subnet_ids if aws else None,
@@ -136,7 +179,7 @@ def build_storage(config: StackConfig, cluster: Cluster, training_ns: TrainingNa
         fsx_deployment_type=storage.fsx_deployment_type,
         fsx_throughput_per_unit=storage.fsx_throughput_per_unit,
         protect=config.lifecycle.protect, aws_opts=cluster.aws_opts if aws else None,
-        owned_directories=[checkpoints.removeprefix(config.storage.mount_path.rstrip("/")).strip("/")],
+        owned_directories=owned,
         owner_uid=RUN_AS_USER, owner_gid=RUN_AS_USER, setup_image=image_ref,
         setup_node_selector=cluster.system_node_selector,
         provider=cluster.provider, depends_on=[training_ns.namespace],
@@ -144,17 +187,21 @@ def build_storage(config: StackConfig, cluster: Cluster, training_ns: TrainingNa
     ))
 
 
-def gpu_resource(config: StackConfig) -> str:
-    return SHARED_GPU_RESOURCE if config.workload.gpu_resource == "shared" else WHOLE_GPU_RESOURCE
+def gpu_resource(workload: WorkloadConfig) -> str:
+    return SHARED_GPU_RESOURCE if workload.gpu_resource == "shared" else WHOLE_GPU_RESOURCE
 
 
-def pod_shape(config: StackConfig, cluster: Cluster, image_ref: pulumi.Input[str],
+def pod_shape(config: StackConfig, workload: WorkloadConfig, cluster: Cluster, image_ref: pulumi.Input[str],
               storage_volume: dict[str, Any]) -> PodShape:
-    """The one training pod of the stack's workload, whatever its kind."""
-    workload, group = config.workload, config.workload.node_group
+    """The one training pod of a workload, whatever its kind: our trainer, or a team's own image and command."""
+    group = workload.node_group
+    assert group is not None  # the workload rules require it
     target = cluster_targets.for_config(config)
     checkpoints = checkpoint_dir(config.storage.mount_path, workload.name)
-    if workload.entrypoint == "train":
+    args: list[Any] = []
+    if workload.image is not None:
+        pass  # a team's own program: `command` (PodShape.program), its directories in env
+    elif workload.entrypoint == "train":
         args = trainer_args(model=workload.model, max_steps=workload.max_steps, batch_size=workload.batch_size,
                             checkpoint_dir=checkpoints, checkpoint_every=workload.checkpoint_every,
                             extra=workload.extra_args)
@@ -166,20 +213,23 @@ def pod_shape(config: StackConfig, cluster: Cluster, image_ref: pulumi.Input[str
         args = bench_args(model=workload.model, steps=workload.max_steps, batch_size=workload.batch_size,
                           sizes=workload.bench_sizes, output=output)
     return PodShape(
-        image=image_ref, namespace=training_namespace(config.stack), service_account=TRAINING_SERVICE_ACCOUNT,
-        priority_class=training_priority_class(config.stack), gpu_resource=gpu_resource(config),
-        num_gpus=gpus_per_pod(config), num_efa=config.node_facts(group).num_efa_interfaces, cpu=workload.cpu,
+        image=workload.image or image_ref, namespace=training_namespace(config.stack),
+        service_account=TRAINING_SERVICE_ACCOUNT,
+        priority_class=training_priority_class(config.stack), gpu_resource=gpu_resource(workload),
+        num_gpus=gpus_per_pod(config, workload), num_efa=config.node_facts(group).num_efa_interfaces, cpu=workload.cpu,
         memory=workload.memory, ephemeral_storage=workload.ephemeral_storage, shm_size=workload.shm_size,
         node_selector=target.node_selector(config, group), tolerations=target.tolerations(config, group),
         termination_grace_period_seconds=workload.termination_grace_period_seconds,
         storage_volume=storage_volume, mount_path=config.storage.mount_path, checkpoint_dir=checkpoints,
         module=f"trainer.{workload.entrypoint}", trainer_args=args,
+        program=tuple(workload.command) if workload.image is not None and workload.command else None,
     )
 
 
-def swarm_context(config: StackConfig, cluster: Cluster, image_ref: pulumi.Input[str]) -> SwarmContext:
+def swarm_context(config: StackConfig, workload: WorkloadConfig, cluster: Cluster, image_ref: pulumi.Input[str],
+                  only: bool) -> SwarmContext:
     """What a Swarm kind needs: the manager's provider, where the GPU servers are, registry and secrets."""
-    workload, image = config.workload, config.image
+    image = config.image
     group = workload.node_group
     target = cluster_targets.for_config(config)
     facts = config.node_facts(group)
@@ -189,7 +239,7 @@ def swarm_context(config: StackConfig, cluster: Cluster, image_ref: pulumi.Input
                          "username": image.existing_registry_username or "",
                          "password": pulumi.Output.secret(config.registry_password.get_secret_value())}
     return SwarmContext(
-        config=config, image=image_ref, provider=cluster.docker_provider,
+        config=config, workload=workload, image=image_ref, only_workload=only, provider=cluster.docker_provider,
         constraints=constraints_for(target.node_selector(config, group), facts.architecture),
         gpus_per_node=facts.num_gpus, registry_auth=registry_auth,
         secrets={name: pulumi.Output.secret(value) for name, value in swarm_secrets(config).items()})

@@ -22,6 +22,27 @@ def plan_stack(stack: str) -> gtp_plan.Plan:
     return _CACHE[stack]
 
 
+def _keda_scaled(config: dict[str, Any]) -> None:
+    """prod's pre-training scaled by a KEDA ScaledObject on GPU utilization, alone (Kueue is then off)."""
+    config["gtp:workloads"]["gpt-pretrain"]["autoscaling"] = {"mode": "scaledobject", "minReplicas": 2,
+                                                               "maxReplicas": 4, "gpuUtilizationThreshold": 85}
+    del config["gtp:workloads"]["gpt-finetune"]
+
+
+VARIANTS: dict[str, tuple[str, Callable[[dict[str, Any]], None]]] = {"prod-keda": ("prod", _keda_scaled)}
+"""Stack variants tests share (name → base stack, edit of its config), planned once per test process."""
+
+
+def plan_variant(name: str) -> gtp_plan.Plan:
+    """The plan of a shared variant of a checked-in stack (`VARIANTS`); cached like `plan_stack`."""
+    if name not in _CACHE:
+        import tempfile
+
+        stack, edit = VARIANTS[name]
+        _CACHE[name] = plan_modified(Path(tempfile.mkdtemp(prefix=f"gtp-{name}-")), stack, edit)
+    return _CACHE[name]
+
+
 def plan_modified(tmp_path: Path, stack: str, edit: Callable[[dict[str, Any]], None]) -> gtp_plan.Plan:
     """Plan a copy of a stack file after `edit(config_dict)` changed it (keys like 'gtp:cluster')."""
     document = yaml.safe_load((ROOT / "stacks" / f"Pulumi.{stack}.yaml").read_text())

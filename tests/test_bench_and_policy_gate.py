@@ -69,7 +69,12 @@ def test_generated_bench_stack_plans_with_ttl_tags_everywhere_and_passes_ephemer
     simulation = simulate(plan, render_cluster(plan))
     assert findings(simulation) == []
     checks = simulation["checks"]
-    assert all(checks[name]["total"] > 0 for name in ("admitted", "scheduled", "scale-from-zero", "volumes writable"))
+    assert all(checks[name]["total"] > 0 for name in ("admitted", "scheduled", "scale-from-zero", "volumes writable",
+                                                      "queued"))
+    # Kueue admission with quotas equal to what the bench node group provides (issue 17).
+    from tests.workloads.test_workloads_map import assert_queue_quota_is_derived
+
+    assert_queue_quota_is_derived(plan)
 
 
 def test_bench_stack_cost_cap_and_name_are_validated(project: Path) -> None:

@@ -158,7 +158,8 @@ def test_the_stacks_clusters_validate_clean(stack: str) -> None:
     report = Report()
     validate_objects(list(objects), plan_stack(stack).config.kubernetes_version, report)
     assert report.errors == []
-    custom = [item for item in objects if item.kind in ("PyTorchJob", "ElasticJob", "ScaledJob", "ScaledObject",
+    custom = [item for item in objects if item.kind in ("PyTorchJob", "ElasticJob", "ScaledJob", "ScaledObject", "TrainJob",
+                                                        "ClusterTrainingRuntime",
                                                         "ClusterQueue", "LocalQueue", "ResourceFlavor")]
     assert custom and report.checked["installed CRD schemas"] == len(custom)
     assert report.checked[f"kubernetes-validate {plan_stack(stack).config.kubernetes_version}"] == \

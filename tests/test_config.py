@@ -20,14 +20,14 @@ BASE: dict[str, Any] = {
     "cluster": {"mode": "eks", "deployer": DEPLOYER},
     "gpuNodeGroups": {"train": {"instanceTypes": ["g6.xlarge"], "minSize": 0, "maxSize": 2}},
     # a pod that fits a g6.xlarge (4 vCPUs, 16 GiB; the defaults 8 / 64Gi are sized for larger types)
-    "workload": {"kind": "pytorchjob", "nodeGroup": "train", "cpu": "2", "memory": "8Gi", "shmSize": "2Gi"},
+    "workloads": {"train": {"kind": "pytorchjob", "nodeGroup": "train", "cpu": "2", "memory": "8Gi", "shmSize": "2Gi"}},
 }
 EXISTING: dict[str, Any] = {
     "cluster": {"mode": "existing"},
     "kubeconfig": "apiVersion: v1",
     "gpuNodeGroups": {"orin": {"gpusPerNode": 1, "gpuModel": "Orin", "architecture": "arm64", "maxSize": 2}},
     "image": {"platform": "linux/arm64"},
-    "workload": {"kind": "pytorchjob", "nodeGroup": "orin"},
+    "workloads": {"train": {"kind": "pytorchjob", "nodeGroup": "orin"}},
 }
 
 
@@ -92,7 +92,7 @@ def test_several_mistakes_are_reported_together_with_their_paths() -> None:
 
 def test_a_section_that_fails_to_parse_does_not_cause_spurious_cross_section_problems() -> None:
     raw = with_(BASE, "gpu.sharing.mode", "bogus")
-    raw["workload"]["gpuResource"] = "shared"  # would complain about sharing 'none' if the default leaked in
+    raw["workloads"]["train"]["gpuResource"] = "shared"  # would complain about sharing 'none' if the default leaked in
     assert problems_of(raw) == [
         "gpu.sharing.mode: 'bogus' is not allowed: input should be 'none', 'mps' or 'time-slicing'"]
 
@@ -195,33 +195,34 @@ RULES = [
     (BASE, "image.build", False, r"^image\.reference: is required when image\.build is false"),
     (BASE, "image.registry", "existing", r"^image\.existingRegistry: is required when image\.registry is 'existing'"),
     (BASE, "image.platform", "linux/arm64", r"^image\.platform: 'linux/arm64' doesn't match the GPU nodes' architecture amd64"),
-    (BASE, "workload.nodeGroup", "missing", r"^workload\.nodeGroup: 'missing' is not a GPU node group; allowed: train"),
-    (BASE, "workload.gpusPerNode", 4, r"^workload\.gpusPerNode: 4 is more than the 1 GPUs of a 'train' node"),
-    (BASE, "workload.gpuResource", "shared", r"^workload\.gpuResource: 'shared' needs GPU sharing on node group 'train'"),
-    (with_(with_(BASE, "gpu.sharing", {"mode": "mps", "replicas": 4}), "workload.numNodes", 2), "workload.gpuResource", "shared",
-     r"^workload\.gpuResource: 'shared' with 2 ranks: NCCL refuses two ranks on one physical GPU, even under MPS"),
-    (BASE, "workload.numNodes", 3, r"^workload\.numNodes: 3 pods don't fit on node group 'train' \(maxSize 2\)"),
-    (BASE, "workload.elastic", {"minNodes": 2, "maxNodes": 1}, r"^workload\.elastic\.maxNodes: 1 is less than minNodes 2"),
-    (BASE, "workload.kind", "elasticjob", r"^workload\.elastic: is required for kind 'elasticjob'"),
-    (BASE, "workload.name", "My Job", r"^workload\.name: 'My Job' must be a lowercase DNS label"),
-    (with_(BASE, "workload.entrypoint", "bench"), "autoscaling.mode", "scaledjob",
-     r"^workload\.entrypoint: 'bench' runs as one PyTorchJob on a fixed set of nodes"),
-    (BASE, "workload.benchSizes", "1MB,2", r"^workload\.benchSizes: '1MB,2' is not a comma-separated size list"),
-    (BASE, "workload.memory", "64GB", r"^workload\.memory: '64GB' is not a memory quantity like '16Gi'"),
-    (BASE, "workload.memory", "0Gi", r"^workload\.memory: '0Gi' must be more than zero"),
-    (BASE, "workload.cpu", "8 cores", r"^workload\.cpu: '8 cores' is not a CPU quantity like '8', '7\.5' or '500m'"),
-    (BASE, "workload.shmSize", "16 Gi", r"^workload\.shmSize: '16 Gi' is not a memory quantity"),
-    (BASE, "workload.ephemeralStorage", "1.2.3Gi", r"^workload\.ephemeralStorage: '1\.2\.3Gi' is not a memory quantity"),
-    (BASE, "workload.shmSize", "16Gi", r"^workload\.shmSize: '16Gi' is more than workload\.memory '8Gi'"),
-    (BASE, "workload.cpu", "8", r"^workload\.cpu: '8' is more than a node of group 'train' can give a pod \(g6\.xlarge: 3920m allocatable\); use at most '3920m'"),
-    (with_(BASE, "workload.shmSize", "1Gi"), "workload.memory", "16Gi", r"^workload\.memory: '16Gi' is more than a node of group 'train' can give a pod \(g6\.xlarge: \d+Mi allocatable\)"),
-    (BASE, "workload.ephemeralStorage", "500Gi", r"^workload\.ephemeralStorage: '500Gi' is more than a node of group 'train' can give a pod \(179Gi allocatable of its 200 GiB root volume\)"),
+    (BASE, "workloads.train.nodeGroup", "missing", r"^workloads\.train\.nodeGroup: 'missing' is not a GPU node group; allowed: train"),
+    (BASE, "workloads.train.gpusPerNode", 4, r"^workloads\.train\.gpusPerNode: 4 is more than the 1 GPUs of a 'train' node"),
+    (BASE, "workloads.train.gpuResource", "shared", r"^workloads\.train\.gpuResource: 'shared' needs GPU sharing on node group 'train'"),
+    (with_(with_(BASE, "gpu.sharing", {"mode": "mps", "replicas": 4}), "workloads.train.numNodes", 2), "workloads.train.gpuResource", "shared",
+     r"^workloads\.train\.gpuResource: 'shared' with 2 ranks: NCCL refuses two ranks on one physical GPU, even under MPS"),
+    (BASE, "workloads.train.numNodes", 3, r"^workloads\.train\.numNodes: 3 pods don't fit on node group 'train' \(maxSize 2\)"),
+    (BASE, "workloads.train.elastic", {"minNodes": 2, "maxNodes": 1}, r"^workloads\.train\.elastic\.maxNodes: 1 is less than minNodes 2"),
+    (BASE, "workloads.train.kind", "elasticjob", r"^workloads\.train\.elastic: is required for kind 'elasticjob'"),
+    (BASE, "workloads", {"My Job": BASE["workloads"]["train"]},
+     r"^workloads\.My Job: 'My Job' \(the key\) must be a lowercase DNS label"),
+    (with_(BASE, "workloads.train.entrypoint", "bench"), "workloads.train.autoscaling.mode", "scaledjob",
+     r"^workloads\.train\.entrypoint: 'bench' runs as one PyTorchJob on a fixed set of nodes"),
+    (BASE, "workloads.train.benchSizes", "1MB,2", r"^workloads\.train\.benchSizes: '1MB,2' is not a comma-separated size list"),
+    (BASE, "workloads.train.memory", "64GB", r"^workloads\.train\.memory: '64GB' is not a memory quantity like '16Gi'"),
+    (BASE, "workloads.train.memory", "0Gi", r"^workloads\.train\.memory: '0Gi' must be more than zero"),
+    (BASE, "workloads.train.cpu", "8 cores", r"^workloads\.train\.cpu: '8 cores' is not a CPU quantity like '8', '7\.5' or '500m'"),
+    (BASE, "workloads.train.shmSize", "16 Gi", r"^workloads\.train\.shmSize: '16 Gi' is not a memory quantity"),
+    (BASE, "workloads.train.ephemeralStorage", "1.2.3Gi", r"^workloads\.train\.ephemeralStorage: '1\.2\.3Gi' is not a memory quantity"),
+    (BASE, "workloads.train.shmSize", "16Gi", r"^workloads\.train\.shmSize: '16Gi' is more than workloads\.train\.memory '8Gi'"),
+    (BASE, "workloads.train.cpu", "8", r"^workloads\.train\.cpu: '8' is more than a node of group 'train' can give a pod \(g6\.xlarge: 3920m allocatable\); use at most '3920m'"),
+    (with_(BASE, "workloads.train.shmSize", "1Gi"), "workloads.train.memory", "16Gi", r"^workloads\.train\.memory: '16Gi' is more than a node of group 'train' can give a pod \(g6\.xlarge: \d+Mi allocatable\)"),
+    (BASE, "workloads.train.ephemeralStorage", "500Gi", r"^workloads\.train\.ephemeralStorage: '500Gi' is more than a node of group 'train' can give a pod \(179Gi allocatable of its 200 GiB root volume\)"),
     (BASE, "gpu.metrics.retention", "15 days", r"^gpu\.metrics\.retention: '15 days' is not a Prometheus duration; write e\.g\. '15d'"),
     (BASE, "gpu.metrics.retention", "", r"^gpu\.metrics\.retention: '' is not a Prometheus duration"),
-    (BASE, "autoscaling.mode", "scaledobject", r"^autoscaling\.mode: 'scaledobject' scales the Worker replicas of an elastic PyTorchJob"),
-    (with_(BASE, "workload.elastic", {"minNodes": 1, "maxNodes": 2}), "autoscaling", {"mode": "scaledobject", "minReplicas": 0},
-     r"^autoscaling\.minReplicas: 0 would scale the PyTorchJob to 0 workers, which the training-operator's webhook rejects"),
-    (BASE, "autoscaling", {"mode": "none", "minReplicas": 3, "maxReplicas": 2}, r"^autoscaling\.maxReplicas: 2 is less than minReplicas 3"),
+    (BASE, "workloads.train.autoscaling.mode", "scaledobject", r"^workloads\.train\.autoscaling\.mode: 'scaledobject' scales the Worker replicas of an elastic PyTorchJob"),
+    (with_(BASE, "workloads.train.elastic", {"minNodes": 1, "maxNodes": 2}), "workloads.train.autoscaling", {"mode": "scaledobject", "minReplicas": 0},
+     r"^workloads\.train\.autoscaling\.minReplicas: 0 would scale the PyTorchJob to 0 workers, which the training-operator's webhook rejects"),
+    (BASE, "workloads.train.autoscaling", {"mode": "none", "minReplicas": 3, "maxReplicas": 2}, r"^workloads\.train\.autoscaling\.maxReplicas: 2 is less than minReplicas 3"),
     (BASE, "storage.kind", "existing", r"^storage\.existingStorageClass: is required when storage\.kind is 'existing'"),
     (BASE, "storage", {"kind": "fsx-lustre", "sizeGib": 2000}, r"^storage\.sizeGib: 2000 is not a valid FSx for Lustre size"),
     (BASE, "storage.mountPath", "mnt", r"^storage\.mountPath: 'mnt' must be an absolute path"),
@@ -244,7 +245,7 @@ RULES = [
     (BASE, "image.repositoryName", "team//trainer", r"^image\.repositoryName: 'team//trainer' is not an ECR"),
     (BASE, "image.repositoryName", "x", r"^image\.repositoryName: 'x' is not an ECR repository name: 2-256"),
     (BASE, "image.repositoryName", "a" * 257, r"^image\.repositoryName: 'a{257}' is not an ECR"),
-    (EXISTING, "autoscaling.mode", "scaledjob", r"^autoscaling\.mode: 'scaledjob' reads an SQS queue with Pod Identity, which needs EKS"),
+    (EXISTING, "workloads.train.autoscaling.mode", "scaledjob", r"^workloads\.train\.autoscaling\.mode: 'scaledjob' reads an SQS queue with Pod Identity, which needs EKS"),
 ]
 
 
@@ -331,9 +332,10 @@ config:
     train:
       instanceTypes: [g6e.xlarge]
       maxSize: 1
-  gtp:workload:
-    kind: pytorchjob
-    nodeGroup: train
+  gtp:workloads:
+    train:
+      kind: pytorchjob
+      nodeGroup: train
   gtp:region: us-east-1
 """
 
@@ -345,9 +347,9 @@ def test_duplicate_keys_in_the_stack_file_name_both_lines_and_the_key_path() -> 
     assert [str(p) for p in source.problems] == [
         "gpuNodeGroups.train: duplicate key 'train' (lines 4 and 7): YAML keeps only the last one, so the first "
         "would be silently lost; merge them into one",
-        "region: duplicate key 'gtp:region' (lines 2 and 13): YAML keeps only the last one, so the first would be "
+        "region: duplicate key 'gtp:region' (lines 2 and 14): YAML keeps only the last one, so the first would be "
         "silently lost; merge them into one"]
-    assert source.lines["gpuNodeGroups.train.maxSize"] == 6 and source.lines["workload.nodeGroup"] == 12
+    assert source.lines["gpuNodeGroups.train.maxSize"] == 6 and source.lines["workloads.train.nodeGroup"] == 13
     # The values alone (what the engine hands the program) are valid: only the file shows the duplicate.
     with pytest.raises(ConfigError) as caught:
         parse_stack_config(BASE, project="gtp", stack="t", source=source)
@@ -365,11 +367,11 @@ def test_a_stack_file_without_duplicates_has_no_source_problems() -> None:
 def test_an_invalid_field_does_not_hide_the_other_checks_of_its_section() -> None:
     raw = copy.deepcopy(BASE)
     # workload: a type error, a range error, and two independent cross-field problems in the same section
-    raw["workload"].update({"maxSteps": "many", "numNodes": 0, "name": "My Job", "memory": "64GB"})
+    raw["workloads"]["train"].update({"maxSteps": "many", "numNodes": 0, "benchSizes": "1M 16M", "memory": "64GB"})
     problems = problems_of(raw)
-    for expected in ("workload.maxSteps: 'many' is not allowed", "workload.numNodes: 0 is out of range: allowed >= 1",
-                     "workload.name: 'My Job' must be a lowercase DNS label",
-                     "workload.memory: '64GB' is not a memory quantity"):
+    for expected in ("workloads.train.maxSteps: 'many' is not allowed", "workloads.train.numNodes: 0 is out of range: allowed >= 1",
+                     "workloads.train.benchSizes: '1M 16M' is not a comma-separated size list",
+                     "workloads.train.memory: '64GB' is not a memory quantity"):
         assert any(p.startswith(expected) for p in problems), (expected, problems)
     assert len(problems) == 4, problems
     # a node group: a type error next to a min/max mistake and a bad instance type
@@ -385,11 +387,11 @@ def test_an_invalid_field_does_not_hide_the_other_checks_of_its_section() -> Non
 def test_a_default_standing_in_for_an_invalid_field_causes_no_problem() -> None:
     raw = copy.deepcopy(BASE)
     raw["gpuNodeGroups"]["train"].update({"minSize": "two", "maxSize": 2, "desiredSize": 1})
-    raw["workload"]["numNodes"] = "four"  # the default 1 fits; no "pods don't fit" from it
+    raw["workloads"]["train"]["numNodes"] = "four"  # the default 1 fits; no "pods don't fit" from it
     assert sorted(problems_of(raw)) == [
         "gpuNodeGroups.train.minSize: 'two' is not allowed: input should be a valid integer, unable to parse string "
         "as an integer",
-        "workload.numNodes: 'four' is not allowed: input should be a valid integer, unable to parse string as an "
+        "workloads.train.numNodes: 'four' is not allowed: input should be a valid integer, unable to parse string as an "
         "integer"]
 
 
@@ -398,10 +400,11 @@ def test_problems_come_in_file_order() -> None:
 
     text = """\
 config:
-  gtp:workload:
-    kind: pytorchjob
-    nodeGroup: train
-    memory: 64GB
+  gtp:workloads:
+    train:
+      kind: pytorchjob
+      nodeGroup: train
+      memory: 64GB
   gtp:gpuNodeGroups:
     train:
       instanceTypes: [g6.xlarge]
@@ -412,12 +415,12 @@ config:
     sharing: {mode: mpss}
 """
     raw = {"cluster": {"mode": "eks", "deployer": DEPLOYER},
-           "workload": {"kind": "pytorchjob", "nodeGroup": "train", "memory": "64GB"},
+           "workloads": {"train": {"kind": "pytorchjob", "nodeGroup": "train", "memory": "64GB"}},
            "gpuNodeGroups": {"train": {"instanceTypes": ["g6.xlarge"], "minSize": 3, "maxSize": 2}},
            "gpu": {"sharing": {"mode": "mpss"}}}
     with pytest.raises(ConfigError) as caught:
         parse_stack_config(raw, project="gtp", stack="t", source=stack_source(text))
-    assert [p.path for p in caught.value.problems] == ["workload.memory", "gpuNodeGroups.train.maxSize",
+    assert [p.path for p in caught.value.problems] == ["workloads.train.memory", "gpuNodeGroups.train.maxSize",
                                                        "gpu.sharing.mode"]
 
 

@@ -79,8 +79,9 @@ def test_subnets_never_land_in_local_or_wavelength_zones() -> None:
 
 
 def test_keda_owns_the_scaled_worker_count_and_pulumi_ignores_it() -> None:
+    from tests.conftest import plan_variant
     from workload_kinds.pytorchjob import SCALED_REPLICAS
-    prod = plan_stack("prod")
+    prod = plan_variant("prod-keda")
     scaled = prod.one("kubernetes:keda.sh/v1alpha1:ScaledObject")
     target = scaled.inputs["spec"]["scaleTargetRef"]
     job = next(r for r in prod.by_type(f"kubernetes:{target['apiVersion']}:{target['kind']}")
@@ -94,7 +95,7 @@ def test_keda_owns_the_scaled_worker_count_and_pulumi_ignores_it() -> None:
 
 
 def test_jobs_without_keda_ignore_nothing() -> None:
-    for stack in ("dev", "edge"):
+    for stack in ("dev", "edge", "prod"):
         for job in plan_stack(stack).resources:
             if job.type.startswith("kubernetes:kubeflow.org/") or job.type.startswith("kubernetes:elastic.iml.github.io/"):
                 assert not job.options.get("ignoreChanges"), (stack, job.name)
@@ -106,9 +107,10 @@ def test_pulumi_owned_jobs_keep_their_finished_object(tmp_path: Path) -> None:
     assert "ttlSecondsAfterFinished" not in job.inputs["spec"]["runPolicy"]
 
     def with_ttl(config: dict[str, Any]) -> None:
-        config["gtp:workload"]["ttlSecondsAfterFinished"] = 3600
+        config["gtp:workloads"]["gpt-pretrain"]["ttlSecondsAfterFinished"] = 3600
 
-    with pytest.raises(ConfigError, match=r"workload\.ttlSecondsAfterFinished: 3600 would let the operator delete"):
+    with pytest.raises(ConfigError, match=r"workloads\.gpt-pretrain\.ttlSecondsAfterFinished: 3600 would let the "
+                                          r"operator delete"):
         plan_modified(tmp_path, "prod", with_ttl)
 
 
@@ -118,7 +120,7 @@ def test_keda_jobs_still_expire(tmp_path: Path) -> None:
     assert scaled_job.inputs["spec"]["jobTargetRef"]["ttlSecondsAfterFinished"] == 86400
 
     def with_ttl(config: dict[str, Any]) -> None:
-        config["gtp:workload"]["ttlSecondsAfterFinished"] = 600
+        config["gtp:workloads"]["mnist"]["ttlSecondsAfterFinished"] = 600
 
     assert plan_modified(tmp_path, "dev", with_ttl).one("kubernetes:keda.sh/v1alpha1:ScaledJob").inputs[
         "spec"]["jobTargetRef"]["ttlSecondsAfterFinished"] == 600
@@ -178,7 +180,7 @@ def test_long_group_names_are_rejected_before_eks_does(tmp_path: Path) -> None:
     def long_name(config: dict[str, Any]) -> None:
         groups = config["gtp:gpuNodeGroups"]
         groups["a-very-long-node-group-name-for-h100s"] = groups.pop("h100")
-        config["gtp:workload"]["nodeGroup"] = "a-very-long-node-group-name-for-h100s"
+        config["gtp:workloads"]["gpt-pretrain"]["nodeGroup"] = "a-very-long-node-group-name-for-h100s"
 
     with pytest.raises(ConfigError, match=r"gpuNodeGroups\.a-very-long-node-group-name-for-h100s: name prefix "
                                           r"'gtp-prod-a-very-long-node-group-name-for-h100s-' is 47 characters"):

@@ -12,7 +12,7 @@ from tools import cluster
 
 def test_time_slicing_shares_a_jetson_gpu() -> None:
     raw = with_(EXISTING, "gpu.sharing", {"mode": "time-slicing", "replicas": 4})
-    config = parse(with_(raw, "workload.gpuResource", "shared"))
+    config = parse(with_(raw, "workloads.train.gpuResource", "shared"))
     assert config.sharing_for("orin").mode == "time-slicing"
 
 
@@ -28,7 +28,7 @@ def test_mps_is_refused_on_jetson(path: str, where: str) -> None:
 
 
 def test_mps_stays_allowed_on_server_gpus() -> None:
-    config = parse(with_(with_(BASE, "gpu.sharing", {"mode": "mps", "replicas": 4}), "workload.gpuResource", "shared"))
+    config = parse(with_(with_(BASE, "gpu.sharing", {"mode": "mps", "replicas": 4}), "workloads.train.gpuResource", "shared"))
     assert config.sharing_for("train").mode == "mps"
 
 

@@ -36,7 +36,7 @@ def test_quota_of_whole_gpus_is_max_nodes_times_gpus_plus_the_catalog_allocatabl
 @pytest.mark.parametrize(("mode", "replicas"), [("mps", 4), ("time-slicing", 3)])
 def test_quota_of_shared_gpus_counts_slices_of_the_renamed_resource(mode: str, replicas: int) -> None:
     config = parse(with_(with_(BASE, "gpu.sharing", {"mode": mode, "replicas": replicas}),
-                         "workload.gpuResource", "shared"))
+                         "workloads.train.gpuResource", "shared"))
     quota = group_quota(config, "train")
     assert quota[SHARED_GPU_RESOURCE] == 2 * 1 * replicas
     assert WHOLE_GPU_RESOURCE not in quota
@@ -44,7 +44,7 @@ def test_quota_of_shared_gpus_counts_slices_of_the_renamed_resource(mode: str, r
 
 def test_quota_counts_efa_devices_of_efa_groups() -> None:
     raw = with_(BASE, "gpuNodeGroups", {"train": {"instanceTypes": ["p5.48xlarge"], "maxSize": 3}})
-    quota = group_quota(parse(with_(raw, "workload.cpu", "8")), "train")
+    quota = group_quota(parse(with_(raw, "workloads.train.cpu", "8")), "train")
     assert quota[WHOLE_GPU_RESOURCE] == 24 and quota[EFA_RESOURCE] == 96
 
 
@@ -104,7 +104,7 @@ def test_derived_manifest_refuses_a_render_without_the_config() -> None:
         derive_manifest(upstream, ["batch/job"], "5m")
 
 
-ELASTIC = with_(with_(BASE, "workload.kind", "elasticjob"), "workload.elastic", {"minNodes": 1, "maxNodes": 2})
+ELASTIC = with_(with_(BASE, "workloads.train.kind", "elasticjob"), "workloads.train.elastic", {"minNodes": 1, "maxNodes": 2})
 
 
 # --- the stack option -----------------------------------------------------------------------------------------
@@ -112,15 +112,15 @@ def test_kueue_defaults_on_where_it_can_queue_and_off_elsewhere() -> None:
     assert kueue_enabled(parse(BASE))
     assert not kueue_enabled(parse(ELASTIC))
     assert not kueue_enabled(parse(EXISTING))
-    assert not kueue_enabled(parse(with_(BASE, "workload.kueue.enabled", False)))
+    assert not kueue_enabled(parse(with_(BASE, "kueue.enabled", False)))
 
 
 @pytest.mark.parametrize(("raw", "expected"), [
-    (with_(ELASTIC, "workload.kueue.enabled", True),
-     "workload.kueue.enabled: true, but workload.kind 'elasticjob': Kueue v0.19.2 has no integration"),
-    (with_(EXISTING, "workload.kueue.enabled", True), "workload.kueue.enabled: true, but cluster.mode 'existing'"),
-    (with_(BASE, "workload.kueue.waitForPodsReadyTimeout", "10 minutes"),
-     "workload.kueue.waitForPodsReadyTimeout: '10 minutes' is not a duration"),
+    (with_(ELASTIC, "kueue.enabled", True),
+     "kueue.enabled: true, but workloads.train.kind 'elasticjob': Kueue v0.19.2 has no integration"),
+    (with_(EXISTING, "kueue.enabled", True), "kueue.enabled: true, but cluster.mode 'existing'"),
+    (with_(BASE, "kueue.waitForPodsReadyTimeout", "10 minutes"),
+     "kueue.waitForPodsReadyTimeout: '10 minutes' is not a duration"),
 ])
 def test_kueue_config_errors_name_the_key(raw: dict[str, Any], expected: str) -> None:
     assert any(problem.startswith(expected) for problem in problems_of(raw)), problems_of(raw)
@@ -143,7 +143,7 @@ def test_dev_queues_its_scaled_jobs_and_simulates_clean() -> None:
 
 
 def test_kueue_off_removes_it_and_the_label(tmp_path: Path) -> None:
-    plan = plan_modified(tmp_path, "dev", lambda c: c["gtp:workload"].update({"kueue": {"enabled": False}}))
+    plan = plan_modified(tmp_path, "dev", lambda c: c.update({"gtp:kueue": {"enabled": False}}))
     objects = _objects(plan)
     assert not [item for item in objects if "kueue" in item.kind.lower() or item.kind in
                 ("ClusterQueue", "LocalQueue", "ResourceFlavor") or item.namespace == "kueue-system"]
@@ -152,23 +152,26 @@ def test_kueue_off_removes_it_and_the_label(tmp_path: Path) -> None:
     assert "queued" not in simulate(plan, objects)["checks"]
 
 
-def test_prod_without_keda_queues_its_multi_node_efa_job(tmp_path: Path) -> None:
-    plan = plan_modified(tmp_path, "prod", lambda c: c["gtp:autoscaling"].update(
-        {"mode": "none", "minReplicas": 1, "maxReplicas": 4}))
+def test_prod_queues_its_multi_node_efa_jobs() -> None:
+    plan = plan_stack("prod")
     objects = _objects(plan)
     (job,) = [item for item in objects if item.kind == "PyTorchJob"]
     assert job.obj["metadata"]["labels"][QUEUE_LABEL] == kueue.LOCAL_QUEUE
     (config_map,) = [item for item in objects if item.kind == "ConfigMap" and item.name == kueue.CONFIG_MAP]
     config = yaml.safe_load(config_map.obj["data"][kueue.CONFIG_KEY])
-    assert config["integrations"]["frameworks"] == ["kubeflow.org/pytorchjob"]
+    assert config["integrations"]["frameworks"] == ["kubeflow.org/pytorchjob", "trainer.kubeflow.org/trainjob"]
     (cq,) = [item for item in objects if item.kind == "ClusterQueue"]
     assert EFA_RESOURCE in cq.obj["spec"]["resourceGroups"][0]["coveredResources"]
     report = simulate(plan, objects)
     assert report["ok"], report["checks"].get("queued")
 
 
-def test_prod_with_keda_scaling_has_no_kueue() -> None:
-    objects = _objects(plan_stack("prod"))
+def test_prod_with_keda_scaling_has_no_kueue(tmp_path: Path) -> None:
+    def scale(config: dict[str, Any]) -> None:
+        config["gtp:workloads"]["gpt-pretrain"]["autoscaling"] = {"mode": "scaledobject", "minReplicas": 2,
+                                                                   "maxReplicas": 4}
+
+    objects = _objects(plan_modified(tmp_path, "prod", scale))
     assert not [item for item in objects if item.kind == "ClusterQueue"]
 
 

@@ -87,6 +87,6 @@ def test_deployer_placeholders(field: str, value: Any, placeholder: bool) -> Non
                 "tgw-0a1b2c3d4e5f67890", "cidrs": ["10.250.0.0/24"], field: value}
     config = parse_stack_config({"cluster": {"mode": "eks", "deployer": deployer},
                                  "gpuNodeGroups": {"g": {"instanceTypes": ["g6.xlarge"]}},
-                                 "workload": {"kind": "none"}}, stack="t")
+                                 "workloads": {}}, stack="t")
     paths = [p.path for p in find_placeholders(config)]
     assert (any(path.startswith(f"cluster.deployer.{field}") for path in paths)) is placeholder, paths

@@ -177,6 +177,7 @@ def test_a_duplicate_key_in_the_stack_file_fails_the_plan_before_anything_is_reg
 
 
 def test_a_malformed_quantity_exits_2_with_its_key_path_and_registers_nothing(tmp_path: Path) -> None:
-    stack_file = broken_dev(tmp_path, "workload", "memory", "64GB")
-    assert_registers_nothing(stack_file, r"workload\.memory: '64GB' is not a memory quantity like '16Gi'")
-    assert_cli_rejects(stack_file, tmp_path, "workload.memory: '64GB'")
+    stack_file = broken_dev(tmp_path, "workloads", "mnist", {"kind": "pytorchjob", "nodeGroup": "g6",
+                                                             "memory": "64GB"})
+    assert_registers_nothing(stack_file, r"workloads\.mnist\.memory: '64GB' is not a memory quantity like '16Gi'")
+    assert_cli_rejects(stack_file, tmp_path, "workloads.mnist.memory: '64GB'")

@@ -20,9 +20,9 @@ SECTIONS = [
     ("gpuNodeGroups.<name>.taints.<key>", config.TaintConfig), ("gpu", config.GpuConfig),
     ("gpu.sharing", config.SharingConfig), ("gpu.metrics", config.MetricsConfig), ("image", config.ImageConfig),
     ("image.offline", config.OfflineConfig),
-    ("workload", config.WorkloadConfig), ("workload.elastic", config.ElasticConfig),
-    ("workload.kueue", config.KueueConfig),
-    ("autoscaling", config.AutoscalingConfig), ("storage", config.StorageConfig), ("lifecycle", config.LifecycleConfig),
+    ("workloads.<name>", config.WorkloadConfig), ("workloads.<name>.elastic", config.ElasticConfig),
+    ("workloads.<name>.autoscaling", config.AutoscalingConfig), ("kueue", config.KueueConfig),
+    ("storage", config.StorageConfig), ("lifecycle", config.LifecycleConfig),
 ]
 
 

@@ -148,6 +148,10 @@ REPLACE_ON: dict[str, tuple[str, ...]] = {
     "kubernetes:keda.sh/v1alpha1:ScaledJob": _K8S_NAME,
     "kubernetes:keda.sh/v1alpha1:ScaledObject": _K8S_NAME,
     "kubernetes:kubeflow.org/v1:PyTorchJob": _K8S_NAME,
+    # Kubeflow Trainer v2.3.0 CRDs: the provider replaces on a new name only (it knows no immutable field of a
+    # custom resource); to run a changed job from scratch, rename the workload.
+    "kubernetes:trainer.kubeflow.org/v1alpha1:ClusterTrainingRuntime": ("metadata.name",),
+    "kubernetes:trainer.kubeflow.org/v1alpha1:TrainJob": _K8S_NAME,
     # Kueue v0.19.2 CRDs: no immutable spec field here (ResourceFlavor's nodeLabels/tolerations are immutable only
     # with a topologyName, which the platform never sets); the provider replaces on a new name only.
     "kubernetes:kueue.x-k8s.io/v1beta2:ClusterQueue": ("metadata.name",),

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from stack_config import Problem, StackConfig
+from stack_config import Problem, StackConfig, WorkloadConfig
 from workload_kinds.base import (
     Deployment,
     JobMaster,
@@ -36,35 +36,39 @@ KINDS: dict[str, WorkloadKind] = {kind.name: kind for kind in (
     SwarmKind(),
     TrainJobKind(),
 )}
-NO_WORKLOAD = "none"
 SELECTED_BY_AUTOSCALING = {"scaledjob": "scaledjob"}
 """`autoscaling.mode` values that replace the standing job with a kind of their own."""
-CONFIGURABLE = sorted({*KINDS} - set(SELECTED_BY_AUTOSCALING.values()) | {NO_WORKLOAD})
-"""Values `workload.kind` accepts."""
+CONFIGURABLE = sorted({*KINDS} - set(SELECTED_BY_AUTOSCALING.values()))
+"""Values `workloads.<name>.kind` accepts."""
 
 __all__ = ["CONFIGURABLE", "KINDS", "Deployment", "JobMaster", "KubernetesWorkloadKind", "SwarmContext",
-           "SwarmWorkloadKind", "WorkloadContext", "WorkloadKind", "check", "for_config", "kind_of_resource"]
+           "SwarmWorkloadKind", "WorkloadContext", "WorkloadKind", "check", "kind_of", "kinds_of", "kind_of_resource"]
 
 
-def for_config(config: StackConfig) -> WorkloadKind | None:
-    """The kind that runs this stack's training, or None for a platform-only stack (`workload.kind: none`)."""
-    if config.workload.kind == NO_WORKLOAD:
-        return None
-    selected = SELECTED_BY_AUTOSCALING.get(config.autoscaling.mode)
-    return KINDS[selected or config.workload.kind]
+def kind_of(workload: WorkloadConfig) -> WorkloadKind:
+    """The kind that runs one workload (`kind`, unless its `autoscaling.mode` selects one of its own)."""
+    selected = SELECTED_BY_AUTOSCALING.get(workload.autoscaling.mode)
+    return KINDS[selected or workload.kind]
+
+
+def kinds_of(config: StackConfig) -> dict[str, WorkloadKind]:
+    """Workload name → its kind, for every workload of the stack (empty: platform only)."""
+    return {name: kind_of(workload) for name, workload in config.workloads.items()}
 
 
 def check(config: StackConfig) -> Iterator[Problem]:
-    """The kind can run the entrypoint and passes its own checks (the kind itself is validated as a choice
-    while parsing)."""
-    workload = config.workload
-    kind = for_config(config)
-    if kind is None:
-        return
-    if workload.entrypoint not in kind.entrypoints:
-        yield Problem("workload.entrypoint", f"{workload.entrypoint!r} runs as one PyTorchJob on a fixed set of "
-                      "nodes: use kind pytorchjob with autoscaling.mode none")
-    yield from kind.check(config)
+    """Each workload's kind can run its entrypoint (and its own image) and passes the kind's own checks (the kind
+    itself is validated as a choice while parsing)."""
+    for name, workload in config.workloads.items():
+        path = f"workloads.{name}"
+        kind = kind_of(workload)
+        if workload.entrypoint not in kind.entrypoints:
+            yield Problem(f"{path}.entrypoint", f"{workload.entrypoint!r} runs as one PyTorchJob on a fixed set of "
+                          "nodes: use kind pytorchjob with autoscaling.mode none")
+        if workload.image is not None and not kind.own_image:
+            yield Problem(f"{path}.image", f"kind {kind.name!r} runs only our trainer; a team's own image runs as "
+                          "kind pytorchjob, trainjob or elasticjob")
+        yield from kind.check(config, workload, path)
 
 
 def kind_of_resource(body: Mapping[str, Any]) -> KubernetesWorkloadKind | None:

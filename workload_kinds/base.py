@@ -21,7 +21,7 @@ from components.training_operators import TrainingOperators
 from components.training_pod import PodShape
 from conventions.kubernetes import PodSecurityLevel
 from conventions.names import Platform
-from stack_config import Problem, StackConfig
+from stack_config import Problem, StackConfig, WorkloadConfig
 
 
 @dataclass(frozen=True)
@@ -35,11 +35,31 @@ class JobMaster:
     """The operator that installs `cluster_role`; the namespace's RoleBinding waits for it."""
 
 
+class _WorkloadNaming:
+    """Pulumi names of one workload's resources (for both contexts)."""
+
+    workload: WorkloadConfig
+    only_workload: bool
+
+    def resource_name(self, base: str) -> str:
+        """The Pulumi name of the workload's resource `base` (`job`, `scaling`, ...): `<base>-<workload>`."""
+        return f"{base}-{self.workload.name}"
+
+    def opts(self, base: str, **kwargs: Any) -> pulumi.ResourceOptions:
+        """Options of resource `base`: a stack with one workload aliases the name its release used (`base`
+        alone), so upgrading keeps the running job instead of replacing it. Children named `<parent>-...`
+        follow their parent's alias (the SDK's inherited child aliases)."""
+        aliases = [pulumi.Alias(name=base)] if self.only_workload else None
+        return pulumi.ResourceOptions(aliases=aliases, **kwargs)
+
+
 @dataclass
-class WorkloadContext:
+class WorkloadContext(_WorkloadNaming):
     """What a kind deploys with: the stack config, the one pod shape, and what the stage built before it."""
 
     config: StackConfig
+    workload: WorkloadConfig
+    """The workload to deploy (an entry of `config.workloads`; its `name` is the key)."""
     shape: PodShape
     """The training pod every replica of the workload runs."""
     operators: TrainingOperators
@@ -52,6 +72,8 @@ class WorkloadContext:
     region: str = ""
     training_role: Any = None
     """The training pods' Pod Identity role (EKS), for kinds that grant it access to what they create."""
+    only_workload: bool = True
+    """The stack has this one workload (releases before `workloads` had exactly one, named without it)."""
     queue_labels: dict[str, str] = field(default_factory=dict)
     """Labels every job object the kind submits must carry so Kueue admits it (`kueue.x-k8s.io/queue-name`);
     empty when Kueue is off. Put them on the object Kueue's integration watches (the PyTorchJob, the TrainJob,
@@ -72,14 +94,17 @@ class WorkloadKind(ABC):
     """One way to run training, on one platform (`KubernetesWorkloadKind`, `SwarmWorkloadKind`)."""
 
     name: ClassVar[str]
-    """The kind's name: the value of `workload.kind` (or, for `scaledjob`, of `autoscaling.mode`)."""
+    """The kind's name: the value of `workloads.<name>.kind` (or, for `scaledjob`, of its `autoscaling.mode`)."""
     platform: ClassVar[Platform]
     """What must run it: the cluster target's platform has to match."""
     entrypoints: ClassVar[frozenset[str]] = frozenset({"train"})
-    """Values of `workload.entrypoint` the kind can run."""
+    """Values of `workloads.<name>.entrypoint` the kind can run."""
+    own_image: ClassVar[bool] = True
+    """Can run a team's own image and command (`workloads.<name>.image`)."""
 
-    def check(self, config: StackConfig) -> Iterator[Problem]:
-        """Config problems specific to this kind (run with every other rule, before anything is registered)."""
+    def check(self, config: StackConfig, workload: WorkloadConfig, path: str) -> Iterator[Problem]:
+        """Config problems specific to this kind for one workload at key path `path` (run with every other rule,
+        before anything is registered)."""
         return iter(())
 
 
@@ -102,8 +127,8 @@ class KubernetesWorkloadKind(WorkloadKind):
     keda_reads_aws: ClassVar[bool] = False
     """KEDA's operator reads an AWS service (a queue) for this kind: it gets a Pod Identity role."""
 
-    def needs_operators(self, config: StackConfig) -> frozenset[str]:
-        """Operators to install for this stack (the kind's own, plus KEDA when something scales it)."""
+    def needs_operators(self, workload: WorkloadConfig) -> frozenset[str]:
+        """Operators to install for this workload (the kind's own, plus KEDA when something scales it)."""
         return self.operators
 
     @abstractmethod
@@ -115,20 +140,13 @@ class KubernetesWorkloadKind(WorkloadKind):
     def pod_templates(self, body: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:
         """Role → pod template of every replica in one of this kind's custom resources."""
 
-    def pods_per_job(self, config: StackConfig) -> int:
-        """Most training pods one job runs at once (the quota is sized from it)."""
-        workload = config.workload
-        pods = workload.elastic.max_nodes if workload.elastic else workload.num_nodes
-        if config.autoscaling.mode != "none":
-            pods = max(pods, config.autoscaling.max_replicas)
-        return pods
-
 
 @dataclass
-class SwarmContext:
+class SwarmContext(_WorkloadNaming):
     """What a Swarm kind deploys with."""
 
     config: StackConfig
+    workload: WorkloadConfig
     image: pulumi.Input[str]
     """The training image, by digest."""
     provider: Any
@@ -138,6 +156,7 @@ class SwarmContext:
     gpus_per_node: int
     registry_auth: dict[str, pulumi.Input[str]] | None = None
     secrets: dict[str, pulumi.Input[str]] = field(default_factory=dict)
+    only_workload: bool = True
 
 
 class SwarmWorkloadKind(WorkloadKind):

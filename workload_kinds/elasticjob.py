@@ -12,10 +12,10 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, ClassVar
 
 from components.training_job import TrainingJob, TrainingJobArgs
-from components.training_pod import ElasticRange, PodShape, pod_template
+from components.training_pod import ElasticRange, PodShape, launched, pod_template
 from conventions.kubernetes import PodSecurityLevel, app_labels
 from conventions.quantities import quantity_gib, whole_cores
-from stack_config import Problem, StackConfig
+from stack_config import Problem, StackConfig, WorkloadConfig
 from workload_kinds.base import Deployment, JobMaster, KubernetesWorkloadKind, WorkloadContext
 
 API_VERSION = "elastic.iml.github.io/v1alpha1"
@@ -24,18 +24,19 @@ POD_LABEL = "elasticjob.dlrover/name"
 
 
 def dlrover_run_args(min_nodes: int, max_nodes: int, num_procs: int, max_restarts: int,
-                     trainer: Sequence[str], module: str = "trainer.train") -> list[str]:
+                     trainer: Sequence[str], module: str = "trainer.train",
+                     program: Sequence[str] | None = None) -> list[str]:
     """`dlrover-run` arguments (0.6.1: torchrun's parser plus DLRover flags; the rendezvous is DLRover's master,
     found through DLROVER_MASTER_ADDR that the ElasticJob controller sets)."""
     return [f"--nnodes={min_nodes}:{max_nodes}", f"--nproc-per-node={num_procs}", f"--max-restarts={max_restarts}",
-            "-m", module, *trainer]
+            *launched(trainer, module, program)]
 
 
 def elastic_job_body(name: str, shape: PodShape, *, elastic: ElasticRange) -> dict[str, Any]:
     """A DLRover ElasticJob: `maxNodes` workers started with `dlrover-run --nnodes=MIN:MAX`; the job keeps
     training with at least MIN of them. DLRover's master (created by the controller) relaunches failed ones."""
     args = dlrover_run_args(elastic.min_nodes, elastic.max_nodes, shape.num_gpus, elastic.max_restarts,
-                            shape.trainer_args, module=shape.module)
+                            shape.trainer_args, module=shape.module, program=shape.program)
     labels = app_labels(name)
     # DLRover's master relaunches pods itself and forces restartPolicy Never on the pods it creates; "Never"
     # here says so.
@@ -68,17 +69,17 @@ class ElasticJobKind(KubernetesWorkloadKind):
     # `default-role` ClusterRole.
     job_master: ClassVar[JobMaster | None] = JobMaster(cluster_role="default-role", operator="dlrover")
 
-    def check(self, config: StackConfig) -> Iterator[Problem]:
-        if config.workload.elastic is None:
-            yield Problem("workload.elastic", "is required for kind 'elasticjob' (minNodes/maxNodes)")
+    def check(self, config: StackConfig, workload: WorkloadConfig, path: str) -> Iterator[Problem]:
+        if workload.elastic is None:
+            yield Problem(f"{path}.elastic", "is required for kind 'elasticjob' (minNodes/maxNodes)")
 
     def deploy(self, context: WorkloadContext) -> Deployment:
-        workload = context.config.workload
+        workload = context.workload
         assert workload.elastic is not None  # check() rejects an elasticjob without it
         elastic = ElasticRange(workload.elastic.min_nodes, workload.elastic.max_nodes, workload.elastic.max_restarts)
-        TrainingJob("job", TrainingJobArgs(
+        TrainingJob(context.resource_name("job"), TrainingJobArgs(
             body=elastic_job_body(workload.name, context.shape, elastic=elastic), provider=context.provider,
-            depends_on=[context.operators.installed["dlrover"], *context.ready]))
+            depends_on=[context.operators.installed["dlrover"], *context.ready]), opts=context.opts("job"))
         namespace = context.shape.namespace
         return Deployment(watch={
             "jobs": f"kubectl -n {namespace} get elasticjobs {workload.name}",

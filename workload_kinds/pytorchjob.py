@@ -21,7 +21,7 @@ from components.training_job import TrainingJob, TrainingJobArgs
 from components.training_pod import ElasticRange, PodShape, RunPolicy, pod_template, torchrun_args
 from conventions.kubernetes import app_labels
 from conventions.names import PROMETHEUS_URL
-from stack_config import Problem, StackConfig
+from stack_config import Problem, StackConfig, WorkloadConfig
 from workload_kinds.base import Deployment, KubernetesWorkloadKind, WorkloadContext
 
 API_VERSION = "kubeflow.org/v1"
@@ -30,12 +30,15 @@ POD_LABEL = "training.kubeflow.org/job-name"
 
 
 def pytorch_job_body(name: str, shape: PodShape, *, num_nodes: int, elastic: ElasticRange | None,
-                     run_policy: RunPolicy) -> dict[str, Any]:
+                     run_policy: RunPolicy, scaled: bool = False) -> dict[str, Any]:
     """A PyTorchJob: a Master alone for one node, otherwise Workers only with `elasticPolicy` (the operator then
     hands torchrun a c10d rendezvous on the first worker through PET_* env; pkg/controller.v1/pytorch/elastic.go
     at v1.9.4). A fixed-size multi-node job is elastic with min = max = num_nodes, so no Master exists and the
-    operator injects no `init-pytorch` container (see the module docstring)."""
-    args = torchrun_args(shape.num_gpus, shape.trainer_args, module=shape.module)
+    operator injects no `init-pytorch` container (see the module docstring).
+
+    An elastic job starts with `maxNodes` workers and keeps training while `minNodes` are up; when KEDA scales
+    it (`scaled`), it starts with `minNodes` and KEDA adds workers through the `/scale` subresource."""
+    args = torchrun_args(shape.num_gpus, shape.trainer_args, module=shape.module, program=shape.program)
     labels = app_labels(name)
     template = pod_template(shape, command=["torchrun"], args=args, labels=labels)
     policy: dict[str, Any] = {"backoffLimit": run_policy.backoff_limit}
@@ -47,7 +50,8 @@ def pytorch_job_body(name: str, shape: PodShape, *, num_nodes: int, elastic: Ela
         # No `metrics`: KEDA (keda_scaling.py) is the only autoscaler; two HPAs on one target fight.
         spec["elasticPolicy"] = {"minReplicas": elastic.min_nodes, "maxReplicas": elastic.max_nodes,
                                  "rdzvBackend": "c10d", "maxRestarts": elastic.max_restarts}
-        spec["pytorchReplicaSpecs"] = {"Worker": {"replicas": elastic.min_nodes, "restartPolicy": "OnFailure",
+        start = elastic.min_nodes if scaled else elastic.max_nodes
+        spec["pytorchReplicaSpecs"] = {"Worker": {"replicas": start, "restartPolicy": "OnFailure",
                                                   "template": template}}
     elif num_nodes > 1:
         # Fixed size: no maxRestarts (torchrun's default 0); a failed pod is retried by runPolicy.backoffLimit.
@@ -60,13 +64,12 @@ def pytorch_job_body(name: str, shape: PodShape, *, num_nodes: int, elastic: Ela
             "metadata": {"name": name, "namespace": shape.namespace, "labels": labels}, "spec": spec}
 
 
-def elastic_range(config: StackConfig) -> ElasticRange | None:
-    elastic = config.workload.elastic
+def elastic_range(workload: WorkloadConfig) -> ElasticRange | None:
+    elastic = workload.elastic
     return ElasticRange(elastic.min_nodes, elastic.max_nodes, elastic.max_restarts) if elastic else None
 
 
-def run_policy(config: StackConfig) -> RunPolicy:
-    workload = config.workload
+def run_policy(workload: WorkloadConfig) -> RunPolicy:
     return RunPolicy(workload.backoff_limit, workload.ttl_seconds_after_finished, workload.clean_pod_policy)
 
 
@@ -82,27 +85,29 @@ class PyTorchJobKind(KubernetesWorkloadKind):
     pod_label: ClassVar[str] = POD_LABEL
     entrypoints: ClassVar[frozenset[str]] = frozenset({"train", "bench"})
 
-    def needs_operators(self, config: StackConfig) -> frozenset[str]:
-        return self.operators | ({"keda"} if config.autoscaling.mode == "scaledobject" else set())
+    def needs_operators(self, workload: WorkloadConfig) -> frozenset[str]:
+        return self.operators | ({"keda"} if workload.autoscaling.mode == "scaledobject" else set())
 
-    def check(self, config: StackConfig) -> Iterator[Problem]:
-        if config.workload.entrypoint == "bench" and config.autoscaling.mode != "none":
-            yield Problem("workload.entrypoint", "'bench' runs as one PyTorchJob on a fixed set of nodes: use kind "
-                                                 "pytorchjob with autoscaling.mode none")
+    def check(self, config: StackConfig, workload: WorkloadConfig, path: str) -> Iterator[Problem]:
+        if workload.entrypoint == "bench" and workload.autoscaling.mode != "none":
+            yield Problem(f"{path}.entrypoint", "'bench' runs as one PyTorchJob on a fixed set of nodes: use kind "
+                                                "pytorchjob with autoscaling.mode none")
 
     def deploy(self, context: WorkloadContext) -> Deployment:
-        config, workload, autoscaling = context.config, context.config.workload, context.config.autoscaling
+        workload, autoscaling = context.workload, context.workload.autoscaling
         body = pytorch_job_body(workload.name, context.shape, num_nodes=workload.num_nodes,
-                                elastic=elastic_range(config), run_policy=run_policy(config))
+                                elastic=elastic_range(workload), run_policy=run_policy(workload),
+                                scaled=autoscaling.mode == "scaledobject")
         body["metadata"]["labels"] = {**body["metadata"]["labels"], **context.queue_labels}
-        job = TrainingJob("job", TrainingJobArgs(
+        job = TrainingJob(context.resource_name("job"), TrainingJobArgs(
             body=body, provider=context.provider,
             depends_on=[context.operators.installed["training-operator"], *context.ready],
             # KEDA owns the Worker count through the /scale subresource; without this the next `up` would set
             # it back to elastic.minNodes under a running job.
-            ignore_changes=[SCALED_REPLICAS] if autoscaling.mode == "scaledobject" else []))
+            ignore_changes=[SCALED_REPLICAS] if autoscaling.mode == "scaledobject" else []),
+            opts=context.opts("job"))
         if autoscaling.mode == "scaledobject":
-            KedaScaling("scaling", KedaScalingArgs(
+            KedaScaling(context.resource_name("scaling"), KedaScalingArgs(
                 mode="scaledobject", job_name=workload.name, namespace=context.shape.namespace,
                 scale_target={"apiVersion": API_VERSION, "kind": self.resource_kind, "name": workload.name},
                 min_replicas=autoscaling.min_replicas, max_replicas=autoscaling.max_replicas,
@@ -110,7 +115,7 @@ class PyTorchJobKind(KubernetesWorkloadKind):
                 polling_interval_seconds=autoscaling.polling_interval_seconds,
                 cooldown_period_seconds=autoscaling.cooldown_period_seconds, prometheus_url=PROMETHEUS_URL,
                 provider=context.provider, depends_on=[context.operators.installed["keda"], job.job],
-            ))
+            ), opts=context.opts("scaling"))
         namespace = context.shape.namespace
         multi_node = workload.elastic or workload.num_nodes > 1
         rank0 = f"{workload.name}-worker-0" if multi_node else f"{workload.name}-master-0"

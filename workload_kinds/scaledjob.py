@@ -12,7 +12,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any, ClassVar
 
 from components.keda_scaling import KedaScaling, KedaScalingArgs
-from stack_config import Problem, StackConfig
+from stack_config import Problem, StackConfig, WorkloadConfig
 from workload_kinds.base import Deployment, KubernetesWorkloadKind, WorkloadContext
 from workload_kinds.pytorchjob import POD_LABEL as PYTORCH_JOB_LABEL
 
@@ -25,14 +25,17 @@ class ScaledJobKind(KubernetesWorkloadKind):
     # label, which these single-pod jobs never need (one pod talks to nobody but AWS).
     pod_label: ClassVar[str] = PYTORCH_JOB_LABEL
     keda_reads_aws: ClassVar[bool] = True
+    # The pod runs `python -m trainer.queue`, our trainer's queue consumer, around the training command.
+    own_image: ClassVar[bool] = False
 
-    def check(self, config: StackConfig) -> Iterator[Problem]:
+    def check(self, config: StackConfig, workload: WorkloadConfig, path: str) -> Iterator[Problem]:
         if config.cluster.mode != "eks":
-            yield Problem("autoscaling.mode", "'scaledjob' reads an SQS queue with Pod Identity, which needs EKS")
+            yield Problem(f"{path}.autoscaling.mode", "'scaledjob' reads an SQS queue with Pod Identity, which "
+                                                      "needs EKS")
 
     def deploy(self, context: WorkloadContext) -> Deployment:
-        workload, autoscaling = context.config.workload, context.config.autoscaling
-        scaling = KedaScaling("scaling", KedaScalingArgs(
+        workload, autoscaling = context.workload, context.workload.autoscaling
+        scaling = KedaScaling(context.resource_name("scaling"), KedaScalingArgs(
             mode="scaledjob", job_name=workload.name, namespace=context.shape.namespace,
             max_replicas=autoscaling.max_replicas, polling_interval_seconds=autoscaling.polling_interval_seconds,
             shape=context.shape, backoff_limit=workload.backoff_limit,
@@ -42,13 +45,13 @@ class ScaledJobKind(KubernetesWorkloadKind):
             training_role=context.training_role, keda_operator_role=context.operators.keda_operator_role,
             aws_opts=context.aws_opts, provider=context.provider,
             depends_on=[context.operators.installed["keda"], *context.ready],
-        ))
+        ), opts=context.opts("scaling"))
         namespace = context.shape.namespace
         selector = f"app.kubernetes.io/name={workload.name}"
         return Deployment(
             watch={
-                "submit": "aws sqs send-message --queue-url \"$(pulumi stack output trainingQueueUrl)\" "
-                          "--message-body '{}'",
+                "submit": "aws sqs send-message --queue-url \"$(pulumi stack output workloads --json | jq -r "
+                          f"'.\"{workload.name}\".trainingQueueUrl')\" --message-body '{{}}'",
                 "jobs": f"kubectl -n {namespace} get scaledjobs,jobs,pods -l {selector}",
                 "logs": f"kubectl -n {namespace} logs -f -l {selector} -c pytorch",
             },

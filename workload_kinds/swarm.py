@@ -22,7 +22,7 @@ from workload_kinds.base import Deployment, SwarmContext, SwarmWorkloadKind
 
 def job_shape(context: SwarmContext) -> SwarmJobShape:
     config = context.config
-    workload, storage = config.workload, config.storage
+    workload, storage = context.workload, config.storage
     checkpoints = checkpoint_dir(storage.mount_path, workload.name)
     if workload.entrypoint == "train":
         args = trainer_args(model=workload.model, max_steps=workload.max_steps, batch_size=workload.batch_size,
@@ -53,15 +53,17 @@ def job_shape(context: SwarmContext) -> SwarmJobShape:
 class SwarmKind(SwarmWorkloadKind):
     name: ClassVar[str] = "swarm"
     entrypoints: ClassVar[frozenset[str]] = frozenset({"train", "bench"})
+    # The services run `torchrun -m trainer.<entrypoint>` through a shell wrapper of our image.
+    own_image: ClassVar[bool] = False
 
     def deploy(self, context: SwarmContext) -> Deployment:
         config = context.config
         swarm = config.cluster.swarm
         assert swarm is not None
         shape = job_shape(context)
-        SwarmTraining("job", SwarmTrainingArgs(
+        SwarmTraining(context.resource_name("job"), SwarmTrainingArgs(
             provider=context.provider, shape=shape, secrets=context.secrets, registry_auth=context.registry_auth,
-            converge_timeout_seconds=swarm.converge_timeout_seconds))
+            converge_timeout_seconds=swarm.converge_timeout_seconds), opts=context.opts("job"))
         head, worker = head_service_name(shape.job_name), worker_service_name(shape.job_name)
         return Deployment(watch={
             "services": f"docker service ls --filter label=gtp.dev/job={shape.job_name}",

@@ -36,7 +36,7 @@ import pulumi_kubernetes as k8s
 
 from components.training_pod import CONTAINER_NAME, EFA_RESOURCE, PodShape, pod_template, resources, torchrun_args
 from conventions.kubernetes import app_labels
-from stack_config import Problem, StackConfig
+from stack_config import Problem, StackConfig, WorkloadConfig
 from workload_kinds.base import Deployment, KubernetesWorkloadKind, WorkloadContext
 
 API_VERSION = "trainer.kubeflow.org/v1alpha1"
@@ -51,13 +51,14 @@ POD_LABEL = "jobset.sigs.k8s.io/jobset-name"
 Trainer names the JobSet after the TrainJob (pkg/runtime/framework/plugins/jobset/jobset.go `Build`)."""
 
 
-def runtime_name(namespace: str) -> str:
-    return f"{namespace}-torch"
+def runtime_name(namespace: str, workload: str) -> str:
+    """Our ClusterTrainingRuntime of one workload (cluster-scoped: named after the stack's namespace too)."""
+    return f"{namespace}-{workload}"
 
 
 def runtime_body(name: str, shape: PodShape, *, num_nodes: int, backoff_limit: int) -> dict[str, Any]:
     """Our ClusterTrainingRuntime: the shared training pod as replicated job `node`."""
-    args = torchrun_args(shape.num_gpus, shape.trainer_args, module=shape.module)
+    args = torchrun_args(shape.num_gpus, shape.trainer_args, module=shape.module, program=shape.program)
     template = pod_template(shape, command=["torchrun"], args=args, labels=app_labels(name))
     for container in template["spec"]["containers"]:
         if container["name"] == CONTAINER_NAME:
@@ -119,37 +120,38 @@ class TrainJobKind(KubernetesWorkloadKind):
     operators: ClassVar[frozenset[str]] = frozenset({"trainer"})
     pod_label: ClassVar[str] = POD_LABEL
 
-    def check(self, config: StackConfig) -> Iterator[Problem]:
-        if config.workload.elastic is not None:
-            yield Problem("workload.elastic", "kind 'trainjob' runs a fixed node count: Kubeflow Trainer v2.3.0 "
+    def check(self, config: StackConfig, workload: WorkloadConfig, path: str) -> Iterator[Problem]:
+        if workload.elastic is not None:
+            yield Problem(f"{path}.elastic", "kind 'trainjob' runs a fixed node count: Kubeflow Trainer v2.3.0 "
                                               "has no elastic policy (removed in v2.2.0); use kind 'pytorchjob' "
                                               "or 'elasticjob'")
-        if config.autoscaling.mode != "none":
-            yield Problem("autoscaling.mode", f"{config.autoscaling.mode!r}: kind 'trainjob' cannot be scaled "
+        if workload.autoscaling.mode != "none":
+            yield Problem(f"{path}.autoscaling.mode", f"{workload.autoscaling.mode!r}: kind 'trainjob' cannot be scaled "
                                               "(a TrainJob's `trainer` block is immutable); use 'none'")
 
     def deploy(self, context: WorkloadContext) -> Deployment:
-        workload, shape = context.config.workload, context.shape
+        workload, shape = context.workload, context.shape
         namespace = shape.namespace
         operator = context.operators.installed["trainer"]
-        runtime = runtime_name(namespace)
+        runtime = runtime_name(namespace, workload.name)
         runtime_cr = k8s.apiextensions.CustomResource(
-            "trainjob-runtime", api_version=API_VERSION, kind="ClusterTrainingRuntime",
+            context.resource_name("trainjob-runtime"), api_version=API_VERSION, kind="ClusterTrainingRuntime",
             metadata={"name": runtime, "labels": {"trainer.kubeflow.org/framework": "torch"}},
             spec=runtime_body(runtime, shape, num_nodes=workload.num_nodes,
                               backoff_limit=workload.backoff_limit)["spec"],
             # Trainer's runtime webhook (failurePolicy Fail) must be serving: depend on the operator.
-            opts=pulumi.ResourceOptions(provider=context.provider, depends_on=[operator, *context.ready]))
+            opts=context.opts("trainjob-runtime", provider=context.provider, depends_on=[operator, *context.ready]))
         body = trainjob_body(workload.name, namespace, runtime, shape, num_nodes=workload.num_nodes,
                              labels=context.queue_labels)  # Kueue's queue, when the stack runs Kueue
         k8s.apiextensions.CustomResource(
-            "trainjob", api_version=API_VERSION, kind="TrainJob", metadata=body["metadata"], spec=body["spec"],
-            opts=pulumi.ResourceOptions(provider=context.provider,
-                                        depends_on=[operator, runtime_cr, *context.ready]))
+            context.resource_name("trainjob"), api_version=API_VERSION, kind="TrainJob", metadata=body["metadata"],
+            spec=body["spec"], opts=context.opts("trainjob", provider=context.provider,
+                                                 depends_on=[operator, runtime_cr, *context.ready]))
         return Deployment(watch={
             "jobs": f"kubectl -n {namespace} get trainjobs,jobsets {workload.name}",
             "pods": f"kubectl -n {namespace} get pods -l {POD_LABEL}={workload.name} -o wide",
-            "logs": f"kubectl -n {namespace} logs -f {workload.name}-{NODE}-0-0 -c {NODE}",
+            # JobSet names the Job <jobset>-<replicated job>-<index>; its pods get generated names.
+            "logs": f"kubectl -n {namespace} logs -f job/{workload.name}-{NODE}-0 -c {NODE}",
         })
 
     def pod_templates(self, body: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:

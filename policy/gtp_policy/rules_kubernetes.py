@@ -58,6 +58,11 @@ POD_SPEC_PATHS = {
     PYTORCH_JOB: ("spec.pytorchReplicaSpecs.*.template.spec",),
     ELASTIC_JOB: ("spec.replicaSpecs.*.template.spec",),
     "kubernetes:keda.sh/v1alpha1:ScaledJob": ("spec.jobTargetRef.template.spec",),
+    # Kubeflow Trainer v2: a TrainJob's pods are its runtime's replicated jobs' pod templates.
+    "kubernetes:trainer.kubeflow.org/v1alpha1:ClusterTrainingRuntime": (
+        "spec.template.spec.replicatedJobs[*].template.spec.template.spec",),
+    "kubernetes:trainer.kubeflow.org/v1alpha1:TrainingRuntime": (
+        "spec.template.spec.replicatedJobs[*].template.spec.template.spec",),
 }
 
 
@@ -69,6 +74,13 @@ def pod_specs(record: Record) -> list[tuple[str, Mapping]]:
     """(path, pod spec) for every pod template in the object."""
     found = []
     for pattern in POD_SPEC_PATHS.get(str(record.get("type")), ()):
+        head, listed, tail = pattern.partition("[*].")
+        if listed:  # a list of named entries (JobSet's replicatedJobs)
+            for index, entry in enumerate(as_list(_obj(record, head))):
+                spec = get_path(entry, tail) if isinstance(entry, Mapping) else None
+                if isinstance(spec, Mapping):
+                    found.append((f"{head}[{entry.get('name') or index}].{tail}", spec))
+            continue
         head, star, tail = pattern.partition(".*.")
         if not star:
             spec = _obj(record, pattern)

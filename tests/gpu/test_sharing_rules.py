@@ -17,19 +17,19 @@ def test_checked_in_stacks_are_valid(config_of):
 def test_whole_gpu_workload_on_a_shared_group_is_rejected(config_of):
     """A shared group's slices are renamed nvidia.com/gpu.shared: its nodes offer no whole nvidia.com/gpu."""
     def edit(raw):
-        raw["workload"]["gpuResource"] = "whole"
+        raw["workloads"]["mnist"]["gpuResource"] = "whole"
 
-    with pytest.raises(ConfigError, match=re.escape("workload.gpuResource: 'whole' requests nvidia.com/gpu, but "
+    with pytest.raises(ConfigError, match=re.escape("workloads.mnist.gpuResource: 'whole' requests nvidia.com/gpu, but "
                                                     "node group 'g6' shares its GPUs (mps)")):
         config_of("dev", edit)
 
 
 def test_whole_gpu_workload_on_a_time_sliced_group_is_rejected(config_of):
     def edit(raw):
-        raw["workload"]["gpuResource"] = "whole"
+        raw["workloads"]["mnist"]["gpuResource"] = "whole"
         raw["gpu"]["sharing"] = {"mode": "time-slicing", "replicas": 2}
 
-    with pytest.raises(ConfigError, match=r"workload\.gpuResource: 'whole' .* \(time-slicing\)"):
+    with pytest.raises(ConfigError, match=r"workloads\.mnist\.gpuResource: 'whole' .* \(time-slicing\)"):
         config_of("dev", edit)
 
 
@@ -37,7 +37,7 @@ def test_edge_with_mps_and_whole_gpu_workers_is_rejected(config_of):
     def edit(raw):
         raw["gpu"]["sharing"] = {"mode": "mps", "replicas": 2}
 
-    with pytest.raises(ConfigError, match=r"workload\.gpuResource: 'whole' requests nvidia\.com/gpu, but node group "
+    with pytest.raises(ConfigError, match=r"workloads\.edge-finetune\.gpuResource: 'whole' requests nvidia\.com/gpu, but node group "
                                           r"'orin' shares its GPUs \(mps\)"):
         config_of("edge", edit)
 
@@ -112,21 +112,21 @@ def test_groups_sharing_one_device_plugin_config_must_agree_on_mig(config_of):
 
 def test_shared_slices_for_a_multi_rank_workload_are_rejected(config_of):
     def edit(raw):
-        raw["workload"]["numNodes"] = 2
+        raw["workloads"]["mnist"]["numNodes"] = 2
 
-    with pytest.raises(ConfigError, match=r"workload\.gpuResource: 'shared' with 2 ranks: NCCL refuses two ranks on "
+    with pytest.raises(ConfigError, match=r"workloads\.mnist\.gpuResource: 'shared' with 2 ranks: NCCL refuses two ranks on "
                                           r"one physical GPU, even under MPS"):
         config_of("dev", edit)
 
 
 def test_shared_slices_need_sharing_on_the_group(config_of):
     def edit(raw):
-        raw["workload"]["gpuResource"] = "shared"
-        raw["workload"]["elastic"] = {"minNodes": 1, "maxNodes": 1}
-        raw["autoscaling"] = {"mode": "none"}
-        raw["workload"]["gpusPerNode"] = 1
+        raw["workloads"]["gpt-pretrain"]["gpuResource"] = "shared"
+        raw["workloads"]["gpt-pretrain"]["elastic"] = {"minNodes": 1, "maxNodes": 1}
+        raw["workloads"]["gpt-pretrain"]["autoscaling"] = {"mode": "none"}
+        raw["workloads"]["gpt-pretrain"]["gpusPerNode"] = 1
 
-    with pytest.raises(ConfigError, match=r"workload\.gpuResource: 'shared' needs GPU sharing on node group 'h100' "
+    with pytest.raises(ConfigError, match=r"workloads\.gpt-pretrain\.gpuResource: 'shared' needs GPU sharing on node group 'h100' "
                                           r"\(sharing mode is 'none'\)"):
         config_of("prod", edit)
 

@@ -13,7 +13,7 @@ from tests.test_config import BASE, EXISTING, parse, problems_of, with_
 DIGEST = "sha256:" + "a" * 64
 GRACE = {"cluster": {"mode": "existing"}, "kubeconfig": "apiVersion: v1",
          "gpuNodeGroups": {"gh": {"gpusPerNode": 1, "gpuModel": "GH200", "architecture": "arm64", "maxSize": 2}},
-         "image": {"platform": "linux/arm64"}, "workload": {"kind": "pytorchjob", "nodeGroup": "gh"}}
+         "image": {"platform": "linux/arm64"}, "workloads": {"train": {"kind": "pytorchjob", "nodeGroup": "gh"}}}
 
 
 @pytest.mark.parametrize(("platform", "models", "flavour"), [

@@ -176,7 +176,7 @@ def compliant_stack(kind: str = "dev") -> list[dict]:
     runtime = kr("kubernetes:trainer.kubeflow.org/v1alpha1:ClusterTrainingRuntime", n("trainjob-runtime"), {
         "metadata": {"name": "training-torch"}, "spec": {"mlPolicy": {"numNodes": 1.0, "torch": {}}, "template": {
             "spec": {"replicatedJobs": [{"name": "node", "template": {"spec": {"template": {"spec": {
-                "containers": [node]}}}}}]}}}}, depends_on=[trainer["urn"]])
+                **pod_template()["spec"], "containers": [node]}}}}}]}}}}, depends_on=[trainer["urn"]])
     train_job = kr("kubernetes:trainer.kubeflow.org/v1alpha1:TrainJob", n("trainjob"), {
         "metadata": {"name": "tj", "namespace": "training"},
         "spec": {"runtimeRef": {"name": "training-torch"}, "trainer": {

@@ -33,7 +33,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.conftest import plan_stack
+from tests.conftest import plan_variant
 from tools.cluster import ClusterObject, render_cluster
 from tools.simulate import queries
 
@@ -46,7 +46,7 @@ _OBJECTS: list[ClusterObject] = []
 
 def prod_objects() -> list[ClusterObject]:
     if not _OBJECTS:
-        _OBJECTS.extend(render_cluster(plan_stack("prod")))
+        _OBJECTS.extend(render_cluster(plan_variant("prod-keda")))
     return _OBJECTS
 
 

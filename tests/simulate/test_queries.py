@@ -8,7 +8,7 @@ import dataclasses
 
 import pytest
 
-from tests.conftest import plan_stack
+from tests.conftest import plan_variant
 from tools.cluster import ClusterObject, render_cluster
 from tools.simulate import queries
 
@@ -17,7 +17,7 @@ _OBJECTS: list[ClusterObject] = []
 
 def prod_objects() -> list[ClusterObject]:
     if not _OBJECTS:
-        _OBJECTS.extend(render_cluster(plan_stack("prod")))
+        _OBJECTS.extend(render_cluster(plan_variant("prod-keda")))
     return _OBJECTS
 
 

@@ -106,10 +106,12 @@ def test_prod_setup_job_shape_pv_claim_and_ordering(plans):
                  if r.inputs["metadata"]["namespace"] == SETUP_NAMESPACE)
     assert claim.inputs["spec"]["volumeName"] == pv.inputs["metadata"]["name"] != training_pv.inputs["metadata"]["name"]
     container = job.inputs["spec"]["template"]["spec"]["containers"][0]
-    assert container["command"][2] == (f"mkdir -p /fsx/checkpoints/gpt-pretrain && chown 10001:10001 "
-                                       f"/fsx/checkpoints/gpt-pretrain && chmod 0750 /fsx/checkpoints/gpt-pretrain")
-    pytorchjob = plan.one("kubernetes:kubeflow.org/v1:PyTorchJob")
-    assert plan.depends_transitively(pytorchjob, job)
+    # The checkpoints directory (a submitted job creates its own in it), then each workload's.
+    assert container["command"][2] == " && ".join(
+        f"mkdir -p /fsx/{path} && chown 10001:10001 /fsx/{path} && chmod 0750 /fsx/{path}"
+        for path in ("checkpoints", "checkpoints/gpt-pretrain", "checkpoints/gpt-finetune"))
+    for kind in ("kubeflow.org/v1:PyTorchJob", "trainer.kubeflow.org/v1alpha1:TrainJob"):
+        assert plan.depends_transitively(plan.one(f"kubernetes:{kind}"), job)
     namespace = next(r for r in plan.by_type("kubernetes:core/v1:Namespace")
                      if r.inputs["metadata"]["name"] == SETUP_NAMESPACE)
     assert namespace.inputs["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "baseline"

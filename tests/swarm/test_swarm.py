@@ -137,8 +137,8 @@ def test_edge_swarm_plan_has_services_not_kubernetes() -> None:
     assert provider.inputs["host"] == "ssh://deploy@gpu-manager.site.internal"
     network = plan.one("docker:index/network:Network")
     assert network.inputs["driver"] == "overlay" and network.inputs["options"] == {"encrypted": ""}
-    head = plan.one("docker:index/service:Service", "job-head")
-    worker = plan.one("docker:index/service:Service", "job-worker")
+    head = plan.one("docker:index/service:Service", "job-swarm-finetune-head")
+    worker = plan.one("docker:index/service:Service", "job-swarm-finetune-worker")
     for service in (head, worker):
         assert service.provider == provider.urn  # every service is created through the manager
         assert service.inputs["auth"] == "[secret]"  # the registry password stays a secret
@@ -147,7 +147,7 @@ def test_edge_swarm_plan_has_services_not_kubernetes() -> None:
         mount = service.inputs["taskSpec"]["containerSpec"]["mounts"][0]
         assert mount["volumeOptions"]["driverOptions"]["device"] == ":/export/training"
     assert worker.inputs["mode"] == {"replicated": {"replicas": 2}}
-    assert plan.outputs["watch"]["tasks"] == "docker service ps --no-trunc swarm-finetune-head swarm-finetune-worker"
+    assert plan.outputs["watch"]["swarm-finetune"]["tasks"] == "docker service ps --no-trunc swarm-finetune-head swarm-finetune-worker"
 
 
 def test_swarm_secrets_become_docker_secrets(tmp_path) -> None:
@@ -187,25 +187,27 @@ def test_the_committed_swarm_stack_is_valid() -> None:
 
 
 @pytest.mark.parametrize(("edit", "expected"), [
-    (lambda raw: raw["workload"]["elastic"].update(maxNodes=4),
-     "workload.elastic.maxNodes: 4 tasks, but node group 'gpu' has 3 GPU server(s) (maxSize) and a server runs one "
+    (lambda raw: raw["workloads"]["swarm-finetune"]["elastic"].update(maxNodes=4),
+     "workloads.swarm-finetune.elastic.maxNodes: 4 tasks, but node group 'gpu' has 3 GPU server(s) (maxSize) and a server runs one "
      "task: use at most 3"),
-    (lambda raw: raw["workload"].update(gpuResource="shared"),
-     "workload.gpuResource: 'shared': a Swarm task reserves all GPUs of its server; use whole"),
+    (lambda raw: raw["workloads"]["swarm-finetune"].update(gpuResource="shared"),
+     "workloads.swarm-finetune.gpuResource: 'shared': a Swarm task reserves all GPUs of its server; use whole"),
     (lambda raw: raw["gpu"]["sharing"].update(mode="mps", replicas=2),
      "gpu.sharing.mode: 'mps': a Swarm task owns whole servers"),
-    (lambda raw: raw["workload"].update(gpusPerNode=2),
-     "workload.gpusPerNode: 2, but a 'gpu' server has 4 GPUs"),
+    (lambda raw: raw["workloads"]["swarm-finetune"].update(gpusPerNode=2),
+     "workloads.swarm-finetune.gpusPerNode: 2, but a 'gpu' server has 4 GPUs"),
     (lambda raw: raw["cluster"]["swarm"].update(managerHost="tcp://10.0.0.1:2375"),
      "cluster.swarm.managerHost: 'tcp://10.0.0.1:2375' is not an SSH endpoint"),
     (lambda raw: raw["cluster"].pop("swarm"), "cluster.swarm.managerHost: is required for mode 'swarm'"),
     (lambda raw: raw["storage"].update(kind="efs"), "storage.kind: 'efs' is not available on a Swarm"),
     (lambda raw: raw["storage"].pop("nfsServer"), "storage.nfsServer: is required for kind 'nfs'"),
     (lambda raw: raw["storage"].update(kind="host-path"), "storage.hostPath: None must be an absolute directory"),
-    (lambda raw: raw["workload"].update(kind="pytorchjob"),
-     "workload.kind: 'pytorchjob' runs on kubernetes, but cluster.mode 'swarm' is a swarm cluster; use swarm or none"),
+    (lambda raw: raw["workloads"]["swarm-finetune"].update(kind="pytorchjob"),
+     "workloads.swarm-finetune.kind: 'pytorchjob' runs on kubernetes, but cluster.mode 'swarm' is a swarm "
+     "cluster; use swarm"),
     (lambda raw: raw["gpu"]["metrics"].update(prometheus=True), "gpu.metrics: prometheus run on Kubernetes"),
-    (lambda raw: raw["autoscaling"].update(mode="scaledobject"), "autoscaling.mode: 'scaledobject' needs KEDA"),
+    (lambda raw: raw["workloads"]["swarm-finetune"].update(autoscaling={"mode": "scaledobject"}),
+     "workloads.swarm-finetune.autoscaling.mode: 'scaledobject' needs KEDA"),
     (lambda raw: raw["gpuNodeGroups"]["gpu"].update(instanceTypes=["g6.xlarge"]),
      "gpuNodeGroups.gpu.instanceTypes: only applies to EKS node groups, not a Docker Swarm"),
     (lambda raw: raw["gpuNodeGroups"]["gpu"].pop("gpusPerNode"),
@@ -222,13 +224,13 @@ def test_inconsistent_swarm_configs_are_rejected(edit, expected: str) -> None:
 def test_swarm_kind_and_storage_are_rejected_on_kubernetes() -> None:
     document = yaml.safe_load((ROOT / "stacks" / "Pulumi.dev.yaml").read_text())
     raw = {key.split(":", 1)[1]: value for key, value in document["config"].items()}
-    raw["workload"]["kind"] = "swarm"
-    raw["autoscaling"] = {"mode": "none"}
+    raw["workloads"]["mnist"]["kind"] = "swarm"
+    raw["workloads"]["mnist"]["autoscaling"] = {"mode": "none"}
     raw["storage"] = {"kind": "nfs", "nfsServer": "10.0.0.5", "nfsPath": "/export"}
     raw["cluster"]["swarm"] = {"managerHost": "ssh://a@b"}
     with pytest.raises(ConfigError) as caught:
         parse_stack_config(raw, stack="t")
     found = [str(problem) for problem in caught.value.problems]
-    for expected in ("workload.kind: 'swarm' runs on swarm, but cluster.mode 'eks' is a kubernetes cluster",
+    for expected in ("workloads.mnist.kind: 'swarm' runs on swarm, but cluster.mode 'eks' is a kubernetes cluster",
                      "storage.kind: 'nfs' is for a Docker Swarm", "cluster.swarm: only applies to mode 'swarm'"):
         assert any(problem.startswith(expected) for problem in found), found

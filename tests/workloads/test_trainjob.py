@@ -1,4 +1,4 @@
-"""workload.kind trainjob: Kubeflow Trainer v2.3.0 TrainJob on the stack's own ClusterTrainingRuntime."""
+"""workloads.<name>.kind trainjob: Kubeflow Trainer v2.3.0 TrainJob on the stack's own ClusterTrainingRuntime."""
 from __future__ import annotations
 
 import copy
@@ -56,30 +56,34 @@ def test_runtime_main_container_is_named_node_and_keeps_the_pod_shape():
 
 def test_trainjob_refuses_elastic_and_autoscaling():
     raw = copy.deepcopy(raw_config("prod"))
-    raw["workload"]["kind"] = "trainjob"
-    with pytest.raises(ConfigError, match="workload.elastic.*trainjob"):
+    raw["workloads"]["gpt-pretrain"]["kind"] = "trainjob"
+    raw["workloads"]["gpt-pretrain"]["autoscaling"] = {"mode": "scaledobject"}
+    with pytest.raises(ConfigError) as caught:
         parse(raw, "prod")
+    paths = [problem.path for problem in caught.value.problems]
+    assert "workloads.gpt-pretrain.elastic" in paths and "workloads.gpt-pretrain.autoscaling.mode" in paths
 
 
 def test_operator_is_installed_only_for_trainjob():
-    assert KINDS["trainjob"].needs_operators(parse(raw_config("dev"), "dev")) == frozenset({"trainer"})
-    assert "trainer" not in KINDS["pytorchjob"].needs_operators(parse(raw_config("dev"), "dev"))
+    mnist = parse(raw_config("dev"), "dev").workloads["mnist"]
+    assert KINDS["trainjob"].needs_operators(mnist) == frozenset({"trainer"})
+    assert "trainer" not in KINDS["pytorchjob"].needs_operators(mnist)
 
 
 def test_prod_with_trainjob_on_efa_plans_and_simulates_clean(tmp_path):
     document = yaml.safe_load((ROOT / "stacks" / "Pulumi.prod.yaml").read_text())
-    workload = document["config"]["gtp:workload"]
+    # prod's pre-training as a TrainJob too, on the p5 group (EFA x32)
+    workload = document["config"]["gtp:workloads"]["gpt-pretrain"]
     workload["kind"] = "trainjob"
     workload.pop("elastic", None)
     workload["numNodes"] = 2
-    document["config"]["gtp:autoscaling"] = {"mode": "none"}
     stack_file = tmp_path / "Pulumi.prod.yaml"
     stack_file.write_text(yaml.safe_dump(document, sort_keys=False))
     assert plan_one("prod", stack_file=stack_file, out=tmp_path / "plan", quiet=True) == 0
     objects = cluster.load((tmp_path / "plan" / "prod" / "cluster.yaml").read_text())
     assert any(o.kind == "Deployment" and o.source.startswith("operator") and "jobset" in o.name for o in objects)
     assert versions.TRAINER_MANIFEST in (tmp_path / "plan" / "prod" / "resources.json").read_text()
-    pods = [p for p in expand_pods(objects) if p.owner.startswith("TrainJob ")]
+    pods = [p for p in expand_pods(objects) if p.owner.startswith("TrainJob training-prod/gpt-pretrain")]
     assert [(p.owner, p.count) for p in pods] == [("TrainJob training-prod/gpt-pretrain node", 2)]
     node = next(c for c in pods[0].pod["spec"]["containers"] if c["name"] == NODE)
     assert node["resources"]["requests"]["vpc.amazonaws.com/efa"] == node["resources"]["limits"]["vpc.amazonaws.com/efa"]
@@ -92,6 +96,7 @@ def test_prod_with_trainjob_on_efa_plans_and_simulates_clean(tmp_path):
     assert "TrainJob training-prod/gpt-pretrain node" in json.dumps(simulation)
     # prod with a fixed-size TrainJob runs Kueue by default: the TrainJob is queued, its gang fits the quota
     resources = json.loads((tmp_path / "plan" / "prod" / "resources.json").read_text())["resources"]
-    trainjob = next(r for r in resources if r["type"] == "kubernetes:trainer.kubeflow.org/v1alpha1:TrainJob")
+    trainjob = next(r for r in resources if r["type"] == "kubernetes:trainer.kubeflow.org/v1alpha1:TrainJob"
+                    and r["inputs"]["metadata"]["name"] == "gpt-pretrain")
     assert trainjob["inputs"]["metadata"]["labels"]["kueue.x-k8s.io/queue-name"]
     assert simulation["checks"]["queued"]["findings"] == [] and simulation["checks"]["queued"]["total"] > 0

@@ -16,13 +16,23 @@ PYTORCH_JOB = "kubernetes:kubeflow.org/v1:PyTorchJob"
 ELASTIC_JOB = "kubernetes:elastic.iml.github.io/v1alpha1:ElasticJob"
 SCALED_OBJECT = "kubernetes:keda.sh/v1alpha1:ScaledObject"
 SCALED_JOB = "kubernetes:keda.sh/v1alpha1:ScaledJob"
+TRAIN_JOB = "kubernetes:trainer.kubeflow.org/v1alpha1:TrainJob"
 KUSTOMIZE = "kubernetes:yaml/v2:ConfigFile"
 HELM = "kubernetes:helm.sh/v3:Release"
 
 
-def test_prod_runs_an_elastic_pytorchjob_scaled_by_keda(plan_of):
-    plan = plan_of("prod")
+def test_an_elastic_pytorchjob_scaled_by_keda_starts_small_and_runs_without_kueue(tmp_path):
+    from tests.conftest import plan_modified
+
+    def scale(config):
+        config["gtp:workloads"]["gpt-pretrain"]["autoscaling"] = {"mode": "scaledobject", "minReplicas": 2,
+                                                                   "maxReplicas": 4, "gpuUtilizationThreshold": 85}
+        del config["gtp:workloads"]["gpt-finetune"]
+
+    plan = plan_modified(tmp_path, "prod", scale)
+    assert not plan.by_type("kubernetes:kueue.x-k8s.io/v1beta2:ClusterQueue")  # KEDA resizes: Kueue off
     job = plan.one(PYTORCH_JOB)
+    assert job.inputs["spec"]["pytorchReplicaSpecs"]["Worker"]["replicas"] == 2  # KEDA adds the rest
     scaler = plan.one(SCALED_OBJECT)
     assert plan.depends_transitively(job, plan.one(KUSTOMIZE, "operators-training-operator"))
     assert plan.depends_transitively(scaler, plan.one(HELM, "operators-keda"))
@@ -76,7 +86,7 @@ def test_every_training_pod_keeps_the_contract(plan_of, stack):
     for document in templates:
         spec = document["template"]["spec"]
         container = spec["containers"][0]
-        assert container["name"] == "pytorch"
+        assert container["name"] in ("pytorch", "node")  # `node`: the container Trainer v2 configures
         image = container["image"]
         assert image == "<computed>" or "@sha256:" in image
         env = {e["name"]: e["value"] for e in container["env"]}
@@ -90,21 +100,24 @@ def test_every_training_pod_keeps_the_contract(plan_of, stack):
 @pytest.mark.parametrize("stack", ["dev", "prod", "edge"])
 def test_workload_waits_for_the_training_namespace_and_gpu_gate(plan_of, stack):
     plan = plan_of(stack)
-    jobs = [r for t in (PYTORCH_JOB, ELASTIC_JOB, SCALED_JOB) for r in plan.by_type(t)]
-    assert len(jobs) == 1
+    jobs = [r for t in (PYTORCH_JOB, ELASTIC_JOB, SCALED_JOB, TRAIN_JOB) for r in plan.by_type(t)]
+    assert len(jobs) == len(plan.config.workloads)
     namespace = plan.one("kubernetes:core/v1:Namespace", "training-namespace")
-    assert plan.depends_transitively(jobs[0], namespace)
-    # `gpu_ready` (issue 4: the GpuReadiness gate and the metrics releases) is part of the job's depends_on.
     gates = [r for r in plan.resources if "readiness" in r.type.lower()]
     assert gates, "no GPU readiness gate in the plan"
-    for gate in gates:
-        assert plan.depends_transitively(jobs[0], gate), gate.name
+    for job in jobs:
+        assert plan.depends_transitively(job, namespace)
+        # `gpu_ready` (issue 4: the GpuReadiness gate and the metrics releases) is part of the job's depends_on.
+        for gate in gates:
+            assert plan.depends_transitively(job, gate), gate.name
 
 
 def test_watch_output_shows_how_to_follow_the_job(plan_of):
     watch = plan_of("prod").outputs["watch"]
-    assert watch["jobs"] == "kubectl -n training-prod get pytorchjobs gpt-pretrain"
-    assert watch["logs"] == "kubectl -n training-prod logs -f gpt-pretrain-worker-0 -c pytorch"
+    assert watch["namespace"] == "training-prod"
+    assert watch["gpt-pretrain"]["jobs"] == "kubectl -n training-prod get pytorchjobs gpt-pretrain"
+    assert watch["gpt-pretrain"]["logs"] == "kubectl -n training-prod logs -f gpt-pretrain-worker-0 -c pytorch"
+    assert watch["gpt-finetune"]["jobs"] == "kubectl -n training-prod get trainjobs,jobsets gpt-finetune"
 
 
 # --- config rules that tie workload kind and autoscaling mode together ---------------------------------------
@@ -120,16 +133,20 @@ def parse(raw: dict, stack: str):
     return parse_stack_config(raw, project="gtp", stack=stack, secret_keys=secrets)
 
 
+SCALED = {"mode": "scaledobject", "minReplicas": 2, "maxReplicas": 4, "gpuUtilizationThreshold": 85}
+
+
 def test_scaledobject_needs_an_elastic_pytorchjob():
     raw = copy.deepcopy(raw_config("prod"))
-    del raw["workload"]["elastic"]
+    raw["workloads"]["gpt-pretrain"]["autoscaling"] = dict(SCALED)
+    del raw["workloads"]["gpt-pretrain"]["elastic"]
     with pytest.raises(ConfigError, match="'scaledobject' scales the Worker replicas of an elastic PyTorchJob"):
         parse(raw, "prod")
 
 
 def test_scaledobject_never_to_zero_workers():
     raw = copy.deepcopy(raw_config("prod"))
-    raw["autoscaling"]["minReplicas"] = 0
+    raw["workloads"]["gpt-pretrain"]["autoscaling"] = {**SCALED, "minReplicas": 0}
     with pytest.raises(ConfigError, match="would scale the PyTorchJob to 0 workers, which the training-operator's "
                                           "webhook rejects"):
         parse(raw, "prod")
@@ -137,15 +154,16 @@ def test_scaledobject_never_to_zero_workers():
 
 def test_scaledobject_range_within_elastic_range():
     raw = copy.deepcopy(raw_config("prod"))
-    raw["autoscaling"]["maxReplicas"] = 6
+    raw["workloads"]["gpt-pretrain"]["autoscaling"] = {**SCALED, "maxReplicas": 6}
     raw["gpuNodeGroups"]["h100"]["maxSize"] = 6
-    with pytest.raises(ConfigError, match=r"KEDA's range 2\.\.6 must lie within workload.elastic 2\.\.4"):
+    with pytest.raises(ConfigError, match=r"KEDA's range 2\.\.6 must lie within workloads.gpt-pretrain.elastic "
+                                          r"2\.\.4"):
         parse(raw, "prod")
 
 
 def test_scaledjob_needs_eks_and_a_pytorchjob():
     raw = copy.deepcopy(raw_config("edge"))
-    raw["autoscaling"] = {"mode": "scaledjob"}
+    raw["workloads"]["edge-finetune"]["autoscaling"] = {"mode": "scaledjob"}
     with pytest.raises(ConfigError) as error:
         parse(raw, "edge")
     assert "'scaledjob' starts training Jobs from the PyTorchJob's pod shape" in str(error.value)
@@ -154,14 +172,15 @@ def test_scaledjob_needs_eks_and_a_pytorchjob():
 
 def test_elasticjob_needs_an_elastic_range():
     raw = copy.deepcopy(raw_config("edge"))
-    del raw["workload"]["elastic"]
-    with pytest.raises(ConfigError, match=r"workload.elastic: is required for kind 'elasticjob'"):
+    del raw["workloads"]["edge-finetune"]["elastic"]
+    with pytest.raises(ConfigError, match=r"workloads.edge-finetune.elastic: is required for kind 'elasticjob'"):
         parse(raw, "edge")
 
 
 def test_stacks_parse():
     for stack in ("dev", "prod", "edge"):
-        assert parse(raw_config(stack), stack).workload.ephemeral_storage == "20Gi"
+        config = parse(raw_config(stack), stack)
+        assert config.workloads and all(w.ephemeral_storage == "20Gi" for w in config.workloads.values())
 
 
 def test_lustre_gets_one_subnet_as_a_string_in_an_adopted_vpc(tmp_path):

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
 
+from components.kueue import QUEUE_LABEL
 from tools.cluster import ClusterObject
 from tools.plan_record import Plan
 from tools.simulate.model import CheckResult, ExpandedPod, Finding
@@ -813,13 +814,25 @@ def check(plan: Plan | None, objects: list[ClusterObject], pods: list[ExpandedPo
                                                 "widen the LimitRange)"))
         admitted_pods.append((verdict, mutated))
 
-    # ResourceQuota: creation in object order, each expanded pod at its full count.
+    # ResourceQuota: creation in object order, each expanded pod at its full count. Pods of a job Kueue queues
+    # (its object carries the queue label) are charged one job at a time on top of everything else: Kueue admits
+    # queued jobs only while their sum fits the ClusterQueue, whose quota the stack makes this quota's
+    # (components/training_namespace.py capacity_quota_hard), so queued jobs never run all at once.
+    queued = {f"{item.kind} {item.namespace or 'default'}/{item.name}" for item in objects
+              if QUEUE_LABEL in (((item.obj.get("metadata") or {}).get("labels")) or {})}
+
+    def job_of(pod: ExpandedPod) -> str | None:
+        owner = " ".join(pod.owner.split()[:2])
+        return owner if owner in queued else None
+
     for namespace in namespaces:
         for quota in by_namespace.get(f"ResourceQuota/{namespace}", []):
             name = f"{namespace}/{(quota.get('metadata') or {}).get('name')}"
             hard = {k: quantity(v) for k, v in ((quota.get("spec") or {}).get("hard") or {}).items()}
             used = {k: Fraction(0) for k in hard}
-            for verdict, mutated in admitted_pods:
+            per_job: dict[str, dict[str, Fraction]] = {}
+            ordered = sorted(admitted_pods, key=lambda entry: job_of(entry[0].pod) is not None)
+            for verdict, mutated in ordered:
                 pod = verdict.pod
                 if pod.namespace != namespace or not _in_scope(mutated, quota):
                     continue
@@ -836,21 +849,28 @@ def check(plan: Plan | None, objects: list[ClusterObject], pods: list[ExpandedPo
                     continue
                 usage = quota_usage(mutated)
                 count = pod.count
-                over = [key for key in hard if key in usage and used[key] + usage[key] * count > hard[key]]
+                job = job_of(pod)
+                base = used
+                if job is not None:  # on top of the unqueued pods and the rest of its own job only
+                    own = per_job.setdefault(job, {k: Fraction(0) for k in hard})
+                    base = {k: used[k] + own[k] for k in hard}
+                over = [key for key in hard if key in usage and base[key] + usage[key] * count > hard[key]]
                 if over:
                     verdict.findings.append(Finding(
                         pod.owner, f"ResourceQuota {name}: " + "; ".join(
-                            f"{key}: {count} pod(s) × {_show(usage[key], key)} on top of {_show(used[key], key)} "
+                            f"{key}: {count} pod(s) × {_show(usage[key], key)} on top of {_show(base[key], key)} "
                             f"used exceeds hard {_show(hard[key], key)}" for key in over),
                         f"raise {', '.join(over)} in the quota to at least "
-                        + ", ".join(_show(used[k] + usage[k] * count, k) for k in over)
+                        + ", ".join(_show(base[k] + usage[k] * count, k) for k in over)
                         + " or shrink the pods / their count"))
                     continue
+                charged = per_job[job] if job is not None else used
                 for key in hard:
                     if key in usage:
-                        used[key] += usage[key] * count
+                        charged[key] += usage[key] * count
             result.details.append(f"ResourceQuota {name} at the largest scale: " + ", ".join(
-                f"{key} {_show(used[key], key)}/{_show(hard[key], key)}" for key in sorted(hard)))
+                f"{key} {_show(used[key], key)}/{_show(hard[key], key)}" for key in sorted(hard))
+                + (f"; queued jobs one at a time on top: {', '.join(sorted(per_job))}" if per_job else ""))
             if any(pod.daemon for pod in pods if pod.namespace == namespace):
                 result.details.append(f"ResourceQuota {name}: DaemonSet pods are counted once (one per node)")
 

@@ -26,8 +26,9 @@ with which mode, and who the pod is on that volume, from the rendered cluster an
     any uid unless the site's export squashes or the class overrides the mode. Recorded as an assumption.
 - `configMap`, `secret`, `projected`, `downwardAPI`: the kubelet mounts them read-only; never counted.
 
-The directory a pod writes: the deepest path under the mount that its containers' command or args name (the
-trainer's `--checkpoint-dir=<mount>/checkpoints/<job>`), else the mount's root.
+The directory a pod writes: the deepest path under the mount that its containers' command, args or env values name
+(the trainer's `--checkpoint-dir=<mount>/checkpoints/<job>`, a team's image's `GTP_CHECKPOINT_DIR`), else the
+mount's root.
 """
 
 from __future__ import annotations
@@ -146,7 +147,9 @@ def written_directory(containers: Iterable[Mapping[str, Any]], mount_path: str) 
     root = mount_path.rstrip("/") or "/"
     best = root
     for container in containers:
-        for token in [*(container.get("command") or []), *(container.get("args") or [])]:
+        # A team's own image learns its directory from env (GTP_CHECKPOINT_DIR, components/training_pod.py).
+        env = [str(e.get("value")) for e in (container.get("env") or []) if isinstance(e.get("value"), str)]
+        for token in [*(container.get("command") or []), *(container.get("args") or []), *env]:
             if not isinstance(token, str):
                 continue
             for word in _words(token) if " " in token else [token]:

@@ -1,0 +1,131 @@
+"""Submit a one-off training job through a stack's queue, without adding it to the stack.
+
+    python -m tools.submit --stack dev --workload experiment.yaml --trainer-image <repo>@sha256:<digest> \\
+        | kubectl create -f -
+
+`experiment.yaml` is one entry of `gtp:workloads`, in the same schema, keyed by the job's name:
+
+    lr-sweep-3:
+      kind: pytorchjob
+      nodeGroup: g6
+      image: <registry>/<team>/train@sha256:<64 hex>    # or our trainer: model, maxSteps, ...
+      command: ["-m", "team.train", "--lr", "3e-4"]
+
+Why a renderer and not a second API: the job is checked by exactly the rules the stack's own workloads pass
+(the stack is planned with the entry added, under mocks, with every config rule, the validators and the
+whole-cluster simulation), and it is built by the same workload kind from the same pod shape, so it runs as the
+stack's jobs do — restricted security context, shm, storage, tolerations, EFA, and the Kueue queue label. It
+prints only the objects the entry adds (the job, a TrainJob's runtime, its same-job NetworkPolicy); nothing in
+the stack changes, so `pulumi up` never sees or deletes it. `kubectl create` (not `apply`) refuses a name that
+already exists rather than changing a running job.
+
+Requires Kueue on the stack (`kueue.enabled`): the queue is what admits a job the stack doesn't declare (the
+namespace quota then equals the node groups' capacity, components/training_namespace.py). Kinds whose objects
+are more than Kubernetes objects (`scaledjob` creates an SQS queue; `swarm`) can't be submitted this way.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from tools.plan import ROOT, plan_one, run
+
+SUBMITTABLE = ("pytorchjob", "trainjob")
+"""Kinds Kueue admits whose whole workload is Kubernetes objects (ElasticJob: no Kueue integration)."""
+
+
+class SubmitError(Exception):
+    """The entry can't be submitted (the message says why and what to do)."""
+
+
+def _object_key(obj: dict[str, Any]) -> tuple[str, str, str, str]:
+    meta = obj.get("metadata") or {}
+    return (str(obj.get("apiVersion")), str(obj.get("kind")), str(meta.get("namespace", "")), str(meta.get("name")))
+
+
+def render(stack: str, entry: dict[str, Any], *, trainer_image: str | None = None, root: Path = ROOT) -> str:
+    """The objects `entry` ({name: workload}) adds to `stack`, as a multi-document YAML for `kubectl create`."""
+    from stack_config import ConfigError  # noqa: PLC0415 (after tools.plan put the project on the path)
+
+    if not isinstance(entry, dict) or len(entry) != 1 or not isinstance(next(iter(entry.values())), dict):
+        raise SubmitError("the workload file must hold exactly one entry: `<name>: {kind: ..., nodeGroup: ...}`")
+    name, workload = next(iter(entry.items()))
+    stack_file = root / "stacks" / f"Pulumi.{stack}.yaml"
+    if not stack_file.exists():
+        raise SubmitError(f"no stack file {stack_file}")
+    document = yaml.safe_load(stack_file.read_text())
+    config = document.setdefault("config", {})
+    workloads = config.setdefault("gtp:workloads", {})
+    if name in workloads:
+        raise SubmitError(f"workload {name!r} is one of stack {stack!r}'s own: pick another name")
+    kind = workload.get("kind", "pytorchjob")
+    if kind not in SUBMITTABLE or (workload.get("autoscaling") or {}).get("mode", "none") != "none":
+        raise SubmitError(f"kind {kind!r} with autoscaling can't be submitted: only {', '.join(SUBMITTABLE)} "
+                          "without autoscaling (add other kinds to the stack's workloads)")
+    if workload.get("image") is None and not trainer_image:
+        raise SubmitError("the job runs our trainer: pass --trainer-image <repo>@sha256:<digest> (the stack's "
+                          "image: `pulumi stack output imageRef`)")
+    before = run(stack, root=root, known_outputs=True)
+    if not _kueue_on(before):
+        raise SubmitError(f"stack {stack!r} runs no Kueue, so nothing admits a job it doesn't declare (its quota is "
+                          "sized for its own workloads): add the job to the stack's workloads instead")
+    workloads[name] = workload
+    with tempfile.TemporaryDirectory() as scratch:
+        variant = Path(scratch) / f"Pulumi.{stack}.yaml"
+        variant.write_text(yaml.safe_dump(document, sort_keys=False))
+        try:
+            after = run(stack, root=root, stack_file=variant, known_outputs=True)
+        except ConfigError as error:
+            raise SubmitError(str(error)) from None
+        # The whole plan of the stack with the job in it: validators, policy pack and the cluster simulation
+        # (admitted, scheduled, queued within the quota, volumes writable), exactly as `make plan` checks it.
+        if root == ROOT and plan_one(stack, stack_file=variant, out=Path(scratch) / "plan", quiet=True) != 0:
+            raise SubmitError(f"stack {stack!r} with workload {name!r} does not plan clean (the lines above say "
+                              "why)")
+    old = {_object_key(obj) for obj in before.kubernetes_objects()}
+    added = [obj for obj in after.kubernetes_objects() if _object_key(obj) not in old]
+    if not added:
+        raise SubmitError(f"workload {name!r} adds no Kubernetes object to stack {stack!r}")
+    text = yaml.safe_dump_all(added, sort_keys=False, default_flow_style=False, width=120)
+    if trainer_image:
+        text = text.replace(_stack_image(after), trainer_image)
+    return text
+
+
+def _kueue_on(plan: Any) -> bool:
+    from stack_config.derived import kueue_enabled  # noqa: PLC0415
+
+    return kueue_enabled(plan.config)
+
+
+def _stack_image(plan: Any) -> str:
+    """The training image reference the plan put into the stack's pods (a fake digest under mocks)."""
+    image = plan.outputs.get("imageRef")
+    if not isinstance(image, str):
+        raise SubmitError("the stack's plan exports no training image to replace")
+    return image
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m tools.submit", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--stack", required=True)
+    parser.add_argument("--workload", required=True, type=Path, help="YAML file: one `<name>: {...}` entry")
+    parser.add_argument("--trainer-image", help="our trainer's image by digest (jobs without their own `image`)")
+    args = parser.parse_args(argv)
+    try:
+        entry = yaml.safe_load(args.workload.read_text())
+        sys.stdout.write(render(args.stack, entry, trainer_image=args.trainer_image))
+    except (SubmitError, OSError, yaml.YAMLError) as error:
+        print(f"submit: {error}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
