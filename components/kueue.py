@@ -4,7 +4,7 @@ What the stack deploys:
 - Kueue itself from its vendored render (`vendor/operators/kueue-v0.19.2.yaml`), through a per-stack derived copy
   (`kueue_manifest`) that changes two documents and nothing else: the `kueue-manager-config` ConfigMap (exactly
   the integrations the stack's workload kinds use, and `waitForPodsReady`) and the Deployment (pull policy
-  `IfNotPresent`, and a `gtp.dev/kueue-config-sha256` pod annotation). Why a derived copy and not a Pulumi-owned
+  `IfNotPresent`, a `gtp.dev/kueue-config-sha256` pod annotation, the platform's priority class). Why a derived copy and not a Pulumi-owned
   ConfigMap patched after the fact: Kueue reads its configuration only at start (cmd/kueue/main.go `apply` loads
   `--config` once), so a patch applied after the Deployment would leave the running manager on the upstream
   defaults until something restarts it; in the derived copy the config's hash is in the pod template, so every
@@ -19,6 +19,7 @@ What the stack deploys:
 from __future__ import annotations
 
 import hashlib
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -155,17 +156,30 @@ def derive_manifest(text: str, integrations: list[str], timeout: str, site_image
     return "\n---\n".join(documents)
 
 
+DERIVED_FROM = (versions.KUEUE_MANIFEST, versions.TRAINING_OPERATOR_MANIFEST, versions.DLROVER_MANIFEST,
+                versions.TRAINER_MANIFEST)
+"""The vendored manifests the program applies through derived copies (Kueue's here; the operators' in
+components/training_operators.py `operator_file`: site images, the platform priority class)."""
+
+
 def vendored_manifest(path: str) -> str:
-    """The vendored file a ConfigFile's `path` was derived from (`path` itself when it is not a Kueue copy)."""
-    return versions.KUEUE_MANIFEST if Path(path).name.startswith(f"kueue-{versions.KUEUE_VERSION}-") else path
+    """The vendored file a ConfigFile's `path` was derived from: a copy is named `<vendored stem>[-site]-<12 hex>.yaml`
+    (`training_operators.derived_name`); `path` itself when it is no copy."""
+    name = Path(path).name
+    for manifest in DERIVED_FROM:
+        if re.fullmatch(re.escape(Path(manifest).stem) + r"-(site-)?[0-9a-f]{12}\.yaml", name):
+            return manifest
+    return path
 
 
 def kueue_manifest(integrations: list[str], timeout: str, site_images: Mapping[str, str], manifest_dir: str,
                    priority_class: str | None = None) -> str:
     """Write the stack's derived copy under `manifest_dir` (named by content) and return its path."""
+    from components.training_operators import derived_name
+
     text = derive_manifest((ROOT / versions.KUEUE_MANIFEST).read_text(), integrations, timeout, site_images,
                            priority_class)
-    target = f"{manifest_dir}/kueue-{versions.KUEUE_VERSION}-{hashlib.sha256(text.encode()).hexdigest()[:12]}.yaml"
+    target = f"{manifest_dir}/{derived_name(versions.KUEUE_MANIFEST, text, site=bool(site_images))}"
     path = ROOT / target
     path.parent.mkdir(parents=True, exist_ok=True)
     if not path.is_file() or path.read_text() != text:

@@ -98,6 +98,18 @@ def site_manifest(text: str, manifest: str, site_images: Mapping[str, str]) -> s
     return text
 
 
+SITE_COPY_MARKER = "-site-"
+"""In the name of a derived manifest whose images are the site registry's (`derived_name`); the policy rule
+`offline-images-from-site-registry` (policy/gtp_policy/rules_supply_chain.py `SITE_COPY`) accepts only such files
+on an offline stack — a copy that only adds the priority class still runs upstream images."""
+
+
+def derived_name(manifest: str, text: str, *, site: bool) -> str:
+    """`<vendored stem>[-site]-<sha256 prefix of text>.yaml`."""
+    stem = Path(manifest).name.removesuffix(".yaml")
+    return f"{stem}{SITE_COPY_MARKER if site else '-'}{hashlib.sha256(text.encode()).hexdigest()[:12]}.yaml"
+
+
 def with_priority_class(text: str, manifest: str, priority_class: str) -> str:
     """`text` with `priorityClassName: <priority_class>` in the pod template of every Deployment; every other
     document stays byte-exact. A manifest without a Deployment is an error (a bump that renamed the kind would
@@ -132,8 +144,7 @@ def operator_file(manifest: str, site_images: Mapping[str, str], manifest_dir: s
         text = with_priority_class(text, manifest, priority_class)
     # Named by content: a new lock (new digests) is a new file, so the plan diff and Pulumi see the change, and
     # plans of the same stack with different locks never overwrite each other's copy.
-    stem = Path(manifest).name.removesuffix(".yaml")
-    target = f"{manifest_dir}/{stem}-{hashlib.sha256(text.encode()).hexdigest()[:12]}.yaml"
+    target = f"{manifest_dir}/{derived_name(manifest, text, site=bool(site_images))}"
     (ROOT / manifest_dir).mkdir(parents=True, exist_ok=True)
     path = ROOT / target
     if not path.is_file() or path.read_text() != text:
