@@ -50,6 +50,9 @@ class Cluster:
     """Stack outputs about the cluster (name, endpoint, kubeconfig...)."""
     docker_provider: docker.Provider | None = None
     """The Docker provider of a Swarm's manager (None on Kubernetes)."""
+    platform_priority: pulumi.Resource | None = None
+    """The `gtp-platform` PriorityClass (stages/cluster.py); what every release naming it depends on. None on a
+    Swarm."""
 
     @property
     def kubernetes(self) -> k8s.Provider:

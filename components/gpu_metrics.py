@@ -28,7 +28,7 @@ import pulumi_kubernetes as k8s
 from catalog import versions
 from components.helm import pinned_release
 from conventions.kubernetes import platform_labels, pod_security_labels, restricted_container, restricted_pod
-from conventions.names import METRICS_NAMESPACE, PROMETHEUS_RELEASE, PROMETHEUS_URL
+from conventions.names import METRICS_NAMESPACE, PLATFORM_PRIORITY_CLASS, PROMETHEUS_RELEASE, PROMETHEUS_URL
 
 DASHBOARD_FILE = Path(__file__).resolve().parent.parent / "dashboards" / "gpu.json"
 DCGM_EXPORTER_RELEASE = "dcgm-exporter"
@@ -49,9 +49,22 @@ RELOADER_RESOURCES = {"requests": {"cpu": "10m", "memory": "32Mi"}, "limits": {"
 GRAFANA_RESOURCES = {"requests": {"cpu": "100m", "memory": "256Mi"}, "limits": {"cpu": "1", "memory": "512Mi"}}
 
 
-def dcgm_exporter_values(affinity: Mapping[str, Any], node_tolerations: list[Mapping[str, str]]) -> dict[str, Any]:
-    """Helm values of the dcgm-exporter chart: on GPU nodes only, scraped through Service annotations."""
+def _priority(priority_class: str | None) -> dict[str, str]:
+    return {"priorityClassName": priority_class} if priority_class else {}
+
+
+def dcgm_exporter_values(affinity: Mapping[str, Any], node_tolerations: list[Mapping[str, str]],
+                         priority_class: str | None = None) -> dict[str, Any]:
+    """Helm values of the dcgm-exporter chart: on GPU nodes only, scraped through Service annotations.
+
+    `priority_class` replaces the chart's `system-node-critical` (dcgm-exporter 4.6.0 templates/daemonset.yaml
+    `.Values.priorityClassName | default "system-node-critical"`): the exporter only observes, the node's GPUs work
+    without it, and a node-critical pod makes the kubelet evict others to admit it (pkg/kubelet/preemption
+    `CriticalPodAdmissionHandler`), a right kept for the device plugins. The platform class still ranks it above
+    every training pod. None keeps the chart's default. A DaemonSet needs no
+    PodDisruptionBudget (drains skip DaemonSet pods)."""
     return {
+        **_priority(priority_class),
         "affinity": dict(affinity),
         "tolerations": [dict(t) for t in node_tolerations],
         # The chart creates a ServiceMonitor by default, a prometheus-operator CRD that the plain prometheus
@@ -66,12 +79,19 @@ def dcgm_exporter_values(affinity: Mapping[str, Any], node_tolerations: list[Map
     }
 
 
-def prometheus_values(retention: str) -> dict[str, Any]:
+def prometheus_values(retention: str, priority_class: str | None = None) -> dict[str, Any]:
     """Helm values of the prometheus chart: the server only, with its default kubernetes scrape jobs
     (`kubernetes-service-endpoints` scrapes dcgm-exporter's annotated Service, `kubernetes-pods` scrapes
-    trainer pods annotated `prometheus.io/scrape: "true"`)."""
+    trainer pods annotated `prometheus.io/scrape: "true"`).
+
+    `priority_class`: prometheus 27.39.0 `server.priorityClassName` (templates/deploy.yaml). One replica and no
+    PodDisruptionBudget (the chart's `server.podDisruptionBudget` stays off): two servers would be two
+    independent scrapers with two TSDBs (twice the 2 GiB), and a budget on one replica either blocks every drain
+    (minAvailable 1) or allows what no budget allows (maxUnavailable 1). A drain restarts it elsewhere; its
+    emptyDir TSDB is lost then anyway."""
     return {
         "server": {
+            **_priority(priority_class),
             "retention": retention,
             # No default StorageClass can be assumed (EKS >= 1.30 marks none default; k3s has local-path), so
             # the TSDB lives in a bounded emptyDir: metrics survive container restarts, not pod rescheduling.
@@ -94,9 +114,15 @@ def prometheus_values(retention: str) -> dict[str, Any]:
     }
 
 
-def grafana_values(dashboard_json: str, prometheus_url: str = PROMETHEUS_URL) -> dict[str, Any]:
-    """Helm values of the grafana chart: Prometheus as default data source, the GPU dashboard provisioned."""
+def grafana_values(dashboard_json: str, prometheus_url: str = PROMETHEUS_URL,
+                   priority_class: str | None = None) -> dict[str, Any]:
+    """Helm values of the grafana chart: Prometheus as default data source, the GPU dashboard provisioned.
+
+    `priority_class`: grafana 10.1.4 top-level `priorityClassName` (templates/_pod.tpl). One replica, no
+    PodDisruptionBudget (the chart's `podDisruptionBudget` stays empty): a dashboard briefly away during a drain
+    costs nothing, and a budget on one replica would block the drain."""
     return {
+        **_priority(priority_class),
         "datasources": {"datasources.yaml": {"apiVersion": 1, "datasources": [{
             "name": "Prometheus", "type": "prometheus", "uid": PROMETHEUS_DATASOURCE_UID, "url": prometheus_url,
             "access": "proxy", "isDefault": True,
@@ -151,6 +177,9 @@ class GpuMetricsArgs:
     """Prometheus retention. Default `15d`."""
     site_images: dict[str, str] = field(default_factory=dict)
     """Offline stacks: upstream image → the site registry's copy (components.helm.pinned_release). Default: none."""
+    platform_priority: pulumi.Resource | None = None
+    """The `gtp-platform` PriorityClass (components/platform_priority.py): every release's pods name it and the
+    releases wait for it. None: the charts' defaults."""
 
 
 class GpuMetrics(pulumi.ComponentResource):
@@ -160,12 +189,16 @@ class GpuMetrics(pulumi.ComponentResource):
     def __init__(self, name: str, args: GpuMetricsArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("gtp:gpu:GpuMetrics", name, None, opts)
         k8s_opts = pulumi.ResourceOptions(parent=self, provider=args.provider)
+        priority = PLATFORM_PRIORITY_CLASS if args.platform_priority else None
+        release_opts = pulumi.ResourceOptions.merge(k8s_opts, pulumi.ResourceOptions(
+            depends_on=[args.platform_priority] if args.platform_priority else []))
         self.releases = []
         self.namespace = None
         if args.dcgm_exporter:
             self.releases.append(_release(
                 f"{name}-dcgm-exporter", DCGM_EXPORTER_RELEASE, versions.DCGM_EXPORTER, args.device_plugin_namespace,
-                dcgm_exporter_values(args.gpu_affinity, args.gpu_tolerations), k8s_opts, args.site_images))
+                dcgm_exporter_values(args.gpu_affinity, args.gpu_tolerations, priority), release_opts,
+                args.site_images))
         if args.prometheus or args.grafana:
             self.namespace = k8s.core.v1.Namespace(
                 f"{name}-namespace", metadata={"name": METRICS_NAMESPACE, "labels": metrics_namespace_labels()},
@@ -173,11 +206,11 @@ class GpuMetrics(pulumi.ComponentResource):
         if args.prometheus:
             self.releases.append(_release(
                 f"{name}-prometheus", PROMETHEUS_RELEASE, versions.PROMETHEUS, self.namespace.metadata["name"],
-                prometheus_values(args.retention), k8s_opts, args.site_images))
+                prometheus_values(args.retention, priority), release_opts, args.site_images))
         if args.grafana:
             self.releases.append(_release(
                 f"{name}-grafana", GRAFANA_RELEASE, versions.GRAFANA, self.namespace.metadata["name"],
-                grafana_values(load_dashboard()), k8s_opts, args.site_images))
+                grafana_values(load_dashboard(), priority_class=priority), release_opts, args.site_images))
         self.register_outputs({})
 
 

@@ -4,7 +4,7 @@ What the stack deploys:
 - Kueue itself from its vendored render (`vendor/operators/kueue-v0.19.2.yaml`), through a per-stack derived copy
   (`kueue_manifest`) that changes two documents and nothing else: the `kueue-manager-config` ConfigMap (exactly
   the integrations the stack's workload kinds use, and `waitForPodsReady`) and the Deployment (pull policy
-  `IfNotPresent`, and a `gtp.dev/kueue-config-sha256` pod annotation). Why a derived copy and not a Pulumi-owned
+  `IfNotPresent`, a `gtp.dev/kueue-config-sha256` pod annotation, the platform's priority class). Why a derived copy and not a Pulumi-owned
   ConfigMap patched after the fact: Kueue reads its configuration only at start (cmd/kueue/main.go `apply` loads
   `--config` once), so a patch applied after the Deployment would leave the running manager on the upstream
   defaults until something restarts it; in the derived copy the config's hash is in the pod template, so every
@@ -19,6 +19,7 @@ What the stack deploys:
 from __future__ import annotations
 
 import hashlib
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,7 +30,7 @@ import pulumi_kubernetes as k8s
 import yaml
 
 from catalog import versions
-from conventions.names import EFA_RESOURCE, SHARED_GPU_RESOURCE, WHOLE_GPU_RESOURCE
+from conventions.names import EFA_RESOURCE, PLATFORM_PRIORITY_CLASS, SHARED_GPU_RESOURCE, WHOLE_GPU_RESOURCE
 
 ROOT = Path(__file__).resolve().parent.parent
 API_VERSION = "kueue.x-k8s.io/v1beta2"
@@ -113,9 +114,13 @@ def manager_config(upstream: str, integrations: list[str], timeout: str) -> str:
     return yaml.safe_dump(document, sort_keys=False)
 
 
-def derive_manifest(text: str, integrations: list[str], timeout: str, site_images: Mapping[str, str] | None = None
-                    ) -> str:
-    """The vendored render with its ConfigMap and Deployment rewritten (the other documents stay byte-exact)."""
+def derive_manifest(text: str, integrations: list[str], timeout: str, site_images: Mapping[str, str] | None = None,
+                    priority_class: str | None = None) -> str:
+    """The vendored render with its ConfigMap and Deployment rewritten (the other documents stay byte-exact).
+
+    `priority_class`: the manager's pods get it (the platform's class, components/platform_priority.py). One
+    replica and no PodDisruptionBudget: a budget on one replica blocks every drain, and while the manager is
+    rescheduled only new admissions wait (its webhooks fail closed for new jobs for those seconds)."""
     from components.training_operators import site_manifest
 
     if site_images:
@@ -141,6 +146,8 @@ def derive_manifest(text: str, integrations: list[str], timeout: str, site_image
                 # `Always` asks the registry at every container start; an offline site (and any registry
                 # outage) then can't restart Kueue. The published chart uses IfNotPresent (SOURCES.md).
                 container["imagePullPolicy"] = "IfNotPresent"
+            if priority_class:
+                pod["spec"]["priorityClassName"] = priority_class
             documents[index] = yaml.safe_dump(body, sort_keys=False).rstrip("\n")
             done.add("deployment")
     if done != {"config", "deployment"}:
@@ -149,15 +156,30 @@ def derive_manifest(text: str, integrations: list[str], timeout: str, site_image
     return "\n---\n".join(documents)
 
 
+DERIVED_FROM = (versions.KUEUE_MANIFEST, versions.TRAINING_OPERATOR_MANIFEST, versions.DLROVER_MANIFEST,
+                versions.TRAINER_MANIFEST)
+"""The vendored manifests the program applies through derived copies (Kueue's here; the operators' in
+components/training_operators.py `operator_file`: site images, the platform priority class)."""
+
+
 def vendored_manifest(path: str) -> str:
-    """The vendored file a ConfigFile's `path` was derived from (`path` itself when it is not a Kueue copy)."""
-    return versions.KUEUE_MANIFEST if Path(path).name.startswith(f"kueue-{versions.KUEUE_VERSION}-") else path
+    """The vendored file a ConfigFile's `path` was derived from: a copy is named `<vendored stem>[-site]-<12 hex>.yaml`
+    (`training_operators.derived_name`); `path` itself when it is no copy."""
+    name = Path(path).name
+    for manifest in DERIVED_FROM:
+        if re.fullmatch(re.escape(Path(manifest).stem) + r"-(site-)?[0-9a-f]{12}\.yaml", name):
+            return manifest
+    return path
 
 
-def kueue_manifest(integrations: list[str], timeout: str, site_images: Mapping[str, str], manifest_dir: str) -> str:
+def kueue_manifest(integrations: list[str], timeout: str, site_images: Mapping[str, str], manifest_dir: str,
+                   priority_class: str | None = None) -> str:
     """Write the stack's derived copy under `manifest_dir` (named by content) and return its path."""
-    text = derive_manifest((ROOT / versions.KUEUE_MANIFEST).read_text(), integrations, timeout, site_images)
-    target = f"{manifest_dir}/kueue-{versions.KUEUE_VERSION}-{hashlib.sha256(text.encode()).hexdigest()[:12]}.yaml"
+    from components.training_operators import derived_name
+
+    text = derive_manifest((ROOT / versions.KUEUE_MANIFEST).read_text(), integrations, timeout, site_images,
+                           priority_class)
+    target = f"{manifest_dir}/{derived_name(versions.KUEUE_MANIFEST, text, site=bool(site_images))}"
     path = ROOT / target
     path.parent.mkdir(parents=True, exist_ok=True)
     if not path.is_file() or path.read_text() != text:
@@ -185,6 +207,9 @@ class KueueArgs:
     manifest_dir: str = KUEUE_MANIFEST_DIR
     depends_on: list[pulumi.Resource] = field(default_factory=list)
     """The training namespace(s) the LocalQueues live in."""
+    platform_priority: pulumi.Resource | None = None
+    """The `gtp-platform` PriorityClass (components/platform_priority.py): the manager's pods name it and wait for
+    it. None: no class."""
 
 
 class Kueue(pulumi.ComponentResource):
@@ -196,7 +221,10 @@ class Kueue(pulumi.ComponentResource):
         child = pulumi.ResourceOptions(parent=self, provider=args.provider)
         self.manager = k8s.yaml.v2.ConfigFile(
             f"{name}-kueue", file=kueue_manifest(args.integrations, args.wait_for_pods_ready_timeout,
-                                                 args.site_images, args.manifest_dir), opts=child)
+                                                 args.site_images, args.manifest_dir,
+                                                 PLATFORM_PRIORITY_CLASS if args.platform_priority else None),
+            opts=pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(
+                depends_on=[args.platform_priority] if args.platform_priority else [])))
         after = pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=[self.manager])
         flavors = []
         for group in sorted(args.quotas):

@@ -26,7 +26,13 @@ import yaml
 from catalog import versions
 from components.helm import pinned_release
 from conventions.kubernetes import platform_labels, pod_security_labels
-from conventions.names import DEVICE_PLUGIN_NAMESPACE, NODE_GROUP_LABEL, WHOLE_GPU_RESOURCE, config_name
+from conventions.names import (
+    DEVICE_PLUGIN_NAMESPACE,
+    NODE_GROUP_LABEL,
+    PLATFORM_PRIORITY_CLASS,
+    WHOLE_GPU_RESOURCE,
+    config_name,
+)
 
 RELEASE_NAME = "nvidia-device-plugin"
 
@@ -127,11 +133,28 @@ NFD_HARDENING: dict[str, Any] = {
 }
 
 
+NODE_CRITICAL = "system-node-critical"
+"""The built-in class of the node agents without which a GPU node's devices can't be used: the device plugin, GFD
+and the MPS control daemon (this chart), the EFA plugin (its chart hard-codes it: aws-efa-k8s-device-plugin v0.5.20
+templates/daemonset.yaml). It is what upstream ships (nvidia-device-plugin 0.20.0 values.yaml `priorityClassName`)
+and what Kubernetes documents for per-node add-ons ("Guaranteed Scheduling For Critical Add-On Pods"): the kubelet
+admits a critical pod on a full node by evicting others (pkg/kubelet/preemption `CriticalPodAdmissionHandler`) and
+ranks it last for node-pressure eviction (by usage above requests, then priority), so a training pod goes before
+the plugin that advertises its GPU. The DaemonSets need no PodDisruptionBudget: `kubectl drain` and EKS node group
+updates skip DaemonSet pods."""
+
+
 def device_plugin_values(config_map: Mapping[str, str], default_config: str, affinity: Mapping[str, Any],
-                         node_tolerations: list[Mapping[str, str]], install_nfd: bool) -> dict[str, Any]:
-    """Helm values of the nvidia-device-plugin chart 0.20."""
+                         node_tolerations: list[Mapping[str, str]], install_nfd: bool,
+                         priority_class: str | None = None) -> dict[str, Any]:
+    """Helm values of the nvidia-device-plugin chart 0.20. `priority_class`: the platform's class for NFD's
+    master, gc and worker (None: the chart's default, none)."""
+    nfd_priority = {"priorityClassName": priority_class} if priority_class else {}
     return {
         "config": {"map": dict(config_map), "default": default_config},
+        # The chart's default, stated so that a chart bump can't drop it (see NODE_CRITICAL). One value for the
+        # plugin, GFD and MPS daemon sets (templates/daemonset-*.yml `.Values.priorityClassName`).
+        "priorityClassName": NODE_CRITICAL,
         # Our affinity replaces the chart's NFD-label affinity: it names exactly the GPU node groups, so the
         # plugin runs on them from their first boot (before NFD has labelled anything) and nowhere else.
         "affinity": dict(affinity),
@@ -148,6 +171,15 @@ def device_plugin_values(config_map: Mapping[str, str], default_config: str, aff
             # The chart's condition is `nfd.enabled,gfd.enabled`: an explicit false skips NFD even with GFD on,
             # for clusters that already run NFD (two NFD masters fight over the same labels).
             "enabled": install_nfd,
+            # NFD's top-level `priorityClassName` (node-feature-discovery chart templates master.yaml, nfd-gc.yaml
+            # and worker.yaml `.Values.priorityClassName`) covers the master and gc Deployments and the worker
+            # DaemonSet. `worker.priorityClassName` is left unset: worker.yaml renders both keys into the same pod
+            # spec, and two would be a duplicate key. The worker only refreshes feature labels (our plugin's
+            # affinity uses the node-group label, not NFD's), so the platform class, not a node-critical one.
+            # Master and gc stay single-replica without a PodDisruptionBudget (the chart's `master.
+            # podDisruptionBudget` is minAvailable 1, which on one replica would block every drain); losing
+            # them for a reschedule only delays label updates.
+            **nfd_priority,
             # NFD's worker tolerates `nvidia.com/gpu=present` by default; our taint value is `true`.
             "worker": {"tolerations": merge_tolerations(
                 [{"key": "node-role.kubernetes.io/control-plane", "operator": "Exists", "effect": "NoSchedule"}],
@@ -188,6 +220,9 @@ class NvidiaDevicePluginArgs:
     """GPU node groups the plugin does not serve → why (logged)."""
     site_images: dict[str, str] = field(default_factory=dict)
     """Offline stacks: upstream image → the site registry's copy (components.helm.pinned_release). Default: none."""
+    platform_priority: pulumi.Resource | None = None
+    """The `gtp-platform` PriorityClass (components/platform_priority.py): NFD's pods name it and the release
+    waits for it. None: NFD runs without a class."""
 
 
 class NvidiaDevicePlugin(pulumi.ComponentResource):
@@ -212,8 +247,11 @@ class NvidiaDevicePlugin(pulumi.ComponentResource):
                 namespace=self.namespace.metadata["name"],
                 values=device_plugin_values(sharing_config_map(args.sharing), args.default_config,
                                             gpu_node_affinity(args.node_selectors), args.tolerations,
-                                            args.install_nfd),
-                opts=k8s_opts, site_images=args.site_images,
+                                            args.install_nfd,
+                                            PLATFORM_PRIORITY_CLASS if args.platform_priority else None),
+                opts=pulumi.ResourceOptions.merge(k8s_opts, pulumi.ResourceOptions(
+                    depends_on=[args.platform_priority] if args.platform_priority else [])),
+                site_images=args.site_images,
             )
         else:
             pulumi.log.info("NVIDIA device plugin: no node group needs it, so it is not installed", self)

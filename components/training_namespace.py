@@ -24,6 +24,8 @@ from conventions.quantities import cpu_cores, quantity_gib
 
 POD_IDENTITY_AGENT = "169.254.170.23/32"
 """EKS Pod Identity agent (link-local, port 80): where the AWS SDK fetches the pod's credentials."""
+TRAINING_PRIORITY = 1000
+"""Value of every stack's training PriorityClass (below the platform's, components/platform_priority.py)."""
 DLROVER_MASTER = {"cpu": 1.0, "memory_gib": 2.0, "ephemeral_gib": 2.0}
 """Resources DLRover 0.6.1's controller gives every job master pod (master.go: initMasterContainer*)."""
 
@@ -189,7 +191,7 @@ class TrainingNamespace(pulumi.ComponentResource):
             f"{name}-service-account", metadata={**metadata, "name": args.service_account},
             automount_service_account_token=False, opts=inside)
         self.priority_class = k8s.scheduling.v1.PriorityClass(
-            f"{name}-priority", metadata={"name": args.priority_class}, value=1000, global_default=False,
+            f"{name}-priority", metadata={"name": args.priority_class}, value=TRAINING_PRIORITY, global_default=False,
             preemption_policy="Never",
             description="Training pods: scheduled before best-effort work, never preempting running pods.",
             opts=base)

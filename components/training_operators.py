@@ -24,6 +24,7 @@ from typing import Any
 import pulumi
 import pulumi_aws as aws
 import pulumi_kubernetes as k8s
+import yaml
 
 from catalog import versions
 from catalog.images import OPERATOR_IMAGES
@@ -31,7 +32,7 @@ from conventions.images import normalized
 from components.helm import pinned_release
 from conventions import iam
 from conventions.kubernetes import restricted_pod
-from conventions.names import SYSTEM_ROLE_LABEL
+from conventions.names import PLATFORM_PRIORITY_CLASS, SYSTEM_ROLE_LABEL
 
 KEDA_NAMESPACE = "keda"
 KEDA_OPERATOR_SERVICE_ACCOUNT = "keda-operator"
@@ -41,10 +42,25 @@ KEDA_OPERATOR_SERVICE_ACCOUNT = "keda-operator"
 KEDA_UID = 65532
 
 
-def keda_values() -> dict[str, Any]:
+KEDA_OPERATOR_APP = "keda-operator"
+"""The operator pods' `app` label (chart 2.20.2 templates/manager/deployment.yaml: `app: {{ .Values.operator.name }}`,
+default `keda-operator`)."""
+
+
+def keda_values(priority_class: str | None = None, highly_available: bool = False) -> dict[str, Any]:
     """KEDA chart values: the operator on system nodes, restricted security context (the chart's defaults
-    already drop ALL and run as non-root; they are stated here so a chart bump can't loosen them)."""
-    return {
+    already drop ALL and run as non-root; they are stated here so a chart bump can't loosen them).
+
+    `priority_class`: chart 2.20.2 top-level `priorityClassName` (all three Deployments, templates/*/deployment.yaml).
+    `highly_available` (clusters with a system node group that rolls with a surge node, i.e. EKS): the operator runs
+    two replicas — it elects a leader (the chart passes `--leader-elect`; values.yaml `operator.replicaCount`: "only
+    one operator instance will be the leader", the other takes over on failover) — spread over nodes when there is
+    room, with the chart's own `podDisruptionBudget.operator` at maxUnavailable 1: a drain moves one at a time and
+    ScaledObjects/ScaledJobs keep being reconciled. The metrics API server and the admission webhooks stay at one
+    replica without a budget (the chart: for the metrics server "only one instance will used", so a second adds
+    nothing; a budget on one replica would block every drain). Without a system group (edge) nothing changes:
+    two replicas on a single-node site with a budget would make its drain wait forever."""
+    values: dict[str, Any] = {
         "nodeSelector": {SYSTEM_ROLE_LABEL: "system"},
         # The uid/gid each KEDA image already runs as: kedacore/keda v2.20.2 Dockerfile, Dockerfile.adapter and
         # Dockerfile.webhooks end in `FROM gcr.io/distroless/static:nonroot` + `USER 65532:65532`. Stating it
@@ -53,6 +69,15 @@ def keda_values() -> dict[str, Any]:
                                for pod in ("operator", "metricServer", "webhooks")},
         "serviceAccount": {"operator": {"create": True, "name": KEDA_OPERATOR_SERVICE_ACCOUNT}},
     }
+    if priority_class:
+        values["priorityClassName"] = priority_class
+    if highly_available:
+        values["operator"] = {"replicaCount": 2, "affinity": {"podAntiAffinity": {
+            "preferredDuringSchedulingIgnoredDuringExecution": [{"weight": 100, "podAffinityTerm": {
+                "topologyKey": "kubernetes.io/hostname",
+                "labelSelector": {"matchLabels": {"app": KEDA_OPERATOR_APP}}}}]}}}
+        values["podDisruptionBudget"] = {"operator": {"maxUnavailable": 1}}
+    return values
 
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -73,17 +98,53 @@ def site_manifest(text: str, manifest: str, site_images: Mapping[str, str]) -> s
     return text
 
 
-def operator_file(manifest: str, site_images: Mapping[str, str], manifest_dir: str) -> str:
-    """The file a ConfigFile applies: the vendored one as is, or (offline) a copy rewritten to the site's images,
-    written under `manifest_dir` as `<name>-<content sha256 prefix>.yaml` (relative to the project root, where Pulumi runs the program). The vendored file
-    stays byte-exact; the copy is derived from it on every run."""
-    if not site_images:
+SITE_COPY_MARKER = "-site-"
+"""In the name of a derived manifest whose images are the site registry's (`derived_name`); the policy rule
+`offline-images-from-site-registry` (policy/gtp_policy/rules_supply_chain.py `SITE_COPY`) accepts only such files
+on an offline stack — a copy that only adds the priority class still runs upstream images."""
+
+
+def derived_name(manifest: str, text: str, *, site: bool) -> str:
+    """`<vendored stem>[-site]-<sha256 prefix of text>.yaml`."""
+    stem = Path(manifest).name.removesuffix(".yaml")
+    return f"{stem}{SITE_COPY_MARKER if site else '-'}{hashlib.sha256(text.encode()).hexdigest()[:12]}.yaml"
+
+
+def with_priority_class(text: str, manifest: str, priority_class: str) -> str:
+    """`text` with `priorityClassName: <priority_class>` in the pod template of every Deployment; every other
+    document stays byte-exact. A manifest without a Deployment is an error (a bump that renamed the kind would
+    otherwise leave the controller without a class silently)."""
+    documents = text.split("\n---\n")
+    found = 0
+    for index, document in enumerate(documents):
+        body = yaml.safe_load(document)
+        if not isinstance(body, dict) or body.get("kind") != "Deployment":
+            continue
+        body["spec"]["template"]["spec"]["priorityClassName"] = priority_class
+        leading = "---\n" if document.startswith("---\n") else ""
+        documents[index] = leading + yaml.safe_dump(body, sort_keys=False).rstrip("\n")
+        found += 1
+    if not found:
+        raise ValueError(f"{manifest}: no Deployment to give priorityClassName {priority_class!r}")
+    return "\n---\n".join(documents)
+
+
+def operator_file(manifest: str, site_images: Mapping[str, str], manifest_dir: str,
+                  priority_class: str | None = None) -> str:
+    """The file a ConfigFile applies: the vendored one as is, or a copy derived from it — rewritten to the site's
+    images (offline) and/or with `priority_class` on its controllers' pods (`with_priority_class`) — written under
+    `manifest_dir` as `<name>-<content sha256 prefix>.yaml` (relative to the project root, where Pulumi runs the
+    program). The vendored file stays byte-exact; the copy is derived from it on every run."""
+    if not site_images and not priority_class:
         return manifest
-    text = site_manifest((ROOT / manifest).read_text(), manifest, site_images)
+    text = (ROOT / manifest).read_text()
+    if site_images:
+        text = site_manifest(text, manifest, site_images)
+    if priority_class:
+        text = with_priority_class(text, manifest, priority_class)
     # Named by content: a new lock (new digests) is a new file, so the plan diff and Pulumi see the change, and
     # plans of the same stack with different locks never overwrite each other's copy.
-    stem = Path(manifest).name.removesuffix(".yaml")
-    target = f"{manifest_dir}/{stem}-{hashlib.sha256(text.encode()).hexdigest()[:12]}.yaml"
+    target = f"{manifest_dir}/{derived_name(manifest, text, site=bool(site_images))}"
     (ROOT / manifest_dir).mkdir(parents=True, exist_ok=True)
     path = ROOT / target
     if not path.is_file() or path.read_text() != text:
@@ -112,7 +173,16 @@ class TrainingOperatorsArgs:
     """Offline stacks: upstream image → the site registry's copy; the operator manifests are applied from copies
     rewritten to them (`operator_file`) and KEDA's chart values point at them. Default: none."""
     manifest_dir: str = "build/offline"
-    """Offline stacks: where the rewritten operator manifests are written, relative to the project root."""
+    """Where the derived operator manifests (site images, priority class) are written, relative to the project
+    root."""
+    platform_priority: pulumi.Resource | None = None
+    """The `gtp-platform` PriorityClass (components/platform_priority.py): every operator's controller pods name
+    it (derived manifests, KEDA's values) and wait for it. None: the upstream manifests' (no class). The vendored
+    operators stay single-replica without a PodDisruptionBudget: the training-operator v1.9.4 manifest starts it
+    without `--leader-elect` (two replicas would both reconcile every job); DLRover's and Trainer/JobSet's managers
+    do elect a leader (their config's `leaderElection.leaderElect: true`), but a second one would only idle as a
+    standby on the system group, and a budget on one replica would block every drain. A drain restarts the
+    controller elsewhere; running jobs keep running meanwhile."""
 
 
 class TrainingOperators(pulumi.ComponentResource):
@@ -124,28 +194,33 @@ class TrainingOperators(pulumi.ComponentResource):
 
     def __init__(self, name: str, args: TrainingOperatorsArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("gtp:workload:TrainingOperators", name, None, opts)
-        child = pulumi.ResourceOptions(parent=self, provider=args.provider)
+        priority = PLATFORM_PRIORITY_CLASS if args.platform_priority else None
+        child = pulumi.ResourceOptions(parent=self, provider=args.provider,
+                                       depends_on=[args.platform_priority] if args.platform_priority else [])
         if args.training_operator:
             # The vendored render, applied object by object by the provider (nothing fetched at deploy time; the
             # offline plan records the file and renders its objects into cluster.yaml).
             self.training_operator = k8s.yaml.v2.ConfigFile(
                 f"{name}-training-operator",
-                file=operator_file(versions.TRAINING_OPERATOR_MANIFEST, args.site_images, args.manifest_dir), opts=child)
+                file=operator_file(versions.TRAINING_OPERATOR_MANIFEST, args.site_images, args.manifest_dir, priority),
+                opts=child)
         if args.dlrover:
             self.dlrover = k8s.yaml.v2.ConfigFile(
-                f"{name}-dlrover", file=operator_file(versions.DLROVER_MANIFEST, args.site_images, args.manifest_dir),
+                f"{name}-dlrover",
+                file=operator_file(versions.DLROVER_MANIFEST, args.site_images, args.manifest_dir, priority),
                 opts=child)
         if args.trainer:
             self.trainer = k8s.yaml.v2.ConfigFile(
-                f"{name}-trainer", file=operator_file(versions.TRAINER_MANIFEST, args.site_images, args.manifest_dir),
+                f"{name}-trainer",
+                file=operator_file(versions.TRAINER_MANIFEST, args.site_images, args.manifest_dir, priority),
                 opts=child)
         if args.keda:
-            values = keda_values()
+            values = keda_values(priority, highly_available=args.system_node_selector is not None)
             if args.system_node_selector is not None:
                 values["nodeSelector"] = dict(args.system_node_selector)
             else:
                 values.pop("nodeSelector")
-            keda_after: list[pulumi.Resource] = []
+            keda_after: list[pulumi.Resource] = [args.platform_priority] if args.platform_priority else []
             if args.keda_identity_cluster is not None:
                 aws_child = pulumi.ResourceOptions.merge(args.aws_opts or pulumi.ResourceOptions(),
                                                          pulumi.ResourceOptions(parent=self))

@@ -44,6 +44,12 @@ def training_namespace(stack: str) -> str:
     return f"training-{stack}"
 
 
+PLATFORM_PRIORITY_CLASS = "gtp-platform"
+"""The cluster-scoped PriorityClass of the platform's long-running controllers (Prometheus, Grafana, KEDA, the
+training operators, Kueue, NFD): above every stack's training class, below Kubernetes' built-in `system-*` ones.
+One per cluster (the releases that use it are cluster-wide singletons too)."""
+
+
 def training_priority_class(stack: str) -> str:
     """The cluster-scoped PriorityClass of a stack's training pods."""
     return f"gtp-training-{stack}"

@@ -7,6 +7,7 @@ import pulumi
 import cluster_targets
 from cluster_targets import Cluster
 from components.aws_provider import AwsProvider, AwsProviderArgs
+from components.platform_priority import PlatformPriority, PlatformPriorityArgs
 from stack_config import StackConfig
 
 
@@ -21,4 +22,9 @@ def build_cluster(config: StackConfig) -> Cluster:
     if uses_aws(config):
         provider = AwsProvider("cloud", AwsProviderArgs(region=config.region, tags=config.resource_tags())).provider
         aws_opts = pulumi.ResourceOptions(providers={"aws": provider})
-    return cluster_targets.for_config(config).provision(config, aws_opts)
+    cluster = cluster_targets.for_config(config).provision(config, aws_opts)
+    if cluster.target.platform == "kubernetes":
+        # Once per cluster, before the GPU and workload stages' controllers that name it.
+        cluster.platform_priority = PlatformPriority(
+            "platform-priority", PlatformPriorityArgs(provider=cluster.kubernetes)).priority_class
+    return cluster

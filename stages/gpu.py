@@ -43,13 +43,15 @@ def build_gpu(config: StackConfig, cluster: Cluster, image_ref: pulumi.Input[str
         # A Swarm's servers advertise their GPUs as generic resources in the daemons' own config: nothing to
         # install, and each training service waits until its tasks run (components/swarm_training.py).
         return Gpu(ready=[])
-    device_plugin = NvidiaDevicePlugin("nvidia", device_plugin_args(config, cluster.provider))
+    device_plugin = NvidiaDevicePlugin("nvidia", device_plugin_args(config, cluster.provider,
+                                                                    cluster.platform_priority))
     device_plugin_namespace = device_plugin.namespace.metadata["name"]
     gpu_plugins: list[pulumi.Resource] = [device_plugin.release] if device_plugin.release else []
     if efa_node_groups(config):
         gpu_plugins.append(EfaDevicePlugin("efa", efa_plugin_args(config, cluster.provider,
                                                                   device_plugin_namespace)).release)
-    metrics = GpuMetrics("gpu-metrics", gpu_metrics_args(config, cluster.provider, device_plugin_namespace))
+    metrics = GpuMetrics("gpu-metrics", gpu_metrics_args(config, cluster.provider, device_plugin_namespace,
+                                                         cluster.platform_priority))
     ready: list[pulumi.Resource] = list(metrics.releases)
     if config.gpu_node_groups:
         ready.append(GpuReadiness("gpu-readiness", GpuReadinessArgs(
@@ -100,7 +102,8 @@ def sharing_specs(config: StackConfig, groups: Iterable[str]) -> list[SharingSpe
     return specs
 
 
-def device_plugin_args(config: StackConfig, provider: k8s.Provider) -> NvidiaDevicePluginArgs:
+def device_plugin_args(config: StackConfig, provider: k8s.Provider,
+                       platform_priority: pulumi.Resource | None = None) -> NvidiaDevicePluginArgs:
     served, skipped = plugin_node_groups(config)
     return NvidiaDevicePluginArgs(
         provider=provider,
@@ -111,6 +114,7 @@ def device_plugin_args(config: StackConfig, provider: k8s.Provider) -> NvidiaDev
         install_nfd=config.gpu.node_feature_discovery == "install",
         skipped_groups=skipped,
         site_images=site_images(config).refs,
+        platform_priority=platform_priority,
     )
 
 
@@ -131,8 +135,8 @@ def efa_plugin_args(config: StackConfig, provider: k8s.Provider, namespace: pulu
 # --- metrics ------------------------------------------------------------------------------------------------
 
 
-def gpu_metrics_args(config: StackConfig, provider: k8s.Provider,
-                     device_plugin_namespace: pulumi.Input[str]) -> GpuMetricsArgs:
+def gpu_metrics_args(config: StackConfig, provider: k8s.Provider, device_plugin_namespace: pulumi.Input[str],
+                     platform_priority: pulumi.Resource | None = None) -> GpuMetricsArgs:
     """dcgm-exporter runs on every GPU node group (Bottlerocket ones too: its plugin doesn't export metrics)."""
     metrics = config.gpu.metrics
     groups = list(config.gpu_node_groups)
@@ -146,6 +150,7 @@ def gpu_metrics_args(config: StackConfig, provider: k8s.Provider,
         grafana=metrics.grafana,
         retention=metrics.retention,
         site_images=site_images(config).refs,
+        platform_priority=platform_priority,
     )
 
 

@@ -71,6 +71,7 @@ def build_workloads(config: StackConfig, cluster: Cluster, image_ref: pulumi.Inp
                                else None),
         aws_opts=cluster.aws_opts if cluster.aws else None,
         site_images=site_images(config).refs, manifest_dir=f"{OFFLINE_MANIFEST_DIR}/{config.stack}",
+        platform_priority=cluster.platform_priority,
     ))
     training_ns = build_namespace(config, cluster, k8s_kinds, operators)
     storage = build_storage(config, cluster, training_ns, image_ref)
@@ -152,7 +153,7 @@ def build_kueue(config: StackConfig, cluster: Cluster, kinds: dict[str, Kubernet
                         for key, (value, effect) in node_taints(config, group).items()]
                 for group in config.gpu_node_groups},
         site_images=site_images(config).refs, manifest_dir=f"{KUEUE_MANIFEST_DIR}/{config.stack}",
-        depends_on=[training_ns.namespace]))
+        depends_on=[training_ns.namespace], platform_priority=cluster.platform_priority))
     return [*queue.local_queues]
 
 

@@ -19,6 +19,7 @@ How the rule tells "the stack's own build" apart:
 """
 from __future__ import annotations
 
+import re
 from typing import Any, Iterator, Mapping, Optional
 
 from .graph import StackIndex, inputs
@@ -87,7 +88,10 @@ def production_image_signed_or_own_build(stack: StackIndex, facts: Facts) -> Ite
 
 HELM_RELEASE = "kubernetes:helm.sh/v3:Release"
 CONFIG_FILE = "kubernetes:yaml/v2:ConfigFile"
-VENDORED_PREFIX = "vendor/"
+SITE_COPY = re.compile(r"-site-[0-9a-f]{12}\.yaml$")
+"""The name of an operator manifest copy rewritten to the site's images (components/training_operators.py
+`derived_name`, `SITE_COPY_MARKER`). The vendored file and a copy that only adds the platform's priority class
+(`<name>-<hash>.yaml`) both run upstream images."""
 
 
 def _on_site(image: str, site: str) -> bool:
@@ -117,8 +121,9 @@ def _value_images(node: Any, path: str) -> Iterator[tuple[str, Any]]:
 def offline_images_from_site_registry(record: Record, facts: Facts) -> Iterator[Finding]:
     """On an offline stack every image comes from the site registry: the containers the stack applies, the image
     values of its Helm releases, the training image it builds; operator manifests are applied from the copies
-    rewritten to the site's images, never from `vendor/` (whose images are upstream). A chart default the values
-    don't override is invisible here; tests/test_mirror.py renders the charts and checks those."""
+    rewritten to the site's images (`<manifest>-site-<hash>.yaml`), never from `vendor/` or another copy (whose
+    images are upstream). A chart default the values don't override is invisible here; tests/test_mirror.py renders
+    the charts and checks those."""
     site = facts.site_registry
     if not site:
         return
@@ -134,9 +139,10 @@ def offline_images_from_site_registry(record: Record, facts: Facts) -> Iterator[
                 yield Finding(path, image, reason)
     elif record.get("type") == CONFIG_FILE:
         file = props.get("file")
-        if isinstance(file, str) and file.startswith(VENDORED_PREFIX):
-            yield Finding("file", file, "the vendored manifest runs upstream images; an offline stack applies its "
-                                        "copy rewritten to the site registry (components.training_operators)")
+        if isinstance(file, str) and not SITE_COPY.search(file):
+            yield Finding("file", file, "this manifest (the vendored one, or a copy without site images) runs upstream "
+                                        "images; an offline stack applies only copies rewritten to the site registry, "
+                                        "named `<manifest>-site-<hash>.yaml` (components.training_operators)")
     elif record.get("type") == DOCKER_IMAGE:
         name = props.get("imageName")
         if isinstance(name, str) and not is_computed(name) and not _on_site(name, site):

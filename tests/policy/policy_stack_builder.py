@@ -158,7 +158,7 @@ def compliant_stack(kind: str = "dev") -> list[dict]:
         "values": {"gfd": {"enabled": True}, "config": {"map": {"default": MPS_CONFIG}, "default": "default"}}},
         depends_on=[plugin_ns["urn"]])
     operators = r("gtp:operators:TrainingOperators", n("operators"), {}, custom=False)
-    operator_file = ("build/offline/edge/training-operator-v1.9.4-0123456789ab.yaml" if f.get("siteRegistry")
+    operator_file = ("build/offline/edge/training-operator-v1.9.4-site-0123456789ab.yaml" if f.get("siteRegistry")
                      else "vendor/operators/training-operator-v1.9.4.yaml")
     training_operator = kr("kubernetes:yaml/v2:ConfigFile", n("training-operator"),
                            {"file": operator_file}, custom=False, parent=operators["urn"])
@@ -167,7 +167,7 @@ def compliant_stack(kind: str = "dev") -> list[dict]:
     keda = kr("kubernetes:helm.sh/v3:Release", n("keda"), {"chart": "keda", "version": "2.20.2",
                                                            "namespace": "keda"}, parent=operators["urn"])
     trainer = kr("kubernetes:yaml/v2:ConfigFile", n("trainer"), {"file": (
-        "build/offline/edge/kubeflow-trainer-v2.3.0-0123456789ab.yaml" if f.get("siteRegistry")
+        "build/offline/edge/kubeflow-trainer-v2.3.0-site-0123456789ab.yaml" if f.get("siteRegistry")
         else "vendor/operators/kubeflow-trainer-v2.3.0.yaml")},
                  custom=False, parent=operators["urn"])
     workload = r("gtp:workload:TrainingWorkload", n("workload"), {}, custom=False, depends_on=[operators["urn"]])

@@ -146,6 +146,10 @@ FAILING = [
      "docker.io/library/python@sha256:" + "b" * 64, "containers[pytorch].image"),
     ("offline-images-from-site-registry", "offline", "-training-operator", ["inputs", "file"],
      "vendor/operators/training-operator-v1.9.4.yaml", "file = 'vendor/operators/training-operator-v1.9.4.yaml'"),
+    # A copy that only adds the platform priority class still runs the upstream images.
+    ("offline-images-from-site-registry", "offline", "-training-operator", ["inputs", "file"],
+     "build/offline/edge/training-operator-v1.9.4-0123456789ab.yaml",
+     "file = 'build/offline/edge/training-operator-v1.9.4-0123456789ab.yaml'"),
     ("offline-images-from-site-registry", "offline", "-keda", ["inputs", "values"],
      {"image": {"keda": {"registry": "ghcr.io", "repository": "kedacore/keda", "tag": "2.20.2"}}},
      "values.image.keda.repository = 'ghcr.io/kedacore/keda'"),

@@ -9,6 +9,7 @@ import pytest
 import yaml
 
 from catalog import versions
+from components.kueue import vendored_manifest
 from stack_config import ConfigError
 from tests.workloads.test_pod_template import make_shape
 from tests.workloads.test_workload_plans import parse, raw_config
@@ -82,7 +83,10 @@ def test_prod_with_trainjob_on_efa_plans_and_simulates_clean(tmp_path):
     assert plan_one("prod", stack_file=stack_file, out=tmp_path / "plan", quiet=True) == 0
     objects = cluster.load((tmp_path / "plan" / "prod" / "cluster.yaml").read_text())
     assert any(o.kind == "Deployment" and o.source.startswith("operator") and "jobset" in o.name for o in objects)
-    assert versions.TRAINER_MANIFEST in (tmp_path / "plan" / "prod" / "resources.json").read_text()
+    # Applied from its derived copy (the platform priority class added; components/training_operators.py).
+    recorded = json.loads((tmp_path / "plan" / "prod" / "resources.json").read_text())["resources"]
+    files = [r["inputs"]["file"] for r in recorded if r["type"] == "kubernetes:yaml/v2:ConfigFile"]
+    assert versions.TRAINER_MANIFEST in {vendored_manifest(file) for file in files}
     pods = [p for p in expand_pods(objects) if p.owner.startswith("TrainJob training-prod/gpt-pretrain")]
     assert [(p.owner, p.count) for p in pods] == [("TrainJob training-prod/gpt-pretrain node", 2)]
     node = next(c for c in pods[0].pod["spec"]["containers"] if c["name"] == NODE)

@@ -7,6 +7,7 @@ Parts (each a module with `check(...) -> list[CheckResult]`):
   Deployment, DaemonSet, StatefulSet, Job), with the controllers' injections;
 - `admission`: Pod Security Standards (baseline / restricted, every control) per namespace label, ResourceQuota at
   the largest allowed scale, LimitRange defaults;
+- `disruption`: every PriorityClass a pod names exists; no PodDisruptionBudget blocks a node drain;
 - `scheduling`: every pod fits a node group (labels, taints, allocatable minus kube-reserved and DaemonSets);
 - `autoscaler`: scale from zero — the cluster-autoscaler's template node from the ASG tags only;
 - `storage`: who may write each volume against the pod's uid/gid/fsGroup;
@@ -21,7 +22,7 @@ from typing import Any
 
 from tools.cluster import ClusterObject, by_source
 from tools.plan_record import Plan
-from tools.simulate import admission, autoscaler, nodes, queries, queue, scheduling, storage
+from tools.simulate import admission, autoscaler, disruption, nodes, queries, queue, scheduling, storage
 from tools.simulate.model import CheckResult, ExpandedPod, Finding
 from tools.simulate.pods import expand_pods
 
@@ -33,6 +34,7 @@ def simulate(plan: Plan, objects: list[ClusterObject]) -> dict[str, Any]:
     results: list[CheckResult] = []
     pods = expand_pods(objects, plan)
     results += admission.check(plan, objects, pods)
+    results += disruption.check(objects, pods)
     # EKS's own add-on pods (aws-node...) are not in cluster.yaml but take room on every node.
     expanded = [*pods, *nodes.addon_pods(plan)]
     groups = nodes.node_groups(plan, objects, expanded)
