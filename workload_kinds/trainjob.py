@@ -1,28 +1,41 @@
 """`trainjob`: a Kubeflow Trainer v2.3.0 TrainJob (trainer.kubeflow.org/v1alpha1) on our own ClusterTrainingRuntime.
 
-Trainer v2 turns a TrainJob into a JobSet (JobSet v0.12.0, bundled with the vendored manager render), the JobSet
-into one indexed Job per replicated job, each Job into pods. The platform registers two objects:
+Trainer v2 turns a TrainJob into a JobSet named after it (JobSet v0.12.0, bundled with the vendored manager
+render; trainer@v2.3.0 pkg/runtime/framework/plugins/jobset/jobset.go:413 `Build`), the JobSet into one Indexed
+Job per replicated job (`<trainjob>-<replicated job>-<job index>`), each Job into pods whose hostname is
+`<job>-<completion index>` under the subdomain `<trainjob>` (tools/simulate/pods.py `_trainjob` cites each step).
+The platform registers two objects:
 
 - a ClusterTrainingRuntime `<namespace>-torch` (cluster-scoped, so named after the stack's namespace) with
-  `mlPolicy.torch: {}` (selects Trainer's Torch plugin) and one replicated job `node` whose pod template is the
-  shared training pod (components.training_pod.pod_template: image by digest, restricted security context, shm,
-  storage, tolerations, node affinity), its main container renamed `node`: Trainer applies the TrainJob's
-  resources, env and image only to the container of that name (trainer@v2.3.0 pkg/constants/constants.go `Node`;
-  pkg/runtime/core/trainingruntime.go `newRuntimeInfo`).
-- a TrainJob `<workload.name>` that references it by `runtimeRef` and sets `trainer.numNodes`,
+  `mlPolicy.torch: {}` (selects Trainer's Torch plugin: pkg/runtime/framework/plugins/torch/torch.go:110-113
+  `EnforceMLPolicy` runs whenever `mlPolicy.torch` is set; no Go code of v2.3.0 reads the runtime's
+  `trainer.kubeflow.org/framework: torch` label, which only Trainer's SDK and shipped runtimes use) and one
+  replicated job `node` labelled `trainer.kubeflow.org/trainjob-ancestor-step: trainer`, replicas 1 (the
+  runtime webhook refuses any other count, pkg/webhooks/trainingruntime_webhook.go:78-81), whose pod template is
+  the shared training pod (components.training_pod.pod_template: image by digest, restricted security context,
+  shm, storage, tolerations, node affinity), its main container renamed `node`: Trainer applies the TrainJob's
+  `resourcesPerNode` (pkg/runtime/core/trainingruntime.go:199-238 `newRuntimeInfo`), `image`/`command`/`args`/
+  `env` (pkg/runtime/framework/plugins/jobset/builder.go:113-158 `Trainer`) and the PET_* env plus container port
+  29500 (torch.go:138-204) only to the container of that name in the replicated job of trainer ancestry.
+- a TrainJob `<workload.name>` that references it by `runtimeRef` and sets `trainer.numNodes` (the Job's
+  parallelism and completions: torch.go:116-119, plugins/jobset/jobset.go:302-323 `SyncParallelCount`),
   `trainer.numProcPerNode` and `trainer.resourcesPerNode`.
 
 `resourcesPerNode` carries EVERY request of the pod (GPU, `vpc.amazonaws.com/efa` on EFA groups, cpu, memory,
 ephemeral storage), not only the runtime template: up to Trainer v2.2.1 it REPLACED the `node` container's whole
-`resources` (trainer@v2.2.1 pkg/runtime/core/trainingruntime.go:182), so a GPU or EFA request left only in the
-runtime silently vanished and NCCL fell back to TCP; v2.3.0 merges per key (trainingruntime.go:199-230, #3602)
-but Kueue v0.19.2 still computes the TrainJob's quota with v2.2.1's replace semantics (kueue@v0.19.2 go.mod:14).
-And with no GPU in `resourcesPerNode` the Torch plugin's default `numProcPerNode: auto` counts CPUs instead
-(pkg/runtime/framework/plugins/torch/torch.go:121-135). `trainjob_body` always writes them; the policy rule
+`resources` (trainer@v2.2.1 pkg/runtime/framework/plugins/jobset/builder.go:148-158 `Trainer`, and
+pkg/runtime/core/trainingruntime.go:182 for the pod requests), so a GPU or EFA request left only in the runtime
+silently vanished and NCCL fell back to TCP; v2.3.0 merges per key (#3602: pkg/runtime/core/trainingruntime.go:
+199-238, pkg/util/trainingruntime/trainingruntime.go:45-65 `MergeResourceRequirements`), but Kueue v0.19.2 builds
+the JobSet it computes the TrainJob's quota from with v2.2.1's builder (kueue@v0.19.2 go.mod:14,
+pkg/controller/jobs/trainjob/trainjob_controller.go:178-179 `getChildJobSet`), i.e. with replace semantics. And
+with no GPU in `resourcesPerNode` (any resource whose name contains `gpu`) an unset `numProcPerNode` becomes the
+CPU count instead of `auto` (torch.go:121-135). `trainjob_body` always writes them; the policy rule
 `k8s-trainjob-resources-per-node` refuses a TrainJob whose `spec.trainer.resourcesPerNode` lacks them.
 
-Not supported by Trainer v2.3.0, so refused by `check`: elastic training (`workload.elastic`; the v1
-`elasticPolicy` was removed in v2.2.0, #3235) and KEDA scaling of a running job (`autoscaling.mode`).
+Not supported by Trainer v2.3.0, so refused by `check`: elastic training (`workload.elastic`; Trainer's
+`mlPolicy.torch.elasticPolicy` API was removed in v2.2.0, #3235 commit abf42d5) and KEDA scaling of a running
+job (`autoscaling.mode`).
 """
 
 from __future__ import annotations
@@ -42,13 +55,15 @@ from workload_kinds.base import Deployment, KubernetesWorkloadKind, WorkloadCont
 API_VERSION = "trainer.kubeflow.org/v1alpha1"
 NODE = "node"
 """Name of the replicated job and of its main container the Torch plugin configures (trainer@v2.3.0
-pkg/constants/constants.go `Node`)."""
+pkg/constants/constants.go:68-69 `Node`; the master address is `<trainjob>-node-0-0.<trainjob>`, torch.go:162)."""
 ANCESTOR_LABEL = "trainer.kubeflow.org/trainjob-ancestor-step"
-"""Marks the replicated job the TrainJob's `trainer` block applies to (constants.go `LabelTrainJobAncestor`,
-value `trainer`)."""
+"""Marks the replicated job the TrainJob's `trainer` block applies to: trainer@v2.3.0 pkg/constants/constants.go:41
+`LabelTrainJobAncestor`, with the value `trainer` (constants.go:66 `AncestorTrainer`); read from the replicated
+job's `template.metadata.labels` (pkg/runtime/core/trainingruntime.go:191-197)."""
 POD_LABEL = "jobset.sigs.k8s.io/jobset-name"
-"""Label JobSet v0.12.0 puts on every pod of a JobSet (pkg/controllers/jobset_controller.go `labelAndAnnotateObject`);
-Trainer names the JobSet after the TrainJob (pkg/runtime/framework/plugins/jobset/jobset.go `Build`)."""
+"""Label JobSet v0.12.0 puts on every pod of a JobSet (api/jobset/v1alpha2/jobset_types.go:24 `JobSetNameKey`,
+set by pkg/controllers/jobset_controller.go:1020 `labelAndAnnotateObject`); Trainer names the JobSet after the
+TrainJob (trainer@v2.3.0 pkg/runtime/framework/plugins/jobset/jobset.go:413 `Build`)."""
 
 
 def runtime_name(namespace: str, workload: str) -> str:

@@ -19,12 +19,16 @@ ScaledObject's `maxReplicaCount` or an HPA's `maxReplicas` that targets the obje
 from __future__ import annotations
 
 import copy
-from collections.abc import Mapping
+import hashlib
+import math
+import uuid
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import workload_kinds
 from tools.cluster import ClusterObject
 from tools.plan_record import Plan
+from tools.simulate.admission import quantity
 from tools.simulate.model import ExpandedPod
 
 _TEMPLATE_PATHS: dict[str, tuple[str, ...]] = {
@@ -436,25 +440,122 @@ def _scaledjob(item: ClusterObject) -> list[ExpandedPod]:
 
 # TrainJob — Kubeflow Trainer v2.3.0 + JobSet v0.12.0
 TORCH_MASTER_PORT = 29500
-"""trainer@v2.3.0 pkg/constants/constants.go `ContainerTrainerPort`: PET_MASTER_PORT of the Torch plugin."""
+"""trainer@v2.3.0 pkg/constants/constants.go:72 `ContainerTrainerPort`: PET_MASTER_PORT of the Torch plugin."""
+_JOBSET = "jobset.sigs.k8s.io/"
+_JOB_COMPLETION_INDEX = "batch.kubernetes.io/job-completion-index"
+_ONE_JOB_ANCESTORS = ("trainer", "dataset-initializer", "model-initializer")
+"""trainer@v2.3.0 pkg/constants/constants.go:53,59,66: the ancestors Trainer runs as one Job each."""
+
+
+def _upsert(items: list[dict[str, Any]], item: Mapping[str, Any], same: Callable[[Mapping[str, Any]], bool]) -> None:
+    """trainer@v2.3.0 pkg/apply/apply.go:79-87 `upsert`: replace the first entry `same` matches, else append."""
+    for index, existing in enumerate(items):
+        if same(existing):
+            items[index] = dict(item)
+            return
+    items.append(dict(item))
+
+
+def _upsert_env(container: dict[str, Any], variables: list[Mapping[str, Any]]) -> None:
+    """apply.go `UpsertEnvVars` (by name)."""
+    env = [dict(e) for e in container.get("env") or []]
+    for variable in variables:
+        _upsert(env, variable, lambda e: e.get("name") == variable.get("name"))  # noqa: B023 (called at once)
+    container["env"] = env
 
 
 def _merge_resources(base: Mapping[str, Any], override: Mapping[str, Any]) -> dict[str, Any]:
-    """trainer@v2.3.0 pkg/util/trainingruntime/trainingruntime.go (strategic merge of the TrainJob's
-    `resourcesPerNode` onto the `node` container, #3602): per key, the TrainJob's value wins, the runtime's other
-    keys stay. (Up to v2.2.1 the whole block was replaced: pkg/runtime/core/trainingruntime.go:182.)"""
+    """The `node` container's resources once the TrainJob's `resourcesPerNode` is applied: trainer@v2.3.0
+    pkg/util/trainingruntime/trainingruntime.go:45-65 `MergeResourceRequirements` (#3602), called from
+    pkg/runtime/core/trainingruntime.go:199-238 `newRuntimeInfo`. A strategic merge patch: `limits` and `requests`
+    merge per key (the TrainJob's value wins, the runtime's other keys stay, a `null` value deletes the key),
+    `claims` merge by `name`. (Up to v2.2.1 the whole block was replaced: trainer@v2.2.1
+    pkg/runtime/framework/plugins/jobset/builder.go:148-158 `Trainer`, pkg/runtime/core/trainingruntime.go:182.)"""
     merged: dict[str, Any] = {}
-    for part in ("requests", "limits"):
-        values = {**dict(base.get(part) or {}), **dict(override.get(part) or {})}
+    for part in ("limits", "requests"):
+        values = dict(base.get(part) or {})
+        for key, value in dict(override.get(part) or {}).items():
+            if value is None:
+                values.pop(key, None)
+            else:
+                values[key] = value
         if values:
             merged[part] = values
+    claims = [dict(c) for c in base.get("claims") or []]
+    for claim in override.get("claims") or []:
+        _upsert(claims, claim, lambda c: c.get("name") == claim.get("name"))  # noqa: B023 (called at once)
+    if claims:
+        merged["claims"] = claims
     return merged
+
+
+def _per_node_count(resources: Mapping[str, Any], match: Callable[[str], bool]) -> int:
+    """trainer@v2.3.0 pkg/runtime/runtime.go:279-298 `GetNumGPUPerNode`, torch.go:227-240 `getNumCPUPerNode`: the
+    matching request, else the matching limit, as `Quantity.Value()` (rounded up); 0 when absent. A value that
+    is not a quantity counts 0 here (the admission check reports it with its key path)."""
+    for part in ("requests", "limits"):
+        for key, value in dict(resources.get(part) or {}).items():
+            if not match(str(key)):
+                continue
+            try:
+                amount = quantity(value)
+            except ValueError:
+                return 0
+            if amount:
+                return math.ceil(amount)
+    return 0
+
+
+def _nproc_per_node(trainer: Mapping[str, Any], runtime_resources: Mapping[str, Any]) -> str:
+    """PET_NPROC_PER_NODE, trainer@v2.3.0 pkg/runtime/framework/plugins/torch/torch.go:121-135 `EnforceMLPolicy`:
+    `numProcPerNode` when set, else `auto`; but when the TrainJob's `resourcesPerNode` (when set, else the
+    runtime's `node` container resources) asks no GPU (a resource whose name contains `gpu`), the CPU count
+    (at least 1)."""
+    if trainer.get("numProcPerNode") is not None:
+        return str(int(trainer["numProcPerNode"]))
+    resources = trainer.get("resourcesPerNode")
+    if resources is None:
+        resources = runtime_resources
+    if _per_node_count(resources, lambda name: "gpu" in name.lower()) == 0:
+        return str(max(1, _per_node_count(resources, lambda name: name == "cpu")))
+    return "auto"
+
+
+def _jobset_labels(jobset: str, namespace: str, replicated: list[tuple[str, int, str]], index: int,
+                   job_index: int) -> dict[str, str]:
+    """What JobSet v0.12.0 puts on every child Job and its pod template, as labels and annotations alike:
+    pkg/controllers/jobset_controller.go:1014-1079 `labelAndAnnotateObject` (keys: api/jobset/v1alpha2/
+    jobset_types.go:24-77, pkg/constants/constants.go:34). Not here, as the defaults leave them out:
+    `job-restart-attempt` (feature gate RestartJob, alpha, off: pkg/features/features.go:73) and `coordinator`
+    (only with `spec.coordinator`); the pod webhook (pkg/webhooks/pod_webhook.go) adds only for exclusive placement.
+    `replicated`: (name, replicas, groupName) per replicated job. The JobSet's UID is a stand-in (the API server
+    assigns it)."""
+    rjob, replicas, group = replicated[index]
+    job_name = f"{jobset}-{rjob}-{job_index}"  # pkg/util/placement/placement.go:14 GenJobName
+    return {
+        f"{_JOBSET}jobset-name": jobset,
+        f"{_JOBSET}jobset-uid": str(uuid.uuid5(uuid.NAMESPACE_URL, f"jobset/{namespace}/{jobset}")),
+        f"{_JOBSET}replicatedjob-name": rjob,
+        f"{_JOBSET}restart-attempt": "0",  # status.restarts of a new JobSet
+        f"{_JOBSET}replicatedjob-replicas": str(replicas),
+        f"{_JOBSET}global-replicas": str(sum(r for _, r, _ in replicated)),
+        f"{_JOBSET}job-index": str(job_index),
+        # jobHashKey (SHA1, JobSet's own choice) of "<namespace>/<job name>"
+        f"{_JOBSET}job-key": hashlib.sha1(f"{namespace}/{job_name}".encode()).hexdigest(),  # noqa: S324
+        f"{_JOBSET}job-global-index": str(sum(r for _, r, _ in replicated[:index]) + job_index),
+        f"{_JOBSET}group-name": group,
+        f"{_JOBSET}group-replicas": str(sum(r for _, r, g in replicated if g == group)),
+        f"{_JOBSET}job-group-index": str(sum(r for _, r, g in replicated[:index] if g == group) + job_index),
+    }
 
 
 def _trainjob(item: ClusterObject, objects: list[ClusterObject]) -> list[ExpandedPod]:
     """TrainJob → JobSet → Job → Pod, for a runtime of the rendered cluster (`runtimeRef` kind
-    ClusterTrainingRuntime by default, trainjob_types.go:170-177, or TrainingRuntime in the TrainJob's
-    namespace). What each step adds is cited inline."""
+    ClusterTrainingRuntime by default, trainer@v2.3.0 pkg/apis/trainer/v1alpha1/trainjob_types.go:172-177, or
+    TrainingRuntime in the TrainJob's namespace): one ExpandedPod per replicated job (its first pod: job index 0,
+    completion index 0) counting all its pods. Each step cites what it reproduces. Not modelled: runtimePatches,
+    podGroupPolicy (coscheduling/Volcano pod labels), torchtune, the MPI/JAX/XGBoost/Flux plugins, initializer
+    env, exclusive placement."""
     from workload_kinds.trainjob import ANCESTOR_LABEL, NODE, runtime_templates  # noqa: PLC0415 (cycle-free)
 
     namespace = item.namespace or "default"
@@ -465,58 +566,120 @@ def _trainjob(item: ClusterObject, objects: list[ClusterObject]) -> list[Expande
                     and (ref_kind == "ClusterTrainingRuntime" or (o.namespace or "default") == namespace)), None)
     if runtime is None:
         return []
-    trainer = spec.get("trainer") or {}
+    trainer = spec.get("trainer")  # None (no `trainer` block): no TrainJob env, image or PET_* is applied
     runtime_spec = runtime.obj.get("spec") or {}
-    ml_policy = runtime_spec.get("mlPolicy") or {}
-    # trainjob_types.go:278 numNodes: the TrainJob's overrides the runtime's mlPolicy.numNodes (default 1).
-    num_nodes = _int(trainer.get("numNodes"), _int(ml_policy.get("numNodes"), 1))
-    jobs = _get(runtime_spec, ("template", "spec", "replicatedJobs")) or []
+    ml_policy = runtime_spec.get("mlPolicy")
+    torch_policy = (ml_policy or {}).get("torch")
+    jobset_spec = _get(runtime_spec, ("template", "spec")) or {}
+    jobs = [job for job in jobset_spec.get("replicatedJobs") or [] if isinstance(job, Mapping)]
     templates = runtime_templates(runtime.obj)
-    pods: list[ExpandedPod] = []
-    for job in jobs:
-        rjob = str(job.get("name"))
-        template = copy.deepcopy(dict(templates.get(rjob) or {}))
-        job_labels = _get(job, ("template", "metadata", "labels")) or {}
-        is_trainer = job_labels.get(ANCESTOR_LABEL) == "trainer"
-        replicas = _int(job.get("replicas"), 1)
-        # pkg/runtime/framework/plugins/jobset/jobset.go Build: the trainer ancestor's Job runs numNodes pods
-        # (parallelism = completions = numNodes), an Indexed Job (JobSet sets completionMode Indexed).
-        per_job = num_nodes if is_trainer else _job_pods(_get(job, ("template", "spec")) or {})
-        labels = template.setdefault("metadata", {}).setdefault("labels", {})
-        # JobSet v0.12.0 pkg/controllers/jobset_controller.go labelAndAnnotateObject: these labels on every pod.
-        labels.update({"jobset.sigs.k8s.io/jobset-name": item.name, "jobset.sigs.k8s.io/replicatedjob-name": rjob,
-                       "jobset.sigs.k8s.io/replicatedjob-replicas": str(replicas),
-                       "jobset.sigs.k8s.io/job-index": "0", "jobset.sigs.k8s.io/restart-attempt": "0"})
-        # JobSet default network (enableDNSHostnames): pods get subdomain = the JobSet's name (a headless
-        # Service of that name), hostname <jobset>-<rjob>-<job index>-<completion index> (Indexed Job).
+
+    ancestors = [(_get(job, ("template", "metadata", "labels")) or {}).get(ANCESTOR_LABEL) for job in jobs]
+    # Jobs per replicated job: one for the trainer and initializer ancestors (plugins/jobset/builder.go:52,78,123
+    # `Initializer`/`Trainer`; the runtime webhook refuses another value, pkg/webhooks/trainingruntime_webhook.go
+    # :78-81), else its `replicas` (JobSet CRD default 1, jobset_types.go:334). groupName defaults to "default"
+    # (jobset_types.go:325-327).
+    replicated = [(str(job.get("name")), 1 if ancestor in _ONE_JOB_ANCESTORS else _int(job.get("replicas"), 1),
+                   str(job.get("groupName") or "default")) for job, ancestor in zip(jobs, ancestors, strict=True)]
+    # Pods per Job: pkg/runtime/core/trainingruntime.go:186-198 `newRuntimeInfo` takes the Job's parallelism
+    # (default 1) or, for the trainer ancestor of a runtime with an mlPolicy, mlPolicy.numNodes (default 1); the
+    # Torch (torch.go:116-119) or PlainML EnforceMLPolicy then the TrainJob's numNodes; runtime.go:147 `WithPodSet`
+    # keeps it >= 1; plugins/jobset/jobset.go:302-323 `SyncParallelCount` writes it to BOTH parallelism and
+    # completions (#3651) of an Indexed Job (JobSet pkg/webhooks/jobset_webhook.go:120-123).
+    counts = []
+    for job, ancestor in zip(jobs, ancestors, strict=True):
+        count = _int(_get(job, ("template", "spec", "parallelism")), 1)
+        if ancestor == "trainer" and ml_policy is not None:
+            count = _int(ml_policy.get("numNodes"), 1)
+        if ancestor == "trainer" and trainer is not None and trainer.get("numNodes") is not None:
+            count = _int(trainer["numNodes"], 1)
+        counts.append(max(count, 1))
+    trainer_at = ancestors.index("trainer") if "trainer" in ancestors else None
+    num_nodes = counts[trainer_at] if trainer_at is not None else 1  # torch.go:148 PET_NNODES
+
+    pod_specs: list[dict[str, Any]] = []
+    built: list[dict[str, Any]] = []
+    for job, ancestor in zip(jobs, ancestors, strict=True):
+        template = copy.deepcopy(dict(templates.get(str(job.get("name"))) or {}))
         pod_spec = template.setdefault("spec", {})
-        pod_spec.setdefault("subdomain", item.name)
-        if is_trainer:
-            for container in pod_spec.get("containers") or []:
-                if container.get("name") != NODE:
-                    continue
-                # pkg/runtime/core/trainingruntime.go newRuntimeInfo + pkg/util/trainingruntime: resourcesPerNode
-                # merged onto container `node`; trainer.image/command/args replace the runtime's when set.
+        for container in pod_spec.get("containers") or []:
+            if ancestor != "trainer" or container.get("name") != NODE or trainer is None:
+                continue
+            # trainingruntime.go:199-238: resourcesPerNode merged in (trainer ancestor, runtime with an mlPolicy).
+            if ml_policy is not None and trainer.get("resourcesPerNode") is not None:
                 container["resources"] = _merge_resources(container.get("resources") or {},
-                                                          trainer.get("resourcesPerNode") or {})
-                for key in ("image", "command", "args"):
-                    if trainer.get(key):
-                        container[key] = copy.deepcopy(trainer[key])
-                # pkg/runtime/framework/plugins/torch/torch.go EnforceMLPolicy: the PET_* env (constants.go
-                # 190-203); numProcPerNode defaults to `auto` (torch.go:121-135), torchrun resolves it.
-                env = [e for e in (container.get("env") or []) if not str(e.get("name", "")).startswith("PET_")]
-                env += [{"name": "PET_NNODES", "value": str(num_nodes)},
-                        {"name": "PET_NPROC_PER_NODE", "value": str(trainer.get("numProcPerNode", "auto"))},
-                        {"name": "PET_NODE_RANK", "valueFrom": {"fieldRef": {
-                            "fieldPath": "metadata.annotations['batch.kubernetes.io/job-completion-index']"}}},
-                        {"name": "PET_MASTER_ADDR", "value": f"{item.name}-{NODE}-0-0.{item.name}"},
-                        {"name": "PET_MASTER_PORT", "value": str(TORCH_MASTER_PORT)}]
-                env += [dict(e) for e in trainer.get("env") or []]
-                container["env"] = env
+                                                          trainer["resourcesPerNode"])
+            # plugins/jobset/builder.go:125-139 `Trainer`: image, command, args replace the runtime's when set.
+            for key in ("image", "command", "args"):
+                if trainer.get(key) is not None:
+                    container[key] = copy.deepcopy(trainer[key])
+            # builder.go:142-153 and torch.go:139-143: the TrainJob's env, upserted by name.
+            _upsert_env(container, list(trainer.get("env") or []))
+        built.append(template)
+        pod_specs.append(pod_spec)
+
+    if torch_policy is not None:
+        # torch.go:127 runtime.ExtractResourcePerNodeFromRuntime (runtime.go:253-277): the (merged) resources of
+        # container `node` of the first replicated job named `node` or of trainer ancestry.
+        runtime_resources: Mapping[str, Any] = {}
+        for job, ancestor, pod_spec in zip(jobs, ancestors, pod_specs, strict=True):
+            node = next((c for c in pod_spec.get("containers") or [] if c.get("name") == NODE
+                         and c.get("resources") is not None), None)
+            if (job.get("name") == NODE or ancestor == "trainer") and node is not None:
+                runtime_resources = node["resources"]
+                break
+        # torch.go:145-166: the PET_* env (constants.go:190-203); the master is pod 0 of Job 0 of replicated job
+        # `node`, under subdomain = the TrainJob's name, whatever the runtime's network.subdomain.
+        pet = [{"name": "PET_NNODES", "value": str(num_nodes)},
+               {"name": "PET_NPROC_PER_NODE", "value": _nproc_per_node(trainer or {}, runtime_resources)},
+               {"name": "PET_NODE_RANK", "valueFrom": {"fieldRef": {
+                   "fieldPath": f"metadata.annotations['{_JOB_COMPLETION_INDEX}']"}}}]
+        master = [{"name": "PET_MASTER_ADDR", "value": f"{item.name}-{NODE}-0-0.{item.name}"},
+                  {"name": "PET_MASTER_PORT", "value": str(TORCH_MASTER_PORT)}]
+        if trainer_at is not None and trainer is not None:  # torch.go:139-143: only with a `trainer` block
+            node = next((c for c in pod_specs[trainer_at].get("containers") or [] if c.get("name") == NODE), None)
+            if node is not None:
+                # torch.go:168-204: PET_* and master env upserted after the TrainJob's env, and the master port
+                # upserted into the ports (apply.go:65-67 `byContainerPortOrName`: same port, or same name,
+                # two unnamed ports count as the same).
+                _upsert_env(node, pet + master)
+                ports = [dict(p) for p in node.get("ports") or []]
+                _upsert(ports, {"containerPort": TORCH_MASTER_PORT},
+                        lambda p: _int(p.get("containerPort"), -1) == TORCH_MASTER_PORT or p.get("name") is None)
+                node["ports"] = ports
+        # torch.go:206-222: the same env (master included) into each `envInjection` target container.
+        for target in (torch_policy.get("envInjection") or {}).get("targets") or []:
+            for name, pod_spec in zip((str(job.get("name")) for job in jobs), pod_specs, strict=True):
+                if name != target.get("jobName"):
+                    continue
+                for container in [*(pod_spec.get("containers") or []), *(pod_spec.get("initContainers") or [])]:
+                    if container.get("name") in (target.get("containerNames") or []):
+                        _upsert_env(container, pet + master)
+
+    network = jobset_spec.get("network") or {}
+    # JobSet v0.12.0: DNS hostnames on unless set false (pkg/webhooks/jobset_webhook.go:130-136); then
+    # pkg/controllers/jobset_controller.go:952-956 `constructJob` SETS every pod's subdomain to `GetSubdomain`
+    # (:1090-1099): network.subdomain, else the JobSet's name, which is the TrainJob's (trainer
+    # plugins/jobset/jobset.go:413 `Build`).
+    subdomain = network.get("subdomain") or item.name
+    pods: list[ExpandedPod] = []
+    for index, (template, pod_spec) in enumerate(zip(built, pod_specs, strict=True)):
+        rjob, replicas, _ = replicated[index]
+        metadata = template.setdefault("metadata", {})
+        jobset_labels = _jobset_labels(item.name, namespace, replicated, index, 0)
+        metadata.setdefault("labels", {}).update(jobset_labels)
+        # The Job controller, Indexed (kubernetes pkg/controller/job/job_controller.go `manageJob`): annotation
+        # job-completion-index, hostname `<job name>-<index>` = `<jobset>-<rjob>-<job index>-<completion index>`.
+        metadata.setdefault("annotations", {}).update({**jobset_labels, _JOB_COMPLETION_INDEX: "0"})
+        if not pod_spec.get("restartPolicy"):
+            pod_spec["restartPolicy"] = "OnFailure"  # jobset_webhook.go:124-127
+        pod_spec["hostname"] = f"{item.name}-{rjob}-0-0"
+        if network.get("enableDNSHostnames") is not False:
+            pod_spec["subdomain"] = subdomain
+        # The pod's real name is `<job name>-<index>-<random>`; the stand-in is its hostname.
         pods.append(ExpandedPod(owner=f"TrainJob {namespace}/{item.name} {rjob}", source=item.source,
-                                namespace=namespace, pod=pod_from_template(template, namespace,
-                                                                           f"{item.name}-{rjob}-0-0"),
-                                count=replicas * per_job))
+                                namespace=namespace, pod=pod_from_template(template, namespace, pod_spec["hostname"]),
+                                count=replicas * counts[index]))
     return pods
 
 
