@@ -229,10 +229,11 @@ def pod_templates_for_checkov(objects: Sequence[Mapping[str, Any]]) -> list[dict
         for role, template in sorted(kind.pod_templates(obj).items()):
             if not isinstance(template, Mapping):
                 continue
+            # A cluster-scoped holder (Trainer's ClusterTrainingRuntime) has no namespace: Checkov then says default.
+            namespace = {"namespace": metadata["namespace"]} if metadata.get("namespace") else {}
             documents.append({
                 "apiVersion": "v1", "kind": "PodTemplate",
-                "metadata": {"name": f"{metadata.get('name')}-{str(role).lower()}",
-                             "namespace": metadata.get("namespace"),
+                "metadata": {"name": f"{metadata.get('name')}-{str(role).lower()}", **namespace,
                              "annotations": {"gtp.dev/source": f"{obj['kind']}/{metadata.get('name')}"}},
                 "template": template,
             })
