@@ -48,7 +48,8 @@ class _WorkloadNaming:
     def opts(self, base: str, **kwargs: Any) -> pulumi.ResourceOptions:
         """Options of resource `base`: a stack with one workload aliases the name its release used (`base`
         alone), so upgrading keeps the running job instead of replacing it. Children named `<parent>-...`
-        follow their parent's alias (the SDK's inherited child aliases)."""
+        follow their parent's alias, the prefix renamed with it (Pulumi's own test of exactly this:
+        pulumi/pulumi tests/integration/aliases/python/rename_component, `comp3-child` → `newcomp3-child`)."""
         aliases = [pulumi.Alias(name=base)] if self.only_workload else None
         return pulumi.ResourceOptions(aliases=aliases, **kwargs)
 
