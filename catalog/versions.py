@@ -107,7 +107,7 @@ KUEUE_MANIFEST = f"{VENDOR_DIR}/operators/kueue-{KUEUE_VERSION}.yaml"
 # Kubeflow Trainer v2 (trainer.kubeflow.org/v1alpha1 TrainJob) with the JobSet v0.12.0 controller it bundles: the
 # kustomize render of github.com/kubeflow/trainer `manifests/overlays/manager` at the tag (namespace
 # `kubeflow-system`; vendor/SOURCES.md has the provenance, incl. the rebuilt JobSet release asset). It coexists with
-# training-operator v1 (different API group and namespace) but a stack installs it only for `workload.kind: trainjob`.
+# training-operator v1 (different API group and namespace) but a stack installs it only for a `workloads.<name>.kind: trainjob`.
 KUBEFLOW_TRAINER_VERSION = "v2.3.0"  # not TRAINER_VERSION: that is our trainer package's (below)
 JOBSET_VERSION = "v0.12.0"
 TRAINER_MANIFEST = f"{VENDOR_DIR}/operators/kubeflow-trainer-{KUBEFLOW_TRAINER_VERSION}.yaml"

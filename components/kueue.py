@@ -70,7 +70,7 @@ def integrations_for(resource_kinds: Iterable[str]) -> list[str]:
     for kind in resource_kinds:
         if kind not in INTEGRATIONS:
             raise ValueError(f"workload kind {kind!r} has no Kueue integration; supported: "
-                             f"{', '.join(sorted(INTEGRATIONS))} (turn Kueue off with workload.kueue.enabled: false)")
+                             f"{', '.join(sorted(INTEGRATIONS))} (turn Kueue off with kueue.enabled: false)")
         found.add(INTEGRATIONS[kind])
     return sorted(found)
 

@@ -238,8 +238,8 @@ def _fix(reasons: list[_Why]) -> str:
         return "add a toleration for the group's taint (cluster_targets tolerations) or target an untainted group"
     if "nvidia.com/gpu" in text:
         return ("request the resource the group advertises: nvidia.com/gpu on groups with sharing mode none, "
-                "nvidia.com/gpu.shared (one slice) on MPS / time-slicing groups (workload.gpuResource)")
-    return "lower the pod's requests (workload.cpu / memory / ephemeralStorage) or use a larger instance type"
+                "nvidia.com/gpu.shared (one slice) on MPS / time-slicing groups (workloads.<name>.gpuResource)")
+    return "lower the pod's requests (workloads.<name>.cpu / memory / ephemeralStorage) or use a larger instance type"
 
 
 def check(pods: list[ExpandedPod], groups: list[NodeGroup]) -> CheckResult:
