@@ -513,6 +513,40 @@ def _check_fit(config: StackConfig, workload: WorkloadConfig, p: str) -> Iterato
                       "or ask for less")
 
 
+def _check_workloads_fit_together(config: StackConfig) -> Iterator[Problem]:
+    """Without Kueue, nothing stops the workloads of one node group from starting at once: if their pods together
+    need more GPUs (or slices; Swarm: servers) than the group has at maxSize, some pods of a multi-pod job start
+    and hold their GPUs while the rest wait for GPUs another job holds — the partial-gang deadlock Kueue exists to
+    prevent. Each workload fitting alone is checked per workload (`_check_workload`)."""
+    from stack_config.derived import gpu_resource_of, kueue_enabled, pods_per_job
+
+    if len(config.workloads) < 2 or kueue_enabled(config):
+        return
+    valid = set(valid_groups(config))
+    demand: dict[str, list[tuple[str, int]]] = {}
+    for name, workload in config.workloads.items():
+        if workload.node_group in valid:
+            units = pods_per_job(workload) * (1 if config.cluster.mode == "swarm"
+                                              else gpus_per_pod(config, workload))
+            demand.setdefault(workload.node_group, []).append((name, units))
+    for group, users in demand.items():
+        if len(users) < 2:
+            continue
+        node_group = config.gpu_node_groups[group]
+        if config.cluster.mode == "swarm":
+            capacity, unit = node_group.max_size, "server(s)"
+        else:
+            resource, replicas = gpu_resource_of(config, group)
+            capacity, unit = node_group.max_size * config.node_facts(group).num_gpus * replicas, resource
+        total = sum(units for _, units in users)
+        if total > capacity:
+            listed = ", ".join(f"{name} {units}" for name, units in users)
+            yield Problem("workloads", f"{listed}: {total} {unit} at once on node group '{group}', which has "
+                                       f"{capacity} at maxSize {node_group.max_size}; without Kueue their gangs "
+                                       "can deadlock holding part of the GPUs: turn kueue on (EKS), raise "
+                                       f"gpuNodeGroups.{group}.maxSize, or shrink the workloads")
+
+
 TRAINER_FIELDS = ("model", "max_steps", "batch_size", "checkpoint_every", "extra_args", "bench_sizes", "entrypoint")
 """Fields that are our trainer's arguments: meaningless for a team's own image."""
 
@@ -646,6 +680,7 @@ _RULES = (
     (each_workload(_check_quantities), ("workloads",)),
     (each_workload(_check_fit), ("workloads", "gpuNodeGroups", "cluster")),
     (each_workload(_check_own_image), ("workloads",)),
+    (_check_workloads_fit_together, ("workloads", "gpuNodeGroups", "gpu", "cluster", "kueue")),
     (_check_metrics, ("gpu",)),
     (_check_kueue, ("kueue", "workloads", "cluster")),
     (each_workload(_check_autoscaling), ("workloads", "gpu", "cluster")),

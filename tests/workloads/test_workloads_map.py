@@ -254,3 +254,29 @@ def assert_queue_quota_is_derived(plan: Any) -> None:
 @pytest.mark.parametrize("stack", ["dev", "prod"])
 def test_committed_stacks_queue_every_job_within_a_derived_quota(stack: str) -> None:
     assert_queue_quota_is_derived(plan_stack(stack))
+
+
+# --- without Kueue, workloads of one group must fit it together ---------------------------------------------------
+SECOND = {"kind": "pytorchjob", "nodeGroup": "train", "cpu": "2", "memory": "8Gi", "shmSize": "2Gi"}
+
+
+def test_without_kueue_two_workloads_that_fit_only_one_at_a_time_are_refused() -> None:
+    raw = with_(with_(BASE, "workloads.second", dict(SECOND)), "workloads.train.numNodes", 2)  # 2 + 1 > 2 GPUs
+    assert kueue_enabled(parse(raw))  # Kueue on: the queue serializes them
+    problems = problems_of(with_(raw, "kueue.enabled", False))
+    assert problems == ["workloads: train 2, second 1: 3 nvidia.com/gpu at once on node group 'train', which has 2 "
+                        "at maxSize 2; without Kueue their gangs can deadlock holding part of the GPUs: turn kueue on "
+                        "(EKS), raise gpuNodeGroups.train.maxSize, or shrink the workloads"]
+    # fitting together: accepted without Kueue too
+    parse(with_(with_(BASE, "workloads.second", dict(SECOND)), "kueue.enabled", False))
+
+
+def test_on_a_swarm_workloads_of_one_group_share_its_servers() -> None:
+    from tests.swarm.test_swarm import swarm_raw
+
+    raw = swarm_raw()
+    (name, first), = raw["workloads"].items()
+    raw["workloads"]["second"] = {**first, "elastic": {"minNodes": 1, "maxNodes": 1}}
+    problems = problems_of(raw, secrets=("registryPassword",))
+    assert any(p.startswith(f"workloads: {name} 3, second 1: 4 server(s) at once on node group 'gpu'")
+               for p in problems), problems
