@@ -119,6 +119,7 @@ def test_own_image_mistakes_name_their_key(entry: dict[str, Any], expected: list
 def test_forcing_kueue_on_with_a_workload_it_cannot_queue_names_that_workload() -> None:
     raw = with_(BASE, "workloads.elastic", {"kind": "elasticjob", "nodeGroup": "train", "cpu": "2", "memory": "8Gi",
                                             "shmSize": "2Gi", "elastic": {"minNodes": 1, "maxNodes": 2}})
+    raw = with_(raw, "gpuNodeGroups.train.maxSize", 3)  # room for both at once (no Kueue to take turns)
     assert not kueue_enabled(parse(raw))  # default: off, all or none
     problems = problems_of(with_(raw, "kueue.enabled", True))
     assert problems == ["kueue.enabled: true, but workloads.elastic.kind 'elasticjob': Kueue v0.19.2 has no "
