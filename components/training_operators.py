@@ -110,6 +110,9 @@ def derived_name(manifest: str, text: str, *, site: bool) -> str:
     return f"{stem}{SITE_COPY_MARKER if site else '-'}{hashlib.sha256(text.encode()).hexdigest()[:12]}.yaml"
 
 
+DEPLOYMENT_KIND = re.compile(r"^kind: Deployment\s*$", re.MULTILINE)
+
+
 def with_priority_class(text: str, manifest: str, priority_class: str) -> str:
     """`text` with `priorityClassName: <priority_class>` in the pod template of every Deployment; every other
     document stays byte-exact. A manifest without a Deployment is an error (a bump that renamed the kind would
@@ -117,6 +120,10 @@ def with_priority_class(text: str, manifest: str, priority_class: str) -> str:
     documents = text.split("\n---\n")
     found = 0
     for index, document in enumerate(documents):
+        # Parse only what can be a Deployment: the manifests are megabytes of CRDs, whose pure-Python parse
+        # cost seconds on every plan (a document's own kind is an unindented line).
+        if not DEPLOYMENT_KIND.search(document):
+            continue
         body = yaml.safe_load(document)
         if not isinstance(body, dict) or body.get("kind") != "Deployment":
             continue
