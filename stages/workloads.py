@@ -44,7 +44,8 @@ from workload_kinds import KubernetesWorkloadKind, SwarmContext, SwarmWorkloadKi
 @dataclass
 class Workloads:
     exports: dict[str, Any] = field(default_factory=dict)
-    """Stack outputs: `watch` (how to follow the workload) and whatever the kind exports."""
+    """Stack outputs: `watch` (the training namespace, and per workload how to follow it) and `workloads` (per
+    workload what its kind exports, e.g. a ScaledJob's `trainingQueueUrl`)."""
 
 
 def build_workloads(config: StackConfig, cluster: Cluster, image_ref: pulumi.Input[str], gpu: Gpu) -> Workloads:
