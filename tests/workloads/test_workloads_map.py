@@ -281,3 +281,11 @@ def test_on_a_swarm_workloads_of_one_group_share_its_servers() -> None:
     problems = problems_of(raw, secrets=("registryPassword",))
     assert any(p.startswith(f"workloads: {name} 3, second 1: 4 server(s) at once on node group 'gpu'")
                for p in problems), problems
+
+
+def test_submit_runs_the_policy_pack_so_prod_refuses_an_unsigned_team_image(capsys: pytest.CaptureFixture) -> None:
+    entry = {"vision": {"kind": "trainjob", "nodeGroup": "a100", "numNodes": 1, "image": DIGEST,
+                        "command": ["-m", "vision.train"], "cpu": "90", "memory": "1000Gi"}}
+    with pytest.raises(gtp_submit.SubmitError, match="does not plan clean"):
+        gtp_submit.render("prod", entry)
+    assert "production-image-signed-or-own-build" in capsys.readouterr().err
