@@ -16,9 +16,14 @@ def dcgm_exporter_enabled(config: StackConfig) -> bool:
     return not any(group.gpu_model in DCGM_UNSUPPORTED_MODELS for group in config.gpu_node_groups.values())
 
 
+def job_pods(workload: WorkloadConfig) -> int:
+    """Pods of one job at its configured largest, before any autoscaling: `elastic.maxNodes`, else `numNodes`."""
+    return workload.elastic.max_nodes if workload.elastic else workload.num_nodes
+
+
 def num_ranks(config: StackConfig, workload: WorkloadConfig) -> int:
     """Most ranks the workload can run with (pods x processes per pod)."""
-    pods = workload.elastic.max_nodes if workload.elastic else workload.num_nodes
+    pods = job_pods(workload)
     if workload.autoscaling.mode == "scaledobject":
         pods = max(pods, workload.autoscaling.max_replicas)
     return pods * gpus_per_pod(config, workload)
@@ -109,7 +114,7 @@ def kueue_enabled(config: StackConfig) -> bool:
 
 def pods_per_job(workload: WorkloadConfig) -> int:
     """Most training pods one job of the workload runs at once (quotas are sized from it)."""
-    pods = workload.elastic.max_nodes if workload.elastic else workload.num_nodes
+    pods = job_pods(workload)
     if workload.autoscaling.mode != "none":
         pods = max(pods, workload.autoscaling.max_replicas)
     return pods

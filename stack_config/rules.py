@@ -19,7 +19,7 @@ from catalog.gpu_instances import (
 from catalog.node_allocatable import allocatable
 from conventions.names import config_name
 from conventions.quantities import cpu_cores, quantity_gib
-from stack_config.derived import dcgm_exporter_enabled, gpus_per_pod, num_ranks
+from stack_config.derived import dcgm_exporter_enabled, gpus_per_pod, job_pods, num_ranks
 from stack_config.problems import Problem, did_you_mean
 from stack_config.schema import SharingConfig, StackConfig, WorkloadConfig
 
@@ -449,7 +449,7 @@ def _check_workload(config: StackConfig, workload: WorkloadConfig, p: str) -> It
     if not re.match(r"^\d+[KMG]?(,\d+[KMG]?)*$", workload.bench_sizes):
         yield Problem(f"{p}.benchSizes", f"{workload.bench_sizes!r} is not a comma-separated size list like "
                                              "'1M,16M,128M'")
-    max_pods = workload.elastic.max_nodes if workload.elastic else workload.num_nodes
+    max_pods = job_pods(workload)
     group = config.gpu_node_groups[workload.node_group]
     if workload.gpu_resource == "whole" and max_pods > group.max_size * max(1, facts.num_gpus // gpus_per_pod(config, workload)):
         yield Problem(f"{p}.numNodes" if workload.elastic is None else f"{p}.elastic.maxNodes",

@@ -116,10 +116,10 @@ def build_namespace(config: StackConfig, cluster: Cluster, kinds: dict[str, Kube
         # components.training_namespace.capacity_quota_hard), one pod per GPU (or slice) at most.
         capacity = {}
         for group in config.gpu_node_groups:
-            for resource, amount in group_quota(config, group).items():
+            quota = group_quota(config, group)
+            for resource, amount in quota.items():
                 capacity[resource] = capacity.get(resource, 0.0) + amount
-            resource, _ = gpu_resource_of(config, group)
-            max_pods += int(group_quota(config, group)[resource])
+            max_pods += int(quota[gpu_resource_of(config, group)[0]])
     return TrainingNamespace("training", TrainingNamespaceArgs(
         namespace=training_namespace(config.stack), service_account=TRAINING_SERVICE_ACCOUNT,
         priority_class=training_priority_class(config.stack),

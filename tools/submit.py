@@ -34,6 +34,8 @@ from typing import Any
 
 import yaml
 
+from stack_config import ConfigError
+from stack_config.derived import kueue_enabled
 from tools.plan import ROOT, plan_one, run
 
 SUBMITTABLE = ("pytorchjob", "trainjob")
@@ -49,14 +51,12 @@ def _object_key(obj: dict[str, Any]) -> tuple[str, str, str, str]:
     return (str(obj.get("apiVersion")), str(obj.get("kind")), str(meta.get("namespace", "")), str(meta.get("name")))
 
 
-def render(stack: str, entry: dict[str, Any], *, trainer_image: str | None = None, root: Path = ROOT) -> str:
+def render(stack: str, entry: dict[str, Any], *, trainer_image: str | None = None) -> str:
     """The objects `entry` ({name: workload}) adds to `stack`, as a multi-document YAML for `kubectl create`."""
-    from stack_config import ConfigError  # noqa: PLC0415 (after tools.plan put the project on the path)
-
     if not isinstance(entry, dict) or len(entry) != 1 or not isinstance(next(iter(entry.values())), dict):
         raise SubmitError("the workload file must hold exactly one entry: `<name>: {kind: ..., nodeGroup: ...}`")
     name, workload = next(iter(entry.items()))
-    stack_file = root / "stacks" / f"Pulumi.{stack}.yaml"
+    stack_file = ROOT / "stacks" / f"Pulumi.{stack}.yaml"
     if not stack_file.exists():
         raise SubmitError(f"no stack file {stack_file}")
     document = yaml.safe_load(stack_file.read_text())
@@ -71,8 +71,8 @@ def render(stack: str, entry: dict[str, Any], *, trainer_image: str | None = Non
     if workload.get("image") is None and not trainer_image:
         raise SubmitError("the job runs our trainer: pass --trainer-image <repo>@sha256:<digest> (the stack's "
                           "image: `pulumi stack output imageRef`)")
-    before = run(stack, root=root, known_outputs=True)
-    if not _kueue_on(before):
+    before = run(stack, known_outputs=True)
+    if not kueue_enabled(before.config):
         raise SubmitError(f"stack {stack!r} runs no Kueue, so nothing admits a job it doesn't declare (its quota is "
                           "sized for its own workloads): add the job to the stack's workloads instead")
     workloads[name] = workload
@@ -80,12 +80,12 @@ def render(stack: str, entry: dict[str, Any], *, trainer_image: str | None = Non
         variant = Path(scratch) / f"Pulumi.{stack}.yaml"
         variant.write_text(yaml.safe_dump(document, sort_keys=False))
         try:
-            after = run(stack, root=root, stack_file=variant, known_outputs=True)
+            after = run(stack, stack_file=variant, known_outputs=True)
         except ConfigError as error:
             raise SubmitError(str(error)) from None
         # The whole plan of the stack with the job in it: validators, policy pack and the cluster simulation
         # (admitted, scheduled, queued within the quota, volumes writable), exactly as `make plan` checks it.
-        if root == ROOT and plan_one(stack, stack_file=variant, out=Path(scratch) / "plan", quiet=True) != 0:
+        if plan_one(stack, stack_file=variant, out=Path(scratch) / "plan", quiet=True) != 0:
             raise SubmitError(f"stack {stack!r} with workload {name!r} does not plan clean (the lines above say "
                               "why)")
     old = {_object_key(obj) for obj in before.kubernetes_objects()}
@@ -96,12 +96,6 @@ def render(stack: str, entry: dict[str, Any], *, trainer_image: str | None = Non
     if trainer_image:
         text = text.replace(_stack_image(after), trainer_image)
     return text
-
-
-def _kueue_on(plan: Any) -> bool:
-    from stack_config.derived import kueue_enabled  # noqa: PLC0415
-
-    return kueue_enabled(plan.config)
 
 
 def _stack_image(plan: Any) -> str:

@@ -289,3 +289,16 @@ def test_submit_runs_the_policy_pack_so_prod_refuses_an_unsigned_team_image(caps
     with pytest.raises(gtp_submit.SubmitError, match="does not plan clean"):
         gtp_submit.render("prod", entry)
     assert "production-image-signed-or-own-build" in capsys.readouterr().err
+
+
+def test_submit_cli_exits_2_with_one_line_and_no_traceback(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    job = tmp_path / "job.yaml"
+    job.write_text("a: {kind: pytorchjob}\nb: {kind: pytorchjob}\n")
+    assert gtp_submit.main(["--stack", "dev", "--workload", str(job)]) == 2
+    assert capsys.readouterr().err == ("submit: the workload file must hold exactly one entry: "
+                                       "`<name>: {kind: ..., nodeGroup: ...}`\n")
+    assert gtp_submit.main(["--stack", "nope", "--workload", str(tmp_path / "missing.yaml")]) == 2
+    assert capsys.readouterr().err.startswith("submit: [Errno 2]")
+    job.write_text("x: {kind: pytorchjob, nodeGroup: g6}\n")
+    assert gtp_submit.main(["--stack", "nope", "--workload", str(job)]) == 2
+    assert "submit: no stack file" in capsys.readouterr().err
