@@ -48,7 +48,11 @@ def test_prod_runs_a_pytorchjob_and_a_trainjob_side_by_side_both_queued_and_clea
         "matchLabels": {"training.kubeflow.org/job-name": "gpt-pretrain"}}
     assert policies["same-job-gpt-finetune"]["spec"]["podSelector"] == {
         "matchLabels": {"jobset.sigs.k8s.io/jobset-name": "gpt-finetune"}}
-    result = simulate.simulate(plan, gtp_cluster.render_cluster(plan))
+    objects = gtp_cluster.render_cluster(plan)
+    # Kueue admits each queued job's pods together: the expanded pods know their job; nothing else is queued.
+    queued = {pod.queued_job for pod in simulate.expand_pods(objects) if pod.queued_job}
+    assert queued == {"PyTorchJob training-prod/gpt-pretrain", "TrainJob training-prod/gpt-finetune"}
+    result = simulate.simulate(plan, objects)
     assert simulate.findings(result) == []
     assert result["checks"]["queued"]["passed"] == result["checks"]["queued"]["total"] >= 2
 

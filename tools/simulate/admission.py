@@ -21,7 +21,6 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
 
-from components.kueue import QUEUE_LABEL
 from tools.cluster import ClusterObject
 from tools.plan_record import Plan
 from tools.simulate.model import CheckResult, ExpandedPod, Finding
@@ -818,20 +817,13 @@ def check(plan: Plan | None, objects: list[ClusterObject], pods: list[ExpandedPo
     # (its object carries the queue label) are charged one job at a time on top of everything else: Kueue admits
     # queued jobs only while their sum fits the ClusterQueue, whose quota the stack makes this quota's
     # (components/training_namespace.py capacity_quota_hard), so queued jobs never run all at once.
-    queued = {f"{item.kind} {item.namespace or 'default'}/{item.name}" for item in objects
-              if QUEUE_LABEL in (((item.obj.get("metadata") or {}).get("labels")) or {})}
-
-    def job_of(pod: ExpandedPod) -> str | None:
-        owner = " ".join(pod.owner.split()[:2])
-        return owner if owner in queued else None
-
     for namespace in namespaces:
         for quota in by_namespace.get(f"ResourceQuota/{namespace}", []):
             name = f"{namespace}/{(quota.get('metadata') or {}).get('name')}"
             hard = {k: quantity(v) for k, v in ((quota.get("spec") or {}).get("hard") or {}).items()}
             used = {k: Fraction(0) for k in hard}
             per_job: dict[str, dict[str, Fraction]] = {}
-            ordered = sorted(admitted_pods, key=lambda entry: job_of(entry[0].pod) is not None)
+            ordered = sorted(admitted_pods, key=lambda entry: entry[0].pod.queued_job is not None)
             for verdict, mutated in ordered:
                 pod = verdict.pod
                 if pod.namespace != namespace or not _in_scope(mutated, quota):
@@ -849,7 +841,7 @@ def check(plan: Plan | None, objects: list[ClusterObject], pods: list[ExpandedPo
                     continue
                 usage = quota_usage(mutated)
                 count = pod.count
-                job = job_of(pod)
+                job = pod.queued_job
                 base = used
                 if job is not None:  # on top of the unqueued pods and the rest of its own job only
                     own = per_job.setdefault(job, {k: Fraction(0) for k in hard})

@@ -21,6 +21,9 @@ class ExpandedPod:
     """How many such pods exist at the largest scale the stack allows (a DaemonSet's: 1, per node)."""
     daemon: bool = False
     """A DaemonSet pod: one on every node it tolerates and selects."""
+    queued_job: str | None = None
+    """`<kind> <namespace>/<name>` of the job object that owns it when that object carries Kueue's queue label
+    (Kueue admits the job's pods together, within its ClusterQueue); None when nothing queues it."""
 
 
 @dataclass(frozen=True)

@@ -19,6 +19,7 @@ ScaledObject's `maxReplicaCount` or an HPA's `maxReplicas` that targets the obje
 from __future__ import annotations
 
 import copy
+import dataclasses
 import hashlib
 import math
 import uuid
@@ -26,6 +27,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 import workload_kinds
+from components.kueue import QUEUE_LABEL
 from tools.cluster import ClusterObject
 from tools.plan_record import Plan
 from tools.simulate.admission import quantity
@@ -708,32 +710,42 @@ def expand_pods(objects: list[ClusterObject], plan: Plan | None = None) -> list[
     scalers = _scalers(objects)
     pods: list[ExpandedPod] = []
     for item in objects:
-        if item.kind == "Pod" and str(item.obj.get("apiVersion", "v1")) == "v1":
-            namespace = item.namespace or "default"
-            pod = copy.deepcopy(item.obj)
-            pod.setdefault("metadata", {})["namespace"] = namespace
-            pods.append(ExpandedPod(owner=f"Pod {namespace}/{object_name(item)}", source=item.source,
-                                    namespace=namespace, pod=pod))
-        elif item.kind in _TEMPLATE_PATHS:
-            pods += _builtin(item, scalers)
-        elif item.kind == "PyTorchJob":
-            pods += _pytorchjob(item, objects, scalers)
-        elif item.kind == "ElasticJob":
-            pods += _elasticjob(item, objects)
-        elif item.kind == "ScaledJob":
-            pods += _scaledjob(item)
-        elif item.kind == "TrainJob":
-            pods += _trainjob(item, objects)
-        elif item.kind in ("ClusterTrainingRuntime", "TrainingRuntime"):
-            continue  # a template only: its pods are expanded from the TrainJobs that reference it
-        else:
-            kind = workload_kinds.kind_of_resource(item.obj)
-            if kind is None:
-                continue
-            namespace = item.namespace or "default"
-            for role, template in sorted(kind.pod_templates(item.obj).items()):
-                if isinstance(template, Mapping):
-                    pods.append(ExpandedPod(owner=f"{item.kind} {namespace}/{item.name} {role}",
-                                            source=item.source, namespace=namespace,
-                                            pod=pod_from_template(template, namespace)))
+        first = len(pods)
+        _expand(item, objects, scalers, pods)
+        if QUEUE_LABEL in ((item.obj.get("metadata") or {}).get("labels") or {}):
+            job = f"{item.kind} {item.namespace or 'default'}/{item.name}"
+            pods[first:] = [dataclasses.replace(pod, queued_job=job) for pod in pods[first:]]
     return pods
+
+
+def _expand(item: ClusterObject, objects: list[ClusterObject], scalers: Mapping[tuple[str, str, str], int],
+            pods: list[ExpandedPod]) -> None:
+    """Append the pods `item` makes (none for an object that makes no pods)."""
+    if item.kind == "Pod" and str(item.obj.get("apiVersion", "v1")) == "v1":
+        namespace = item.namespace or "default"
+        pod = copy.deepcopy(item.obj)
+        pod.setdefault("metadata", {})["namespace"] = namespace
+        pods.append(ExpandedPod(owner=f"Pod {namespace}/{object_name(item)}", source=item.source,
+                                namespace=namespace, pod=pod))
+    elif item.kind in _TEMPLATE_PATHS:
+        pods.extend(_builtin(item, scalers))
+    elif item.kind == "PyTorchJob":
+        pods.extend(_pytorchjob(item, objects, scalers))
+    elif item.kind == "ElasticJob":
+        pods.extend(_elasticjob(item, objects))
+    elif item.kind == "ScaledJob":
+        pods.extend(_scaledjob(item))
+    elif item.kind == "TrainJob":
+        pods.extend(_trainjob(item, objects))
+    elif item.kind in ("ClusterTrainingRuntime", "TrainingRuntime"):
+        return  # a template only: its pods are expanded from the TrainJobs that reference it
+    else:
+        kind = workload_kinds.kind_of_resource(item.obj)
+        if kind is None:
+            return
+        namespace = item.namespace or "default"
+        for role, template in sorted(kind.pod_templates(item.obj).items()):
+            if isinstance(template, Mapping):
+                pods.append(ExpandedPod(owner=f"{item.kind} {namespace}/{item.name} {role}",
+                                        source=item.source, namespace=namespace,
+                                        pod=pod_from_template(template, namespace)))
