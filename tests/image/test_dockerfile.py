@@ -267,10 +267,28 @@ def test_runtime_installs_only_the_builders_wheels(final_stage: list[Instruction
 def test_builder_runs_the_shared_wheel_build_command(instructions: list[Instruction]) -> None:
     builder = stages(instructions)[1]
     runs = [i.arguments for i in builder if i.keyword == "RUN"]
-    assert shlex.join(image_spec.trainer_wheel_build_command()) in runs
+    # The command is the RUN's last step (after the optional CA secret's PIP_CERT).
+    assert shlex.join(image_spec.trainer_wheel_build_command()) in [run.split("&&")[-1].strip() for run in runs]
     downloads = [r for r in runs if "pip download" in r]
     required_flags = ("--require-hashes", "--only-binary=:all:", f"--dest {image_spec.BUILDER_WHEEL_DIR}")
     assert downloads and all(flag in downloads[0] for flag in required_flags)
+
+
+def test_every_step_that_reaches_the_index_can_use_the_proxy_ca_secret(instructions: list[Instruction]) -> None:
+    """Behind a TLS-inspecting proxy (as on the machines the engine tests run on) pip needs the proxy's CA: it comes
+    as the BuildKit secret `pip-ca`, mounted for the one RUN, never COPYed into a layer."""
+    builder = stages(instructions)[1]
+    reaching = [i.arguments for i in builder if i.keyword == "RUN" and re.search(r"pip (download|wheel)", i.arguments)]
+    assert len(reaching) == 2
+    for run in reaching:
+        assert run.startswith("--mount=type=secret,id=pip-ca "), run
+        assert "export PIP_CERT=/run/secrets/pip-ca" in run, run
+
+
+def test_no_syntax_directive_pulls_a_frontend() -> None:
+    """A `# syntax=` line makes BuildKit pull its frontend image from a public registry before the build."""
+    first_lines = [line for line in DOCKERFILE.read_text().splitlines() if line.startswith("#")][:5]
+    assert not [line for line in first_lines if re.match(r"#\s*syntax\s*=", line)], first_lines
 
 
 # --- Lock file -----------------------------------------------------------------------------------------

@@ -1,0 +1,338 @@
+"""A real Docker Engine and local registries for the tests, started under a build folder and stopped afterwards.
+
+    python -m tools.engine install        # apt-get install what is missing (root)
+    python -m tools.engine test [PYTEST ARGS]   # start, run tests/engine, stop; prints each phase's time
+
+Debian's `docker.io` (Engine 20.10 with containerd, runc and BuildKit) runs here as root when it leaves the host's
+networking alone: `--iptables=false --ip6tables=false --ip-masq=false --bridge=none`, its own data and exec roots,
+pidfile and socket, and its own containerd namespace, so it never meets another daemon on the machine. RUN steps
+of a build then need `--network host` (there is no bridge). Debian's own CLI (`/usr/bin/docker`, 20.10) is used:
+a newer CLI on PATH demands the buildx plugin for BuildKit builds.
+
+Registries are Debian's `docker-registry` (the CNCF Distribution registry) on 127.0.0.1, each with its own storage
+folder. Docker treats 127.0.0.0/8 registries as insecure (plain HTTP) by default; skopeo is told so through a
+`registries.conf` that `Engine.skopeo_env()` points `CONTAINERS_REGISTRIES_CONF` at.
+
+Everything lives under `GTP_ENGINE_ROOT` (default `build/engine`): CI points it outside the clone so that the CPU
+base image (`tools.engine_base`) and BuildKit's cache are reused across runs on one machine.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+DEFAULT_ENGINE_ROOT = ROOT / "build" / "engine"
+DOCKER_CLI = "/usr/bin/docker"
+"""Debian's 20.10 CLI: BuildKit builds without the buildx plugin a newer CLI on PATH would demand."""
+DOCKERD = "/usr/sbin/dockerd"
+REGISTRY = "/usr/bin/docker-registry"
+
+# Binary -> the Debian package that ships it: what `install` adds when the binary is missing.
+PACKAGES: dict[str, str] = {
+    DOCKERD: "docker.io",
+    "/usr/bin/containerd": "containerd",
+    "/usr/sbin/runc": "runc",
+    REGISTRY: "docker-registry",
+    "/usr/bin/skopeo": "skopeo",
+    "/usr/sbin/debootstrap": "debootstrap",
+}
+START_TIMEOUT_S = 60
+STOP_TIMEOUT_S = 30
+
+
+class EngineError(RuntimeError):
+    """The engine or a registry could not be installed, started or stopped; the message says what to do."""
+
+
+def engine_root(environ: Mapping[str, str] = os.environ) -> Path:
+    """Where the engine keeps its state: `GTP_ENGINE_ROOT`, else build/engine of this checkout."""
+    return Path(environ.get("GTP_ENGINE_ROOT") or DEFAULT_ENGINE_ROOT).resolve()
+
+
+def missing_packages() -> list[str]:
+    """Debian packages whose binaries are not installed, in a stable order."""
+    return sorted({package for binary, package in PACKAGES.items() if not Path(binary).exists()})
+
+
+def install() -> list[str]:
+    """apt-get install whatever is missing; returns what was installed. Needs root."""
+    missing = missing_packages()
+    if not missing:
+        return []
+    if os.geteuid() != 0:
+        raise EngineError(f"the Docker Engine tests need the Debian packages {', '.join(missing)}: run "
+                          f"`sudo apt-get install -y --no-install-recommends {' '.join(missing)}` (or make engine-test "
+                          "as root)")
+    environ = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+    for command in (["apt-get", "update", "-q"],
+                    ["apt-get", "install", "-y", "-q", "--no-install-recommends", *missing]):
+        done = subprocess.run(command, env=environ, capture_output=True, text=True, check=False)
+        if done.returncode != 0:
+            raise EngineError(f"{' '.join(command)} failed (exit {done.returncode}): {done.stderr.strip()[-2000:]}")
+    return missing
+
+
+def host_ca_bundle(environ: Mapping[str, str] = os.environ) -> Path | None:
+    """The CA bundle this machine's own clients trust (`PIP_CERT`, `SSL_CERT_FILE`, else Debian's), if any."""
+    for candidate in (environ.get("PIP_CERT"), environ.get("SSL_CERT_FILE"), "/etc/ssl/certs/ca-certificates.crt"):
+        if candidate and Path(candidate).is_file():
+            return Path(candidate)
+    return None
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 nobody listens on now."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def _wait(check, what: str, timeout_s: float, log: Path | None = None) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if check():
+            return
+        time.sleep(0.25)
+    tail = log.read_text(errors="replace")[-3000:] if log and log.exists() else ""
+    raise EngineError(f"{what} did not answer within {timeout_s:g} s" + (f"; its log ends:\n{tail}" if tail else ""))
+
+
+def _stop_process(process: subprocess.Popen, timeout_s: float = STOP_TIMEOUT_S) -> None:
+    if process.poll() is not None:
+        return
+    process.send_signal(signal.SIGTERM)
+    try:
+        process.wait(timeout_s)
+    except subprocess.TimeoutExpired:
+        # The whole session (dockerd started its own containerd in it): nothing may be left behind.
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
+        process.wait(10)
+
+
+def mounts_under(path: Path) -> list[str]:
+    """Mount points at or below `path` (deepest first), from /proc/self/mounts."""
+    prefix = str(path.resolve())
+    found = []
+    for line in Path("/proc/self/mounts").read_text().splitlines():
+        target = line.split()[1].replace("\\040", " ")
+        if target == prefix or target.startswith(prefix + "/"):
+            found.append(target)
+    return sorted(found, key=len, reverse=True)
+
+
+@dataclass
+class Registry:
+    """A Distribution registry on 127.0.0.1, its blobs under `root`."""
+
+    root: Path
+    port: int = 0
+    process: subprocess.Popen | None = None
+
+    @property
+    def address(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def start(self) -> Registry:
+        self.root.mkdir(parents=True, exist_ok=True)
+        self.port = self.port or free_port()
+        config = self.root / "config.yml"
+        config.write_text(json.dumps({  # YAML is a superset of JSON
+            "version": 0.1, "log": {"level": "warn"},
+            "storage": {"filesystem": {"rootdirectory": str(self.root / "data")}, "delete": {"enabled": True}},
+            "http": {"addr": self.address},
+        }))
+        log = self.root / "registry.log"
+        self.process = subprocess.Popen([REGISTRY, "serve", str(config)], stdout=log.open("wb"),
+                                        stderr=subprocess.STDOUT, start_new_session=True)
+        _wait(lambda: _answers(self.address), f"registry {self.address}", START_TIMEOUT_S, log)
+        return self
+
+    def stop(self) -> None:
+        if self.process:
+            _stop_process(self.process)
+            self.process = None
+
+
+def _answers(address: str) -> bool:
+    host, port = address.split(":")
+    with contextlib.suppress(OSError), socket.create_connection((host, int(port)), timeout=1):
+        return True
+    return False
+
+
+@dataclass
+class Engine:
+    """One dockerd (and the containerd it starts) under `root`; `docker(...)` runs Debian's CLI against it."""
+
+    root: Path = field(default_factory=engine_root)
+    storage_driver: str = "overlay2"
+    process: subprocess.Popen | None = None
+    registries: list[Registry] = field(default_factory=list)
+
+    @property
+    def socket(self) -> Path:
+        return self.root / "run" / "docker.sock"
+
+    @property
+    def env(self) -> dict[str, str]:
+        """The environment for the CLI: this daemon, BuildKit, no user config of the machine's docker."""
+        return {**os.environ, "DOCKER_HOST": f"unix://{self.socket}", "DOCKER_BUILDKIT": "1",
+                "DOCKER_CONFIG": str(self.root / "cli")}
+
+    def start(self) -> Engine:
+        if not Path(DOCKERD).exists():
+            raise EngineError(f"{DOCKERD} is missing: run `python -m tools.engine install` (root) first")
+        for folder in ("data", "exec", "run", "cli"):
+            (self.root / folder).mkdir(parents=True, exist_ok=True)
+        log = self.root / "dockerd.log"
+        # A short exec root: containerd's shim sockets live under it and a unix socket path is limited to 108 bytes.
+        command = [DOCKERD, "--data-root", str(self.root / "data"), "--exec-root", str(self.root / "exec"),
+                   "--pidfile", str(self.root / "run" / "docker.pid"), "--host", f"unix://{self.socket}",
+                   "--iptables=false", "--ip6tables=false", "--ip-masq=false", "--bridge=none",
+                   "--storage-driver", self.storage_driver,
+                   "--containerd-namespace", "gtp-engine", "--containerd-plugins-namespace", "gtp-engine-plugins"]
+        self.process = subprocess.Popen(command, stdout=log.open("wb"), stderr=subprocess.STDOUT,
+                                        start_new_session=True)
+
+        def answers() -> bool:
+            if self.process.poll() is not None:
+                raise EngineError(f"dockerd exited with {self.process.returncode}; its log ends:\n"
+                                  + log.read_text(errors="replace")[-3000:])
+            return self.docker("version", check=False).returncode == 0
+
+        _wait(answers, "dockerd", START_TIMEOUT_S, log)
+        return self
+
+    def registry(self, name: str) -> Registry:
+        """Start one more local registry (its storage under the engine root, fresh each time)."""
+        folder = self.root / "registries" / name
+        shutil.rmtree(folder, ignore_errors=True)
+        started = Registry(folder).start()
+        self.registries.append(started)
+        return started
+
+    def skopeo_env(self) -> dict[str, str]:
+        """skopeo's environment: the local registries are plain HTTP (containers-registries.conf `insecure`)."""
+        conf = self.root / "registries.conf"
+        conf.write_text("".join(f'[[registry]]\nlocation = "{registry.address}"\ninsecure = true\n\n'
+                                for registry in self.registries))
+        return {**os.environ, "CONTAINERS_REGISTRIES_CONF": str(conf)}
+
+    def docker(self, *args: str, check: bool = True, input: bytes | None = None,
+               timeout: float | None = None) -> subprocess.CompletedProcess:
+        """Run the CLI; with `check`, a failure raises EngineError carrying the command and its stderr."""
+        done = subprocess.run([DOCKER_CLI, *args], env=self.env, input=input, capture_output=True,
+                              timeout=timeout, check=False)
+        if check and done.returncode != 0:
+            raise EngineError(f"docker {' '.join(args)} failed (exit {done.returncode}):\n"
+                              + done.stderr.decode(errors="replace")[-4000:])
+        return done
+
+    def build(self, context: Path, tag: str, build_args: Mapping[str, str], *, platform: str = "linux/amd64",
+              dockerfile: Path | None = None, ca_bundle: Path | None = None, timeout: float = 1800) -> str:
+        """`docker build` with BuildKit as pulumi-docker runs it (context, Dockerfile, platform, build args),
+        RUN steps on the host network (the daemon has no bridge); returns the image ID.
+
+        `ca_bundle` goes in as the BuildKit secret `pip-ca` (images/trainer/Dockerfile): by default the host's
+        bundle, whose roots include a TLS-inspecting proxy's CA where one sits between this machine and PyPI."""
+        command = ["build", "--network", "host", "--platform", platform, "--tag", tag,
+                   "--file", str(dockerfile or context / "Dockerfile")]
+        for key in sorted(build_args):
+            command += ["--build-arg", f"{key}={build_args[key]}"]
+        bundle = ca_bundle if ca_bundle is not None else host_ca_bundle()
+        if bundle:
+            command += ["--secret", f"id=pip-ca,src={bundle}"]
+        self.docker(*command, str(context), timeout=timeout)
+        return self.docker("image", "inspect", "--format", "{{.Id}}", tag).stdout.decode().strip()
+
+    def stop(self) -> None:
+        """Stop registries and the daemon, unmount what it left, and fail if a process or mount survives."""
+        for registry in self.registries:
+            registry.stop()
+        self.registries.clear()
+        if self.process:
+            with contextlib.suppress(Exception):
+                # Containers first: a running one keeps its overlay mounted.
+                ids = self.docker("ps", "-aq", check=False).stdout.decode().split()
+                if ids:
+                    self.docker("rm", "-f", *ids, check=False, timeout=60)
+            _stop_process(self.process)
+            self.process = None
+        for mount in mounts_under(self.root):
+            subprocess.run(["umount", "-l", mount], check=False, capture_output=True)
+        left = [target for target in mounts_under(self.root)]
+        if left:
+            raise EngineError(f"mounts left under {self.root}: {left}")
+
+    def __enter__(self) -> Engine:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def leftovers(root: Path) -> list[str]:
+    """Processes whose command line names `root` (dockerd, containerd, shims, registries): none after `stop`."""
+    found = []
+    marker = str(root)
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit() or int(proc.name) == os.getpid():
+            continue
+        with contextlib.suppress(OSError):
+            cmdline = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            if marker in cmdline:
+                found.append(f"{proc.name}: {cmdline.strip()[:200]}")
+    return found
+
+
+@contextlib.contextmanager
+def running(root: Path | None = None) -> Iterator[Engine]:
+    engine = Engine(root or engine_root())
+    engine.start()
+    try:
+        yield engine
+    finally:
+        engine.stop()
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    command = args.pop(0) if args else "help"
+    try:
+        if command == "install":
+            added = install()
+            print("engine: installed " + (", ".join(added) if added else "nothing (all present)"))
+            return 0
+        if command == "test":
+            added = install()
+            if added:
+                print(f"engine: installed {', '.join(added)}")
+            started = time.monotonic()
+            python = sys.executable
+            done = subprocess.run([python, "-m", "pytest", "-p", "no:cacheprovider", "-m", "engine",
+                                   "tests/engine", *args], cwd=ROOT, check=False)
+            print(f"engine: tests/engine took {time.monotonic() - started:.0f} s (timings per phase: "
+                  f"{engine_root() / 'timings.json'})")
+            return done.returncode
+    except EngineError as error:
+        print(f"engine: {error}", file=sys.stderr)
+        return 2
+    print(__doc__)
+    return 0 if command == "help" else 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())
