@@ -275,6 +275,12 @@ def build_args(vcs_revision: str = "unknown", source_url: str = "unknown",
     return args
 
 
+def tag_for(context_dir: Path, args: Mapping[str, str], platform: str) -> str:
+    """The tag the stack's `docker.Image` gets for these build inputs (context, build args, platform): the one rule
+    components/training_image.py applies and tests/engine/test_tag_rule.py holds to real builds."""
+    return image_tag(context_dir, content_build_args(base_image=args["BASE_IMAGE"], net_variant=args["NET_VARIANT"]))
+
+
 def content_build_args(base_image: str = versions.PYTORCH_BASE_IMAGE, net_variant: str = "default") -> dict[str, str]:
     """The subset of `build_args()` that changes the image's content; pass it to `image_tag`."""
     args = build_args(base_image=base_image, net_variant=net_variant)

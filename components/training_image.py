@@ -130,7 +130,9 @@ class TrainingImage(pulumi.ComponentResource):
         # The tag is the content digest of the build context: an unchanged context is the same image name,
         # so Pulumi sees no diff and neither rebuilds nor pushes; an immutable ECR tag can never be reused
         # for different content.
-        tag = image_spec.image_tag(args.context_dir, image_spec.content_build_args(args.base_image, args.net_variant))
+        build_args = image_spec.build_args(vcs_revision=args.vcs_revision, source_url=args.source_url,
+                                           base_image=args.base_image, net_variant=args.net_variant)
+        tag = image_spec.tag_for(args.context_dir, build_args, args.platform)
         image = docker.Image(
             f"{name}-image",
             image_name=address.apply(lambda url: f"{url}:{tag}"),
@@ -138,8 +140,7 @@ class TrainingImage(pulumi.ComponentResource):
                 "context": str(args.context_dir),
                 "dockerfile": str(args.context_dir / "Dockerfile"),
                 "platform": args.platform,
-                "args": image_spec.build_args(vcs_revision=args.vcs_revision, source_url=args.source_url,
-                                              base_image=args.base_image, net_variant=args.net_variant),
+                "args": build_args,
                 # The Dockerfile uses BuildKit bind mounts (no wheels left in layers).
                 "builder_version": "BuilderBuildKit",
             },

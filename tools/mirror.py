@@ -1,6 +1,6 @@
 """`make mirror STACK=<stack>`: copy every image an offline stack runs into its site registry and lock the digests.
 
-    python -m tools.mirror --stack edge [--list] [--skopeo PATH] [--lock PATH]
+    python -m tools.mirror --stack edge [--list] [--skopeo PATH] [--lock PATH] [--stack-file PATH] [--only REF ...]
 
 1. The image list comes from the stack's plan: every container, init container and ephemeral container image of
    every object in the rendered cluster (`tools.cluster.render_cluster`: stack objects, vendored charts rendered by
@@ -13,7 +13,9 @@
 3. The copy's digest is the SHA-256 of its manifest as the site registry serves it (`skopeo inspect --raw`), and
    the lock file (default `stacks/mirror/<stack>.lock.json`) records source → `<site copy>@sha256:<digest>`.
 
-`--list` prints the images and the copy commands and copies nothing. skopeo is a Debian package (`apt-get install
+`--list` prints the images and the copy commands and copies nothing. `--only REF` copies just those of the stack's
+images (e.g. a newly built training image) and keeps the lock's other entries. `--stack-file` plans another copy of
+the stack's file (tests/engine mirrors between two local registries that way). skopeo is a Debian package (`apt-get install
 skopeo`); registry credentials come from skopeo's own auth file (`skopeo login <site registry>`).
 """
 
@@ -28,7 +30,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from conventions.images import Lock, normalized, parse, site_repository, site_tag
+from conventions.images import Lock, normalized, parse, read_lock, site_repository, site_tag
 from tools.plan_record import COMPUTED, ROOT
 
 POD_CONTAINER_LISTS = ("containers", "initContainers", "ephemeralContainers")
@@ -132,12 +134,12 @@ def _text(value: Any) -> str:
     return value.decode(errors="replace") if isinstance(value, bytes) else str(value or "")
 
 
-def plan_images(stack: str) -> tuple[Any, list[str]]:
+def plan_images(stack: str, stack_file: Path | None = None) -> tuple[Any, list[str]]:
     """(the stack's config, the images it needs), from a fresh plan of the stack and its rendered cluster."""
     from tools import plan as planner
     from tools.cluster import render_cluster
 
-    plan = planner.run(stack)
+    plan = planner.run(stack, stack_file=stack_file) if stack_file else planner.run(stack)
     objects = [item.obj for item in render_cluster(plan)]
     return plan.config, stack_images(objects, plan.config)
 
@@ -149,10 +151,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--list", action="store_true", help="print the images and copy commands; copy nothing")
     parser.add_argument("--skopeo", default="skopeo", help="the skopeo binary (default: skopeo on PATH)")
     parser.add_argument("--lock", type=Path, help="lock file to write (default: the stack's image.offline.lockFile)")
+    parser.add_argument("--stack-file", type=Path, help="plan this file instead of stacks/Pulumi.<stack>.yaml")
+    parser.add_argument("--only", action="append", default=[], metavar="REF",
+                        help="copy only this image of the stack (repeatable); the lock keeps its other entries")
     args = parser.parse_args(argv)
     from stages.offline import lock_path
 
-    config, images = plan_images(args.stack)
+    config, images = plan_images(args.stack, args.stack_file)
+    if args.only:
+        wanted = {normalized(ref) for ref in args.only}
+        unknown = sorted(wanted - set(images))
+        if unknown:
+            print(f"mirror: --only {', '.join(unknown)}: not an image of stack '{args.stack}' (its images: "
+                  f"{', '.join(images)})", file=sys.stderr)
+            return 2
+        images = [image for image in images if image in wanted]
     offline = config.image.offline
     if offline is None:
         print(f"mirror: stack '{args.stack}' has no image.offline.siteRegistry: nothing to mirror into "
@@ -169,6 +182,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"mirror: {error}", file=sys.stderr)
         return 1
     target = args.lock or ROOT / lock_path(config)
+    if args.only and target.is_file():
+        kept = read_lock(target)
+        if kept.site_registry == lock.site_registry:
+            lock = Lock(lock.site_registry, {**kept.images, **lock.images})
     target.parent.mkdir(parents=True, exist_ok=True)
     target.write_text(lock.to_json())
     print(f"mirror: {len(lock.images)} image(s) locked in {target}")
