@@ -10,12 +10,14 @@ STACK ?= dev
 BASE ?= origin/main
 PYTEST_WORKERS ?= 2
 
-.PHONY: setup plan plan-all plan-diff check test test-fast golden bench-stack bench-report destroy reap clean help prometheus-local mirror
+.PHONY: setup plan plan-all plan-diff check test test-fast engine-test golden bench-stack bench-report destroy reap clean help prometheus-local mirror
 
 help:
 	@echo "make plan STACK=dev        offline plan of a stack (sets itself up)"
 	@echo "make plan-all               offline plan of every stack, in one process"
 	@echo "make test                  the whole suite: pytest + make check"
+	@echo "make test-fast             the quick tier: no torchrun, no whole-stack plans, no engine"
+	@echo "make engine-test           the real Docker Engine: build images/trainer, run it, tag rule, mirror (root)"
 	@echo "make plan-diff STACK=dev BASE=origin/main   what a change does to a stack"
 	@echo "make check                 scanners: Checkov, kubernetes-validate, policy pack, yamllint, hadolint, zizmor, actionlint"
 	@echo "make golden                refresh tests/golden after an intended infra change"
@@ -65,8 +67,17 @@ check: setup
 	$(PY) -m tools.check --checkov $(CURDIR)/$(CHECKOV_VENV)/bin/checkov
 
 test: setup
-	GTP_CHECKOV=$(CURDIR)/$(CHECKOV_VENV)/bin/checkov $(PY) -m pytest -n $(PYTEST_WORKERS) tests
+	GTP_CHECKOV=$(CURDIR)/$(CHECKOV_VENV)/bin/checkov $(PY) -m pytest -n $(PYTEST_WORKERS) -m "not engine" tests
 	$(MAKE) --no-print-directory check
+
+test-fast: setup
+	GTP_CHECKOV=$(CURDIR)/$(CHECKOV_VENV)/bin/checkov $(PY) -m pytest -n $(PYTEST_WORKERS) -m "not slow and not engine" tests
+
+# A real Docker Engine (Debian's docker.io, installed with apt when missing: root), local registries, the CPU
+# stand-in base, the real build of images/trainer and the tests on it; everything it starts is stopped again.
+# GTP_ENGINE_ROOT (default build/engine) keeps the base image and BuildKit's cache between runs.
+engine-test: setup
+	$(PY) -m tools.engine test
 
 golden: setup
 	UPDATE_GOLDEN=1 $(PY) -m pytest -q tests/test_golden_plans.py tests/gpu -k golden

@@ -2,6 +2,7 @@
 
     python -m tools.engine install        # apt-get install what is missing (root)
     python -m tools.engine test [PYTEST ARGS]   # start, run tests/engine, stop; prints each phase's time
+    python -m tools.engine cleanup        # end what an interrupted run left under the engine root
 
 Debian's `docker.io` (Engine 20.10 with containerd, runc and BuildKit) runs here as root when it leaves the host's
 networking alone: `--iptables=false --ip6tables=false --ip-masq=false --bridge=none`, its own data and exec roots,
@@ -10,8 +11,8 @@ of a build then need `--network host` (there is no bridge). Debian's own CLI (`/
 a newer CLI on PATH demands the buildx plugin for BuildKit builds.
 
 Registries are Debian's `docker-registry` (the CNCF Distribution registry) on 127.0.0.1, each with its own storage
-folder. Docker treats 127.0.0.0/8 registries as insecure (plain HTTP) by default; skopeo is told so through a
-`registries.conf` that `Engine.skopeo_env()` points `CONTAINERS_REGISTRIES_CONF` at.
+folder. Docker treats 127.0.0.0/8 registries as insecure (plain HTTP) by default; skopeo is told so through the
+`registries.conf` of `Engine.registries_conf()`.
 
 Everything lives under `GTP_ENGINE_ROOT` (default `build/engine`): CI points it outside the clone so that the CPU
 base image (`tools.engine_base`) and BuildKit's cache are reused across runs on one machine.
@@ -224,12 +225,13 @@ class Engine:
         self.registries.append(started)
         return started
 
-    def skopeo_env(self) -> dict[str, str]:
-        """skopeo's environment: the local registries are plain HTTP (containers-registries.conf `insecure`)."""
+    def registries_conf(self) -> Path:
+        """A containers-registries.conf marking the local registries plain HTTP (`insecure`), for skopeo's
+        `--registries-conf` (skopeo 1.9 does not read CONTAINERS_REGISTRIES_CONF: measured)."""
         conf = self.root / "registries.conf"
         conf.write_text("".join(f'[[registry]]\nlocation = "{registry.address}"\ninsecure = true\n\n'
                                 for registry in self.registries))
-        return {**os.environ, "CONTAINERS_REGISTRIES_CONF": str(conf)}
+        return conf
 
     def docker(self, *args: str, check: bool = True, input: bytes | None = None,
                timeout: float | None = None) -> subprocess.CompletedProcess:
@@ -316,6 +318,17 @@ def main(argv: Sequence[str] | None = None) -> int:
             added = install()
             print("engine: installed " + (", ".join(added) if added else "nothing (all present)"))
             return 0
+        if command == "cleanup":
+            # After an interrupted run: end whatever still runs under the engine root, and unmount what it left.
+            root = engine_root()
+            for entry in leftovers(root):
+                with contextlib.suppress(ProcessLookupError, ValueError):
+                    os.kill(int(entry.split(":")[0]), signal.SIGKILL)
+            for mount in mounts_under(root):
+                subprocess.run(["umount", "-l", mount], check=False, capture_output=True)
+            left = leftovers(root) + mounts_under(root)
+            print(f"engine: cleanup of {root}: " + ("nothing left" if not left else f"still there: {left}"))
+            return 0 if not left else 1
         if command == "test":
             added = install()
             if added:
@@ -324,8 +337,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             python = sys.executable
             done = subprocess.run([python, "-m", "pytest", "-p", "no:cacheprovider", "-m", "engine",
                                    "tests/engine", *args], cwd=ROOT, check=False)
-            print(f"engine: tests/engine took {time.monotonic() - started:.0f} s (timings per phase: "
-                  f"{engine_root() / 'timings.json'})")
+            print(f"engine: tests/engine took {time.monotonic() - started:.0f} s")
             return done.returncode
     except EngineError as error:
         print(f"engine: {error}", file=sys.stderr)

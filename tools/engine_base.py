@@ -136,7 +136,9 @@ def base_key(distributions: Iterable[metadata.Distribution]) -> str:
     digest.update(Path(__file__).read_bytes())
     for distribution in distributions:
         digest.update(f"{distribution.metadata['Name']}=={distribution.version}\n".encode())
-        record = distribution.read_text("RECORD") or ""
+        # Only files inside site-packages: the venv's console scripts carry its path in their shebang.
+        record = "".join(line + "\n" for line in (distribution.read_text("RECORD") or "").splitlines()
+                         if not line.startswith(".."))
         digest.update(hashlib.sha256(record.encode()).digest())
     return digest.hexdigest()[:16]
 

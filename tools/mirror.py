@@ -98,18 +98,23 @@ def site_copy(source: str, site_registry: str, prefix: str) -> str:
     return f"{site_repository(source, site_registry, prefix)}:{site_tag(source)}"
 
 
-def copy_command(skopeo: str, source: str, destination: str) -> list[str]:
+def _argv(skopeo: str | Sequence[str]) -> list[str]:
+    """The skopeo binary with its global flags (e.g. `--registries-conf FILE`)."""
+    return [skopeo] if isinstance(skopeo, str) else list(skopeo)
+
+
+def copy_command(skopeo: str | Sequence[str], source: str, destination: str) -> list[str]:
     ref = parse(source)
     # containers/image's docker transport refuses a reference with both a tag and a digest: copy by digest.
     pulled = f"{ref.repository}@{ref.digest}" if ref.digest else str(ref)
-    return [skopeo, "copy", "--all", "--preserve-digests", f"docker://{pulled}", f"docker://{destination}"]
+    return [*_argv(skopeo), "copy", "--all", "--preserve-digests", f"docker://{pulled}", f"docker://{destination}"]
 
 
-def inspect_command(skopeo: str, destination: str) -> list[str]:
-    return [skopeo, "inspect", "--raw", f"docker://{destination}"]
+def inspect_command(skopeo: str | Sequence[str], destination: str) -> list[str]:
+    return [*_argv(skopeo), "inspect", "--raw", f"docker://{destination}"]
 
 
-def mirror(images: Sequence[str], site_registry: str, prefix: str, *, skopeo: str = "skopeo",
+def mirror(images: Sequence[str], site_registry: str, prefix: str, *, skopeo: str | Sequence[str] = "skopeo",
            run: Runner = subprocess.run, log: Callable[[str], None] = print) -> Lock:
     """Copy every image, then read back each copy's manifest digest; a failed copy stops with its stderr."""
     pinned: dict[str, str] = {}
@@ -151,6 +156,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--list", action="store_true", help="print the images and copy commands; copy nothing")
     parser.add_argument("--skopeo", default="skopeo", help="the skopeo binary (default: skopeo on PATH)")
     parser.add_argument("--lock", type=Path, help="lock file to write (default: the stack's image.offline.lockFile)")
+    parser.add_argument("--registries-conf", type=Path, metavar="FILE",
+                        help="skopeo's containers-registries.conf (e.g. a site registry served over plain HTTP: "
+                             "`[[registry]] location = \"host:port\"` with `insecure = true`)")
     parser.add_argument("--stack-file", type=Path, help="plan this file instead of stacks/Pulumi.<stack>.yaml")
     parser.add_argument("--only", action="append", default=[], metavar="REF",
                         help="copy only this image of the stack (repeatable); the lock keeps its other entries")
@@ -171,13 +179,14 @@ def main(argv: list[str] | None = None) -> int:
         print(f"mirror: stack '{args.stack}' has no image.offline.siteRegistry: nothing to mirror into "
               "(README: Air-gapped site)", file=sys.stderr)
         return 2
+    skopeo = [args.skopeo, *(["--registries-conf", str(args.registries_conf)] if args.registries_conf else [])]
     if args.list:
         for source in images:
-            print(" ".join(copy_command(args.skopeo, source, site_copy(source, offline.site_registry,
+            print(" ".join(copy_command(skopeo, source, site_copy(source, offline.site_registry,
                                                                        offline.prefix))))
         return 0
     try:
-        lock = mirror(images, offline.site_registry, offline.prefix, skopeo=args.skopeo)
+        lock = mirror(images, offline.site_registry, offline.prefix, skopeo=skopeo)
     except (RuntimeError, FileNotFoundError) as error:
         print(f"mirror: {error}", file=sys.stderr)
         return 1

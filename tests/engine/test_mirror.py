@@ -22,8 +22,8 @@ from tools.engine import Engine
 
 
 def _served_digest(engine: Engine, reference: str) -> str:
-    raw = subprocess.run(["skopeo", "inspect", "--raw", f"docker://{reference}"], env=engine.skopeo_env(),
-                         capture_output=True, check=True).stdout
+    raw = subprocess.run(["skopeo", "--registries-conf", str(engine.registries_conf()), "inspect", "--raw",
+                          f"docker://{reference}"], capture_output=True, check=True).stdout
     return "sha256:" + hashlib.sha256(raw).hexdigest()
 
 
@@ -44,7 +44,8 @@ def mirrored(engine: Engine, trainer_image: Built, tmp_path_factory: pytest.Temp
     stack_file.write_text(yaml.safe_dump(document, sort_keys=False))
     with timed("mirror: tools.mirror"):
         done = subprocess.run([sys.executable, "-m", "tools.mirror", "--stack", "edge", "--stack-file", str(stack_file),
-                               "--only", source], cwd=ROOT, env=engine.skopeo_env(), capture_output=True, text=True,
+                               "--only", source, "--registries-conf", str(engine.registries_conf())],
+                              cwd=ROOT, capture_output=True, text=True,
                               timeout=1200)
     return {"source": source, "site": site, "upstream": upstream, "stack_file": stack_file, "done": done,
             "lock": folder / "edge.lock.json"}

@@ -82,9 +82,9 @@ def variants(engine: Engine, trainer_image: Built, tmp_path_factory: pytest.Temp
 
 def _ignored() -> set[str]:
     """The `docker:index/image:Image` resource's ignoreChanges, as dev's plan records it."""
-    images = [resource for resource in plan_stack("dev").resources if resource["type"] == "docker:index/image:Image"]
+    images = [resource for resource in plan_stack("dev").resources if resource.type == "docker:index/image:Image"]
     assert len(images) == 1
-    return set(images[0].get("options", {}).get("ignoreChanges") or [])
+    return set(images[0].options.get("ignoreChanges") or [])
 
 
 def violations(built: list[Variant], tag, ignored: set[str]) -> list[str]:
