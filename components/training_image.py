@@ -85,7 +85,20 @@ class TrainingImageArgs:
     net_variant: str = "default"
     """`efa` for stacks with EFA node groups: libfabric + aws-ofi-nccl (the Dockerfile's net-efa stage)."""
     vcs_revision: str = "unknown"
+    """Label `org.opencontainers.image.revision`: the newest commit that changed the context (it feeds the tag)."""
     source_url: str = "unknown"
+    """Label `org.opencontainers.image.source`: the repository URL, without credentials (it feeds the tag)."""
+
+
+IMAGE_INPUTS_OUTSIDE_THE_TAG = {
+    "imageName": "it is the repository address plus the tag itself",
+    "registry.server": "the repository's registry: the host part of imageName",
+    "registry.username": "pulumi-docker diffs no registry credentials (provider/provider.go:336-338, v5.1.0); not "
+                         "ignoreChanges: that would hand Update the stale, expired ECR token",
+    "registry.password": "as registry.username",
+}
+"""The docker.Image inputs that don't feed the tag, each with why a change of it can't push over an existing tag.
+Every other input does (tests/test_image_component.py enumerates the recorded inputs against both)."""
 
 
 class TrainingImage(pulumi.ComponentResource):
@@ -127,22 +140,18 @@ class TrainingImage(pulumi.ComponentResource):
                            "password": args.existing_registry_password}
         self.repository_url = address
 
-        # The tag is the content digest of the build context: an unchanged context is the same image name,
-        # so Pulumi sees no diff and neither rebuilds nor pushes; an immutable ECR tag can never be reused
-        # for different content.
-        tag = image_spec.image_tag(args.context_dir, image_spec.content_build_args(args.base_image, args.net_variant))
+        # Every input but the name and the registry feeds the tag (image_spec.image_inputs says why): an unchanged
+        # image keeps its name, so Pulumi neither rebuilds nor pushes; anything that would rebuild names a new tag,
+        # and an immutable ECR tag is never pushed twice.
+        inputs = image_spec.image_inputs(
+            args.context_dir, args.platform,
+            image_spec.build_args(vcs_revision=args.vcs_revision, source_url=args.source_url,
+                                  base_image=args.base_image, net_variant=args.net_variant))
+        tag = image_spec.image_tag(args.context_dir, inputs)
         image = docker.Image(
             f"{name}-image",
             image_name=address.apply(lambda url: f"{url}:{tag}"),
-            build={
-                "context": str(args.context_dir),
-                "dockerfile": str(args.context_dir / "Dockerfile"),
-                "platform": args.platform,
-                "args": image_spec.build_args(vcs_revision=args.vcs_revision, source_url=args.source_url,
-                                              base_image=args.base_image, net_variant=args.net_variant),
-                # The Dockerfile uses BuildKit bind mounts (no wheels left in layers).
-                "builder_version": "BuilderBuildKit",
-            },
+            **inputs,
             registry=credentials,
             opts=child,
         )

@@ -42,5 +42,8 @@ def test_the_installer_checksum_is_a_sha256_or_explicitly_unverified():
 
 def test_variants_get_different_tags():
     context = ROOT / "images" / "trainer"
-    assert image_spec.image_tag(context, image_spec.content_build_args()) != image_spec.image_tag(
-        context, image_spec.content_build_args(net_variant="efa"))
+    def tag(variant: str) -> str:
+        return image_spec.image_tag(context, image_spec.image_inputs(
+            context, "linux/amd64", image_spec.build_args(net_variant=variant)))
+
+    assert tag("default") != tag("efa")
