@@ -161,7 +161,8 @@ def context_files(context_dir: Path) -> list[str]:
     # (provider/provider.go:656-685 `getIgnorePatterns`) and hashes a symlink's *resolved absolute* target
     # (:562-574, `filepath.EvalSymlinks`), which differs per checkout: the tag here could not follow either.
     if (context_dir / (DOCKERFILE_NAME + DOCKERIGNORE_NAME)).exists():
-        raise ValueError(f"{context_dir}: {DOCKERFILE_NAME}{DOCKERIGNORE_NAME} is not supported; use {DOCKERIGNORE_NAME}")
+        raise ValueError(f"{context_dir}: {DOCKERFILE_NAME}{DOCKERIGNORE_NAME} is not supported; "
+                         f"use {DOCKERIGNORE_NAME}")
     ignore_file = context_dir / DOCKERIGNORE_NAME
     rules = parse_dockerignore(ignore_file.read_text(encoding="utf-8")) if ignore_file.is_file() else []
     included = [path for path in _walk(context_dir) if not is_ignored(path, rules)]
