@@ -75,6 +75,27 @@ def base_image_refusal(config: StackConfig) -> str | None:
             f"'repo:tag@sha256:<64 hex>' reference you verified")
 
 
+def efa_installer_refusal(config: StackConfig) -> str | None:
+    """Why this stack must not build (its image's `efa` variant needs an EFA installer with no recorded SHA-256), or
+    None. The Dockerfile's net-efa stage fails closed too, but only at `up`'s image build, after EKS and the
+    reserved nodes exist: this says so before anything is registered."""
+    installer = versions.EFA_INSTALLER
+    if not config.image.build or image_variant(config) != "efa" or installer.sha256 is not None:
+        return None
+    groups = sorted(name for name in config.gpu_node_groups if _efa_group(config, name))
+    return (f"image.build is true and GPU group(s) {', '.join(groups)} use EFA, so the image installs "
+            f"aws-efa-installer-{installer.version}, whose SHA-256 catalog/versions.py EFA_INSTALLER does not record; "
+            f"record one published by AWS there, or set image.build: false with image.reference to an EFA image "
+            f"built elsewhere")
+
+
+def _efa_group(config: StackConfig, name: str) -> bool:
+    try:
+        return config.node_facts(name).num_efa_interfaces > 0
+    except (KeyError, IndexError):
+        return False
+
+
 def image_variant(config: StackConfig) -> str:
     """`efa` when a GPU group gets EFA interfaces (its pods request them), else `default`."""
     return "efa" if any(facts.num_efa_interfaces > 0 for facts in _facts(config)) else "default"

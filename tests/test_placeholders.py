@@ -43,8 +43,10 @@ def test_the_real_engine_refuses_before_registering_anything(monkeypatch: pytest
     assert partial.resources == []
     assert [p.path for p in caught.value.problems] == [
         "cluster.deployer.runnerLabels[1]", "cluster.deployer.cidrs[0]", "cluster.deployer.transitGatewayId",
-        "cluster.deployerRoleArn", "cluster.adminRoleArns[0]", "gpuNodeGroups.h100.capacityReservationId"]
-    assert all(p.message.startswith("placeholder — ") for p in caught.value.problems)
+        "cluster.deployerRoleArn", "cluster.adminRoleArns[0]", "gpuNodeGroups.h100.capacityReservationId",
+        "image.build"]
+    assert all(p.message.startswith("placeholder — ") for p in caught.value.problems[:-1])
+    assert caught.value.problems[-1].message.startswith("unpinned — ")
 
 
 def test_the_offline_plan_knows_it_runs_under_mocks() -> None:

@@ -310,6 +310,14 @@ def warn_placeholders(plan: Plan) -> None:
     if stand_ins:
         print(f"warning: stack '{plan.stack}' has {len(stand_ins)} placeholder(s): `pulumi up` refuses to run until "
               "they are replaced", file=sys.stderr)
+    from stages.config import unpinned_build_inputs
+
+    unpinned = unpinned_build_inputs(plan.config) if plan.config is not None else []
+    for problem in unpinned:
+        print(f"warning: unpinned {problem}", file=sys.stderr)
+    if unpinned:
+        print(f"warning: stack '{plan.stack}' builds from {len(unpinned)} unpinned input(s): `pulumi preview` and "
+              "`up` refuse to run until they are pinned", file=sys.stderr)
     from stages.offline import offline_problems
 
     unmirrored = offline_problems(plan.config) if plan.config is not None else []
