@@ -80,6 +80,14 @@ class EksTarget(ClusterTarget):
     def check(self, config: StackConfig) -> Iterator[Problem]:
         cluster = config.cluster
         yield from check_node_group_names(config)
+        if cluster.deployer_role_arn is None:
+            # Left to "whoever runs up", the one implicit entry follows the caller: an admin running `up` collides
+            # with its own admin entry (ResourceInUseException), a human and CI replace each other's entry, and the
+            # reaper or a PR preview under its own role gets 401 from the API.
+            yield Problem("cluster.deployerRoleArn", "is required for an EKS stack: the IAM role CI's `pulumi up` "
+                                                     "runs as (it gets the deployer's access entry); list people "
+                                                     "and other automation (the reaper, PR previews) in "
+                                                     "cluster.adminRoleArns")
         if cluster.endpoint_public_access and not cluster.public_access_cidrs:
             yield Problem("cluster.publicAccessCidrs", "is empty, but endpointPublicAccess is true: list the CIDRs "
                                                        "allowed to reach the API (never 0.0.0.0/0)")

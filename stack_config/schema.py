@@ -110,10 +110,12 @@ class ClusterConfig(_Section):
     """EKS only. CIDRs allowed to reach a public endpoint. Required when `endpointPublicAccess` is true;
     `0.0.0.0/0` and `::/0` are rejected."""
     admin_role_arns: tuple[str, ...] = ()
-    """IAM role ARNs granted cluster-admin through EKS access entries. Default none."""
+    """IAM role ARNs granted cluster-admin through EKS access entries: people, and every other role that runs the
+    program or destroys the stack (the PR preview's role, the nightly reaper's on bench stacks). Default none."""
     deployer_role_arn: str | None = None
-    """IAM role ARN that runs `pulumi up`; it gets a cluster-admin access entry, and every in-cluster
-    resource depends on that entry. Default: the caller's role, resolved at deploy time."""
+    """EKS: required. IAM role ARN that runs `pulumi up` in CI; it gets a cluster-admin access entry, and every
+    in-cluster resource depends on that entry. `preview`/`up` refuse to run as a role that is neither this one nor
+    in `adminRoleArns` (it would have no access to the cluster's API)."""
     log_retention_days: int = 90
     """Retention of the `/aws/eks/<name>/cluster` log group, a CloudWatch-allowed value. Default 90."""
     system_node_group: SystemNodeGroupConfig = SystemNodeGroupConfig()
