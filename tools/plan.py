@@ -123,7 +123,10 @@ def _make_monitor(region: str, plan: Plan, known_outputs: bool = False):
                 # type of every input computed from another resource (a preview leaves those unknown).
                 outputs = {key: f"fake-{key}-{args.name}" for key in FAKE_ATTRIBUTES}
                 outputs.update(FAKE_OUTPUTS.get(args.typ, {}))
-                outputs.update(args.inputs)
+                for key, value in args.inputs.items():
+                    # An object input keeps the provider's computed fields beside it (vpcConfig's cluster group).
+                    fake = outputs.get(key)
+                    outputs[key] = {**fake, **value} if isinstance(fake, dict) and isinstance(value, dict) else value
                 return f"{args.name}-id", outputs
             # Echo inputs as outputs and leave the id empty: in preview mode both mean "only the inputs are
             # known", which is exactly what `pulumi preview` shows for a resource to be created.
