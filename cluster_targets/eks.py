@@ -15,7 +15,7 @@ from typing import ClassVar
 import pulumi
 
 from catalog.cpu_instances import CPU_INSTANCE_TYPES
-from catalog.aws_regions import REGIONS
+from catalog.aws_regions import EKS_DISALLOWED_ZONE_IDS, REGIONS
 from catalog.gpu_instances import AMI_TYPE_ARCHITECTURE, GPU_INSTANCE_TYPES, bottlerocket
 from cluster_targets.base import AwsNetwork, Cluster, ClusterTarget
 from components.cluster_access import ClusterAccess, ClusterAccessArgs
@@ -158,6 +158,7 @@ class EksTarget(ClusterTarget):
             existing_public_subnet_ids=list(config.network.existing_public_subnet_ids),
             transit_gateway_id=deployer.transit_gateway_id if deployer.access == "transit-gateway" else None,
             transit_gateway_cidrs=list(deployer.cidrs) if deployer.access == "transit-gateway" else [],
+            excluded_zone_ids=list(EKS_DISALLOWED_ZONE_IDS.get(config.region, ())),
         ), opts=aws_opts)
         system = config.cluster.system_node_group
         eks = EksCluster("eks", EksClusterArgs(
@@ -165,6 +166,7 @@ class EksTarget(ClusterTarget):
             kubernetes_version=config.kubernetes_version,
             region=config.region,
             private_subnet_ids=network.private_subnet_ids,
+            control_plane_subnet_ids=network.control_plane_subnet_ids,
             endpoint_public_access=config.cluster.endpoint_public_access,
             public_access_cidrs=list(config.cluster.public_access_cidrs),
             private_endpoint_cidrs=list(deployer.cidrs) if deployer.access in ("in-vpc", "transit-gateway") else [],
@@ -228,8 +230,7 @@ class EksTarget(ClusterTarget):
             system_node_selector={SYSTEM_ROLE_LABEL: "system"},
             aws=AwsNetwork(
                 cluster_name=eks.cluster.name, vpc_id=network.vpc_id, private_subnet_ids=network.private_subnet_ids,
-                num_private_subnets=(len(config.network.existing_private_subnet_ids)
-                                     or config.network.num_availability_zones),
+                num_private_subnets=network.num_private_subnets,
                 cluster_security_group_id=eks.security_group_id, system_node_group=eks.system_node_group,
                 training_identity=identity),
             exports={
