@@ -281,3 +281,15 @@ def test_the_runner_tools_check_names_what_is_missing_and_where_to_read(capsys):
     assert runner_tools.main([], which=lambda tool: None) == 1
     assert ("error: this runner has no `aws` on PATH (AWS CLI v2: the Kubernetes provider's kubeconfig runs `aws eks "
             "get-token`") in capsys.readouterr().err
+
+
+def test_no_job_takes_its_aws_region_from_one_repository_variable():
+    # Before: `vars.AWS_REGION` served dev (us-west-2) and prod (us-east-1) alike.
+    for path in WORKFLOW_FILES:
+        for name, job in load(path.name)["jobs"].items():
+            for step in job.get("steps", []):
+                if "configure-aws-credentials" in step.get("uses", ""):
+                    region = step["with"]["aws-region"]
+                    assert "vars.AWS_REGION" not in region, f"{path.name} job {name}: {region}"
+                    assert re.fullmatch(r"\$\{\{ (needs\.runners?\.outputs\.\w+|matrix\.region|"
+                                        r"steps\.stack\.outputs\.\w+) \}\}", region), (path.name, name, region)
