@@ -36,6 +36,7 @@ from conventions.names import (
 from stack_config import Problem, StackConfig, ami_type, placement_group_enabled
 from stack_config.problems import did_you_mean
 from stack_config.rules import check_sizes
+from stack_config.derived import node_update_strategy
 from stack_config.schema import GpuNodeGroupConfig
 
 CLOUDWATCH_RETENTION_DAYS = (1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 731, 1096, 1827, 2192, 2557,
@@ -207,6 +208,7 @@ class EksTarget(ClusterTarget):
                 num_efa_interfaces=facts.num_efa_interfaces,
                 placement_group=placement_group_enabled(group),
                 capacity_reservation_id=group.capacity_reservation_id,
+                update_strategy=node_update_strategy(group),
                 resource_tags=config.resource_tags(),
                 depends_on=[eks.system_node_group],
             ), opts=aws_opts))

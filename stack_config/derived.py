@@ -6,7 +6,7 @@ from catalog import versions
 from catalog.gpu_instances import DCGM_UNSUPPORTED_MODELS, JETSON_GPU_MODELS, bottlerocket
 from catalog.node_allocatable import instance_allocatable, smallest
 from conventions.names import EFA_RESOURCE, SHARED_GPU_RESOURCE, WHOLE_GPU_RESOURCE
-from stack_config.schema import NodeFacts, StackConfig, WorkloadConfig
+from stack_config.schema import GpuNodeGroupConfig, NodeFacts, StackConfig, WorkloadConfig
 
 
 def dcgm_exporter_enabled(config: StackConfig) -> bool:
@@ -73,6 +73,17 @@ def base_image_refusal(config: StackConfig) -> str | None:
     return (f"image: refusing to build on an unpinned base: the {base.flavour} base ({base.what}) has no verified "
             f"digest in catalog/versions.py BASE_IMAGES; pin it there, or set image.baseImage to a "
             f"'repo:tag@sha256:<64 hex>' reference you verified")
+
+
+def node_update_strategy(group: GpuNodeGroupConfig) -> str:
+    """EKS's `updateStrategy` for a GPU group: `MINIMAL` (terminate first, no surge) for reserved capacity, whose
+    reservation has no room for the surge nodes a DEFAULT update launches first (EKS API NodegroupUpdateConfig:
+    "The minimal strategy ... terminates the old instances before launching the new instances"), unless the group
+    sets `updateStrategy`."""
+    if group.update_strategy is not None:
+        return group.update_strategy.upper()
+    reserved = group.capacity_reservation_id is not None or group.capacity_type == "CAPACITY_BLOCK"
+    return "MINIMAL" if reserved else "DEFAULT"
 
 
 def efa_installer_refusal(config: StackConfig) -> str | None:

@@ -209,6 +209,11 @@ class GpuNodeGroupConfig(_Section):
     'CapacityReservations[0].AvailabilityZone'`); instances launched elsewhere don't use it. A stack-created VPC
     gets a subnet there even beyond `network.numAvailabilityZones`. Default: all private subnets, or the first
     one for EFA / placement-group groups (which must stay in one zone)."""
+    update_strategy: Literal["default", "minimal"] | None = None
+    """How EKS replaces nodes in a version or launch-template update. `default`: new nodes first (surge), then the
+    old ones go; `minimal`: old nodes go first, no surge. Default: `minimal` for a group on a capacity reservation
+    or Capacity Block (its reservation has no room for surge nodes, so a surge update can't progress), `default`
+    otherwise. EKS API NodegroupUpdateConfig `updateStrategy` (DEFAULT, MINIMAL)."""
     mig_strategy: Literal["none", "single", "mixed"] = "none"
     """MIG strategy of the device plugin for this group. MIG and MPS exclude each other. Default `none`."""
     sharing: SharingConfig | None = None

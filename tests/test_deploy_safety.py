@@ -259,3 +259,19 @@ def test_a_caller_without_an_access_entry_is_refused_before_any_cloud_resource(m
     for allowed in ("arn:aws:iam::123456789012:role/gtp-dev-deployer", "arn:aws:iam::123456789012:role/gtp-preview"):
         monkeypatch.setattr(stages.cluster, "caller_role", lambda provider, allowed=allowed: allowed)
         assert gtp_plan.run("dev").by_type("aws:eks/cluster:Cluster")
+
+
+def test_a_reserved_group_updates_without_surge_and_others_may_choose(tmp_path: Path) -> None:
+    # Before: every group surged (new nodes first), which a full reservation can't host, so its rolling update
+    # could not progress.
+    groups = {g.name: g.inputs["updateConfig"] for g in plan_stack("prod").by_type("aws:eks/nodeGroup:NodeGroup")
+              if g.name in ("h100-nodes", "a100-nodes")}
+    assert groups == {"h100-nodes": {"maxUnavailable": 1, "updateStrategy": "MINIMAL"},
+                      "a100-nodes": {"maxUnavailable": 1, "updateStrategy": "DEFAULT"}}
+
+    def minimal(config: dict[str, Any]) -> None:
+        config["gtp:gpuNodeGroups"]["g6"]["updateStrategy"] = "minimal"
+
+    (dev_group,) = [g for g in plan_modified(tmp_path, "dev", minimal).by_type("aws:eks/nodeGroup:NodeGroup")
+                    if g.name == "g6-nodes"]
+    assert dev_group.inputs["updateConfig"]["updateStrategy"] == "MINIMAL"
