@@ -51,17 +51,15 @@ def load_stack_config(stack_file: Path | None = None) -> StackConfig:
     """The stack's config from the Pulumi runtime (the engine, or the offline plan's mocks), checked against the
     stack file it came from (default `stacks/Pulumi.<stack>.yaml`)."""
     config = stack_config.load(choices=CHOICES, rules=RULES, stack_file=stack_file)
+    # The real engine (`pulumi preview` / `up`): refuse before anything is registered, every problem at once.
+    # Stand-in values; unpinned build inputs (which would otherwise fail only at `up`'s image build, since
+    # pulumi-docker builds on `up`, not on preview, after the cluster and its reserved nodes were created); and for
+    # an air-gapped site, images its registry lacks.
     refusals = ([Problem(p.path, f"placeholder — {p.message}") for p in find_placeholders(config)]
-                + [Problem(p.path, f"unpinned — {p.message}") for p in unpinned_build_inputs(config)])
+                + [Problem(p.path, f"unpinned — {p.message}") for p in unpinned_build_inputs(config)]
+                + [Problem(p.path, f"offline — {p.message}") for p in offline.offline_problems(config)])
     if refusals and not under_mocks():
-        # The real engine (`pulumi preview` / `up`): refuse before anything is registered. An unpinned build input
-        # would otherwise fail only at `up`'s image build (pulumi-docker builds on `up`, not on preview), after
-        # the cluster and its reserved nodes were created.
         raise ConfigError(config.stack, refusals)
-    unmirrored = offline.offline_problems(config)
-    if unmirrored and not under_mocks():
-        # An air-gapped site can't pull what its registry lacks: refuse before anything is registered.
-        raise ConfigError(config.stack, [Problem(p.path, f"offline — {p.message}") for p in unmirrored])
     return config
 
 
