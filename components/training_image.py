@@ -92,7 +92,8 @@ class TrainingImageArgs:
 
 IMAGE_INPUTS_OUTSIDE_THE_TAG = {
     "imageName": "it is the repository address plus the tag itself",
-    "registry.server": "the repository's registry: the host part of imageName",
+    "registry.server": "derived from the same address as imageName (ECR: the repository URL; existing: its host), "
+                       "so it can't change while imageName stays",
     "registry.username": "pulumi-docker diffs no registry credentials (provider/provider.go:336-338, v5.1.0); not "
                          "ignoreChanges: that would hand Update the stale, expired ECR token",
     "registry.password": "as registry.username",
