@@ -28,3 +28,13 @@ REGIONS: tuple[str, ...] = tuple(region for regions in AWS_REGIONS.values() for 
 def partition(region: str) -> str:
     """The partition of a known Region (`aws`, `aws-cn`, `aws-us-gov`)."""
     return next(name for name, regions in AWS_REGIONS.items() if region in regions)
+
+
+EKS_DISALLOWED_ZONE_IDS: dict[str, tuple[str, ...]] = {
+    "us-east-1": ("use1-az3",),
+    "us-west-1": ("usw1-az2",),
+    "ca-central-1": ("cac1-az3",),
+}
+"""Region → Availability Zone IDs where EKS places no control-plane network interfaces: cluster subnets "can't
+reside" there (awsdocs/amazon-eks-user-guide latest/ug/networking/network-reqs.adoc @101184ec, "Subnet requirements
+for clusters"). IDs, not names: zone names are shuffled per account."""

@@ -164,10 +164,26 @@ class EfaInstaller:
 
     version: str
     sha256: str | None
-    """SHA-256 of `aws-efa-installer-<version>.tar.gz`; None until verified (then the EFA build fails closed)."""
+    """SHA-256 of `aws-efa-installer-<version>.tar.gz` as AWS records it; None while no record is found (then a
+    stack with EFA groups refuses to build: stack_config.derived.efa_installer_refusal)."""
+    aws_ofi_nccl: str
+    """The aws-ofi-nccl (libnccl-ofi) release this installer bundles (EFA release notes, efa-changelog)."""
+    nccl_range: tuple[str, str]
+    """(oldest, newest tested) NCCL that aws-ofi-nccl release supports, from its release notes; torch's NCCL must
+    fall inside (tests/test_catalog.py reads torch's own requirement)."""
 
 
 # Installed into the image's `efa` variant (images/trainer/Dockerfile stage net-efa) for stacks with EFA groups.
-# The tarball's checksum could not be verified offline when this was pinned, so none is recorded: compute it from
-# the tarball after checking AWS's GPG signature (aws-efa-installer-<version>.tar.gz.sig) and fill it in.
-EFA_INSTALLER = EfaInstaller(version="1.40.0", sha256=None)
+# torch 2.13.0's CUDA 13 wheels require nvidia-nccl-cu13==2.29.7 (torch's METADATA `Requires-Dist`).
+# - Version: EFA installer 1.50.0 bundles aws-ofi-nccl 1.21.1 (EFA release notes, "Elastic Fabric Adapter release
+#   notes", row 1.50.0, August 21, 2026), "tested with NCCL v2.31.2-1 while maintaining backward compatibility with
+#   older NCCL versions (NCCL v2.17.1 and later)" (aws/aws-ofi-nccl release v1.21.1). The newest installer AWS's
+#   aws-parallelcluster-cookbook records a SHA-256 for, as far as could be read here, is 1.41.0
+#   (cookbooks/aws-parallelcluster-environment/attributes/environment.rb:73-74, commit e9e449c8 "Upgrade EFA
+#   installer to version 1.41.0 (from 1.38.1)", PR #2953: sha256
+#   3506354cdfbe31ff552fe75f5d0d9bb7efd29cf79bd99457347d29c751c38f9f). It bundles aws-ofi-nccl
+#   1.14.2 (release notes rows 1.40.0/1.41.0); the first aws-ofi-nccl notes found that list NCCL 2.29.7 as tested
+#   are the 1.19 series' (v1.19.2), so nothing on record says 1.41.0 carries torch's NCCL. So 1.41.0 is not pinned, and 1.50.0 has no SHA-256 on record here:
+#   sha256 stays None and EFA builds stay refused until AWS's own record of 1.50.0's (or a newer release's)
+#   SHA-256 is cited here.
+EFA_INSTALLER = EfaInstaller(version="1.50.0", sha256=None, aws_ofi_nccl="1.21.1", nccl_range=("2.17.1", "2.31.2"))

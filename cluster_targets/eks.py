@@ -15,7 +15,7 @@ from typing import ClassVar
 import pulumi
 
 from catalog.cpu_instances import CPU_INSTANCE_TYPES
-from catalog.aws_regions import REGIONS
+from catalog.aws_regions import EKS_DISALLOWED_ZONE_IDS, REGIONS
 from catalog.gpu_instances import AMI_TYPE_ARCHITECTURE, GPU_INSTANCE_TYPES, bottlerocket
 from cluster_targets.base import AwsNetwork, Cluster, ClusterTarget
 from components.cluster_access import ClusterAccess, ClusterAccessArgs
@@ -36,6 +36,7 @@ from conventions.names import (
 from stack_config import Problem, StackConfig, ami_type, placement_group_enabled
 from stack_config.problems import did_you_mean
 from stack_config.rules import check_sizes
+from stack_config.derived import node_update_strategy
 from stack_config.schema import GpuNodeGroupConfig
 
 CLOUDWATCH_RETENTION_DAYS = (1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 731, 1096, 1827, 2192, 2557,
@@ -80,6 +81,14 @@ class EksTarget(ClusterTarget):
     def check(self, config: StackConfig) -> Iterator[Problem]:
         cluster = config.cluster
         yield from check_node_group_names(config)
+        if cluster.deployer_role_arn is None:
+            # Left to "whoever runs up", the one implicit entry follows the caller: an admin running `up` collides
+            # with its own admin entry (ResourceInUseException), a human and CI replace each other's entry, and the
+            # reaper or a PR preview under its own role gets 401 from the API.
+            yield Problem("cluster.deployerRoleArn", "is required for an EKS stack: the IAM role CI's `pulumi up` "
+                                                     "runs as (it gets the deployer's access entry); list people "
+                                                     "and other automation (the reaper, PR previews) in "
+                                                     "cluster.adminRoleArns")
         if cluster.endpoint_public_access and not cluster.public_access_cidrs:
             yield Problem("cluster.publicAccessCidrs", "is empty, but endpointPublicAccess is true: list the CIDRs "
                                                        "allowed to reach the API (never 0.0.0.0/0)")
@@ -150,6 +159,7 @@ class EksTarget(ClusterTarget):
             existing_public_subnet_ids=list(config.network.existing_public_subnet_ids),
             transit_gateway_id=deployer.transit_gateway_id if deployer.access == "transit-gateway" else None,
             transit_gateway_cidrs=list(deployer.cidrs) if deployer.access == "transit-gateway" else [],
+            excluded_zone_ids=list(EKS_DISALLOWED_ZONE_IDS.get(config.region, ())),
         ), opts=aws_opts)
         system = config.cluster.system_node_group
         eks = EksCluster("eks", EksClusterArgs(
@@ -157,6 +167,7 @@ class EksTarget(ClusterTarget):
             kubernetes_version=config.kubernetes_version,
             region=config.region,
             private_subnet_ids=network.private_subnet_ids,
+            control_plane_subnet_ids=network.control_plane_subnet_ids,
             endpoint_public_access=config.cluster.endpoint_public_access,
             public_access_cidrs=list(config.cluster.public_access_cidrs),
             private_endpoint_cidrs=list(deployer.cidrs) if deployer.access in ("in-vpc", "transit-gateway") else [],
@@ -197,6 +208,7 @@ class EksTarget(ClusterTarget):
                 num_efa_interfaces=facts.num_efa_interfaces,
                 placement_group=placement_group_enabled(group),
                 capacity_reservation_id=group.capacity_reservation_id,
+                update_strategy=node_update_strategy(group),
                 resource_tags=config.resource_tags(),
                 depends_on=[eks.system_node_group],
             ), opts=aws_opts))
@@ -220,8 +232,7 @@ class EksTarget(ClusterTarget):
             system_node_selector={SYSTEM_ROLE_LABEL: "system"},
             aws=AwsNetwork(
                 cluster_name=eks.cluster.name, vpc_id=network.vpc_id, private_subnet_ids=network.private_subnet_ids,
-                num_private_subnets=(len(config.network.existing_private_subnet_ids)
-                                     or config.network.num_availability_zones),
+                num_private_subnets=network.num_private_subnets,
                 cluster_security_group_id=eks.security_group_id, system_node_group=eks.system_node_group,
                 training_identity=identity),
             exports={

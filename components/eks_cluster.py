@@ -59,7 +59,10 @@ class EksClusterArgs:
     region: str
     """AWS region (for the kubeconfig)."""
     private_subnet_ids: pulumi.Input[list[str]]
-    """Subnets for the control plane ENIs and nodes."""
+    """Subnets for the system nodes (every private subnet)."""
+    control_plane_subnet_ids: pulumi.Input[list[str]] | None = None
+    """Subnets for the control plane's network interfaces: those of the zones the cluster was created in (EKS
+    refuses subnets in other zones later). Default: `private_subnet_ids`."""
     endpoint_public_access: bool = False
     """Public API endpoint (restricted to `public_access_cidrs`)."""
     public_access_cidrs: list[str] = field(default_factory=list)
@@ -118,7 +121,8 @@ class EksCluster(pulumi.ComponentResource):
             version=args.kubernetes_version,
             role_arn=cluster_role.arn,
             vpc_config={
-                "subnet_ids": args.private_subnet_ids,
+                "subnet_ids": (args.control_plane_subnet_ids if args.control_plane_subnet_ids is not None
+                               else args.private_subnet_ids),
                 "endpoint_private_access": True,
                 "endpoint_public_access": args.endpoint_public_access,
                 **({"public_access_cidrs": list(args.public_access_cidrs)} if args.endpoint_public_access else {}),

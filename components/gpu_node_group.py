@@ -83,6 +83,8 @@ class GpuNodeGroupArgs:
     num_efa_interfaces: int = 0
     placement_group: bool = False
     capacity_reservation_id: str | None = None
+    update_strategy: str = "DEFAULT"
+    """EKS `updateConfig.updateStrategy`: `DEFAULT` (surge: new nodes first) or `MINIMAL` (old nodes first)."""
     resource_tags: dict[str, str] = field(default_factory=dict)
     depends_on: list[pulumi.Resource] = field(default_factory=list)
     """What must exist before nodes join (core add-ons, node role policies)."""
@@ -121,7 +123,7 @@ class GpuNodeGroup(pulumi.ComponentResource):
             capacity_type=args.capacity_type,
             ami_type=args.ami_type,
             scaling_config={"min_size": args.min_size, "desired_size": args.desired_size, "max_size": args.max_size},
-            update_config={"max_unavailable": 1},
+            update_config={"max_unavailable": 1, "update_strategy": args.update_strategy},
             labels=dict(sorted(args.labels.items())),
             taints=[{"key": key, "value": value, "effect": effect} for key, (value, effect) in sorted(args.taints.items())],
             launch_template={"id": template.id, "version": template.latest_version.apply(str)},

@@ -16,6 +16,7 @@ at the root and a pattern that matches a directory excludes everything below it.
 from __future__ import annotations
 
 import hashlib
+import json
 import stat
 import os
 import re
@@ -30,6 +31,7 @@ DOCKERFILE_NAME = "Dockerfile"
 DOCKERIGNORE_NAME = ".dockerignore"
 TAG_PREFIX = "ctx-"
 TAG_DIGEST_CHARS = 16
+BUILDER_VERSION = "BuilderBuildKit"
 # Where the builder stage collects wheels (the Dockerfile's `--wheel-dir` / `--dest`).
 BUILDER_WHEEL_DIR = "/wheels"
 # Python of the pytorch/pytorch 2.13 base images (system Python, marked externally managed by PEP 668).
@@ -155,9 +157,19 @@ def context_files(context_dir: Path) -> list[str]:
     The Dockerfile is always included: Docker sends it even when ignored, and a change to it must
     change the tag.
     """
+    # pulumi-docker's contextDigest (an input it diffs) reads `<Dockerfile>.dockerignore` first
+    # (provider/provider.go:656-685 `getIgnorePatterns`) and hashes a symlink's *resolved absolute* target
+    # (:562-574, `filepath.EvalSymlinks`), which differs per checkout: the tag here could not follow either.
+    if (context_dir / (DOCKERFILE_NAME + DOCKERIGNORE_NAME)).exists():
+        raise ValueError(f"{context_dir}: {DOCKERFILE_NAME}{DOCKERIGNORE_NAME} is not supported; "
+                         f"use {DOCKERIGNORE_NAME}")
     ignore_file = context_dir / DOCKERIGNORE_NAME
     rules = parse_dockerignore(ignore_file.read_text(encoding="utf-8")) if ignore_file.is_file() else []
     included = [path for path in _walk(context_dir) if not is_ignored(path, rules)]
+    links = [path for path in included if (context_dir / path).is_symlink()]
+    if links:
+        raise ValueError(f"{context_dir}: symlinks in the build context are not supported (pulumi-docker hashes their "
+                         f"absolute targets, which differ per checkout): {', '.join(links)}")
     if (context_dir / DOCKERFILE_NAME).is_file() and DOCKERFILE_NAME not in included:
         included.append(DOCKERFILE_NAME)
     return sorted(included)
@@ -196,18 +208,57 @@ def context_digest(context_dir: Path) -> str:
     return digest.hexdigest()
 
 
-def image_tag(context_dir: Path, build_args: Mapping[str, str] | None = None) -> str:
-    """Content-addressed image tag, `ctx-` plus the first 16 hex digits of the context digest.
+def image_inputs(context_dir: Path, platform: str, args: Mapping[str, str]) -> dict:
+    """Every input of the stack's `docker.Image` except `imageName` and `registry`, as passed to it.
 
-    `build_args` that change the image's content (the base image, the trainer version) are mixed in
-    when given. Leave out VCS_REVISION: it only changes a label, and including it would give every
-    commit a new tag and defeat reuse of pushed images.
+    All of them feed `image_tag`: pulumi-docker's `Diff` reports any changed input (but the registry's username and
+    password) as an update, and its `Update` builds and pushes to the unchanged `imageName` (pulumi/pulumi-docker
+    v5.1.0 provider/provider.go:271-349 `Diff`/`diffUpdates`, :428-458 `Update` → `dockerBuild`; provider/image.go
+    :312-313 pushes `img.Name` as given). With an immutable ECR tag, any input that changes while the tag stays the
+    same is a failed `pulumi up`. `context` is relative to the project directory, where Pulumi runs the program and
+    the provider (upstream's own examples/aws-container-registry/ts/index.ts:29 `context: "app"`): an absolute path
+    would differ per checkout and rebuild onto the same tag; so is `dockerfile` (the provider resolves both from
+    its working directory: provider/provider.go:171 `os.Stat(build.Dockerfile)`).
+    """
+    return {
+        "build": {
+            "context": context_dir.as_posix(),
+            "dockerfile": (context_dir / DOCKERFILE_NAME).as_posix(),
+            "platform": platform,
+            "args": dict(args),
+            # The Dockerfile uses BuildKit bind mounts (no wheels left in layers).
+            "builder_version": BUILDER_VERSION,
+        },
+        "build_on_preview": False,
+        "skip_push": False,
+    }
+
+
+def _canonical_key(key: str) -> str:
+    # `builder_version` (SDK) and `builderVersion` (the recorded wire form) are one input.
+    return key.replace("_", "").lower()
+
+
+def _canonical(value: object) -> object:
+    if isinstance(value, Mapping):
+        return {_canonical_key(str(key)): _canonical(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_canonical(item) for item in value]
+    return value
+
+
+def image_tag(context_dir: Path, inputs: Mapping[str, object] | None = None) -> str:
+    """Content-addressed image tag, `ctx-` plus 16 hex digits over the context digest and every image input.
+
+    `inputs` is `image_inputs(...)` (or the same inputs as recorded by a plan, camelCase keys): every one of them
+    feeds the tag, the VCS labels included, so whatever makes pulumi-docker rebuild also names a new tag. The
+    revision label is the newest commit that changed the build context (`vcs_labels(path=...)`), so commits that
+    don't touch the image keep its tag and reuse the pushed image.
     """
     digest = context_digest(context_dir)
-    if build_args:
+    if inputs:
         mixed = hashlib.sha256(digest.encode())
-        for key in sorted(build_args):
-            mixed.update(f"{key}={build_args[key]}\n".encode())
+        mixed.update(json.dumps(_canonical(inputs), sort_keys=True, separators=(",", ":")).encode())
         digest = mixed.hexdigest()
     return TAG_PREFIX + digest[:TAG_DIGEST_CHARS]
 
@@ -226,10 +277,15 @@ def public_source_url(remote: str) -> str:
     return remote[:-4] if remote.endswith(".git") else remote
 
 
-def vcs_labels(root: Path, environ: Mapping[str, str] = os.environ) -> tuple[str, str]:
-    """(revision, source URL) for the image labels: GTP_VCS_REVISION / GTP_SOURCE_URL when set (CI, the offline
-    plan), else `git rev-parse HEAD` (with `-dirty` for uncommitted changes) and the `origin` remote; `unknown`
-    where git can't tell."""
+def vcs_labels(root: Path, environ: Mapping[str, str] = os.environ, path: str | None = None) -> tuple[str, str]:
+    """(revision, source URL) for the image labels: GTP_VCS_REVISION / GTP_SOURCE_URL when set (the offline plan),
+    else from git and the `origin` remote (without credentials); `unknown` where git can't tell.
+
+    path: the build context, relative to `root`. The revision is then the newest commit that changed it (with
+    `-dirty` for uncommitted changes under it), not HEAD: both labels feed the image tag (`image_tag`), and a commit
+    elsewhere in the repository must neither rebuild the image nor push it again. Needs the history: a shallow
+    clone names its one commit, which gives each commit a new tag (a rebuild, never a collision).
+    """
     def git(*args: str) -> str | None:
         try:
             done = subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True, timeout=30,
@@ -238,10 +294,11 @@ def vcs_labels(root: Path, environ: Mapping[str, str] = os.environ) -> tuple[str
             return None
         return done.stdout.strip() if done.returncode == 0 else None
 
+    scope = ["--", path] if path else []
     revision = environ.get("GTP_VCS_REVISION")
     if not revision:
-        head = git("rev-parse", "HEAD")
-        dirty = git("status", "--porcelain", "--untracked-files=no")
+        head = git("log", "-1", "--format=%H", *scope) if path else git("rev-parse", "HEAD")
+        dirty = git("status", "--porcelain", "--untracked-files=no", *scope)
         revision = (head + ("-dirty" if dirty else "")) if head else UNKNOWN
     source = environ.get("GTP_SOURCE_URL")
     if not source:
@@ -278,10 +335,4 @@ def build_args(vcs_revision: str = "unknown", source_url: str = "unknown",
 def tag_for(context_dir: Path, args: Mapping[str, str], platform: str) -> str:
     """The tag the stack's `docker.Image` gets for these build inputs (context, build args, platform): the one rule
     components/training_image.py applies and tests/engine/test_tag_rule.py holds to real builds."""
-    return image_tag(context_dir, content_build_args(base_image=args["BASE_IMAGE"], net_variant=args["NET_VARIANT"]))
-
-
-def content_build_args(base_image: str = versions.PYTORCH_BASE_IMAGE, net_variant: str = "default") -> dict[str, str]:
-    """The subset of `build_args()` that changes the image's content; pass it to `image_tag`."""
-    args = build_args(base_image=base_image, net_variant=net_variant)
-    return {key: value for key, value in args.items() if key not in ("VCS_REVISION", "SOURCE_URL")}
+    return image_tag(context_dir, image_inputs(context_dir, platform, args))

@@ -48,6 +48,9 @@ class NetworkArgs:
     """Attach the created VPC (its private subnets) to this Transit Gateway: the deployer's network lies behind it."""
     transit_gateway_cidrs: list[str] = field(default_factory=list)
     """Routed from the private subnets through `transit_gateway_id` (the deployer's runners)."""
+    excluded_zone_ids: list[str] = field(default_factory=list)
+    """Availability Zone IDs never chosen for the first `num_availability_zones` zones (those carry the EKS control
+    plane: catalog.aws_regions.EKS_DISALLOWED_ZONE_IDS). A `required_zones` zone may still lie there (nodes only)."""
 
 
 class Network(pulumi.ComponentResource):
@@ -57,6 +60,11 @@ class Network(pulumi.ComponentResource):
     deployer_path: list[pulumi.Resource]
     """What the deployer's route to the private endpoint needs (the attachment and the routes through it)."""
     public_subnet_ids: pulumi.Output[list[str]]
+    control_plane_subnet_ids: pulumi.Output[list[str]]
+    """The private subnets of the first `num_availability_zones` zones only: EKS keeps a cluster's subnets in the
+    zones it was created with, so a reservation's zone appended later gets node subnets, never control-plane ones."""
+    num_private_subnets: int
+    """How many private subnets exist (appended reservation zones included): one EFS mount target each."""
 
     def __init__(self, name: str, args: NetworkArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("gtp:cluster:Network", name, None, opts)
@@ -64,6 +72,8 @@ class Network(pulumi.ComponentResource):
             self.vpc_id = pulumi.Output.from_input(args.existing_vpc_id)
             self.private_subnet_ids = pulumi.Output.from_input(list(args.existing_private_subnet_ids))
             self.public_subnet_ids = pulumi.Output.from_input(list(args.existing_public_subnet_ids))
+            self.control_plane_subnet_ids = self.private_subnet_ids
+            self.num_private_subnets = len(args.existing_private_subnet_ids)
             self._existing_private = list(args.existing_private_subnet_ids)
             self._private_by_zone: dict[str, pulumi.Output[str]] = {}
             self.transit_gateway_attachment = None
@@ -76,7 +86,9 @@ class Network(pulumi.ComponentResource):
         zones = aws.get_availability_zones(state="available",
                                            filters=[{"name": "zone-type", "values": ["availability-zone"]}],
                                            opts=pulumi.InvokeOptions(parent=self))
-        chosen = sorted(zones.names)[: args.num_availability_zones]
+        # The control plane's zones: never one EKS disallows for cluster subnets (by zone ID).
+        chosen = sorted(name for name, zone_id in zip(zones.names, zones.zone_ids)
+                        if zone_id not in args.excluded_zone_ids)[: args.num_availability_zones]
         layout = subnet_layout(args.vpc_cidr, chosen + [zone for zone in args.required_zones if zone not in chosen])
 
         vpc = aws.ec2.Vpc(f"{name}-vpc", cidr_block=args.vpc_cidr, enable_dns_hostnames=True, enable_dns_support=True,
@@ -136,6 +148,11 @@ class Network(pulumi.ComponentResource):
         self._existing_private = []
         self._private_by_zone = {plan.availability_zone: subnet.id for plan, subnet in zip(layout, private_subnets)}
         self.private_subnet_ids = pulumi.Output.all(*[s.id for s in private_subnets])
+        # "All subnets that you add must be in the same set of AZs as originally provided when you created the
+        # cluster" (awsdocs/amazon-eks-user-guide latest/ug/networking/network-reqs.adoc @101184ec, "VPC
+        # requirements and considerations"): the appended zones' subnets stay out of the control plane.
+        self.control_plane_subnet_ids = pulumi.Output.all(*[s.id for s in private_subnets[: len(chosen)]])
+        self.num_private_subnets = len(private_subnets)
         self.public_subnet_ids = pulumi.Output.all(*[s.id for s in public_subnets])
         self.register_outputs({"vpcId": self.vpc_id, "privateSubnetIds": self.private_subnet_ids})
 

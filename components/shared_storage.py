@@ -248,11 +248,24 @@ class SharedStorage(pulumi.ComponentResource):
                 from_port=low, to_port=high, referenced_security_group_id=args.cluster_security_group_id,
                 description=f"{args.kind} from the cluster security group", opts=child)
             if args.kind == "fsx-lustre":
-                # Lustre servers of one file system talk to each other on the same ports.
+                # LNET runs both ways, between the file system's servers and between them and every client: FSx
+                # requires inbound *and* outbound 988 and 1018-1023 within the file system's group and between it
+                # and the clients' group (FSx for Lustre guide, "File system access control with Amazon VPC";
+                # "Creating an FSx for Lustre file system fails": "allow inbound traffic on ports 988 and
+                # 1018-1023"). The clients' side: the cluster group admits the servers here, and EKS gives it
+                # an allow-all outbound rule.
                 aws.vpc.SecurityGroupIngressRule(
                     f"{name}-from-self-{low}", security_group_id=security_group.id, ip_protocol="tcp",
                     from_port=low, to_port=high, referenced_security_group_id=security_group.id,
                     description="Lustre servers among themselves", opts=child)
+                aws.vpc.SecurityGroupEgressRule(
+                    f"{name}-to-self-{low}", security_group_id=security_group.id, ip_protocol="tcp",
+                    from_port=low, to_port=high, referenced_security_group_id=security_group.id,
+                    description="Lustre servers among themselves", opts=child)
+                aws.vpc.SecurityGroupIngressRule(
+                    f"{name}-clients-from-fsx-{low}", security_group_id=args.cluster_security_group_id,
+                    ip_protocol="tcp", from_port=low, to_port=high, referenced_security_group_id=security_group.id,
+                    description="Lustre servers to their clients (the cluster's nodes)", opts=child)
         aws.vpc.SecurityGroupEgressRule(
             f"{name}-egress", security_group_id=security_group.id, ip_protocol="-1",
             referenced_security_group_id=args.cluster_security_group_id, description="replies to cluster nodes",

@@ -85,7 +85,21 @@ class TrainingImageArgs:
     net_variant: str = "default"
     """`efa` for stacks with EFA node groups: libfabric + aws-ofi-nccl (the Dockerfile's net-efa stage)."""
     vcs_revision: str = "unknown"
+    """Label `org.opencontainers.image.revision`: the newest commit that changed the context (it feeds the tag)."""
     source_url: str = "unknown"
+    """Label `org.opencontainers.image.source`: the repository URL, without credentials (it feeds the tag)."""
+
+
+IMAGE_INPUTS_OUTSIDE_THE_TAG = {
+    "imageName": "it is the repository address plus the tag itself",
+    "registry.server": "derived from the same address as imageName (ECR: the repository URL; existing: its host), "
+                       "so it can't change while imageName stays",
+    "registry.username": "pulumi-docker diffs no registry credentials (provider/provider.go:336-338, v5.1.0); not "
+                         "ignoreChanges: that would hand Update the stale, expired ECR token",
+    "registry.password": "as registry.username",
+}
+"""The docker.Image inputs that don't feed the tag, each with why a change of it can't push over an existing tag.
+Every other input does (tests/test_image_component.py enumerates the recorded inputs against both)."""
 
 
 class TrainingImage(pulumi.ComponentResource):
@@ -127,23 +141,17 @@ class TrainingImage(pulumi.ComponentResource):
                            "password": args.existing_registry_password}
         self.repository_url = address
 
-        # The tag is the content digest of the build context: an unchanged context is the same image name,
-        # so Pulumi sees no diff and neither rebuilds nor pushes; an immutable ECR tag can never be reused
-        # for different content.
+        # Every input but the name and the registry feeds the tag (image_spec.image_inputs says why): an unchanged
+        # image keeps its name, so Pulumi neither rebuilds nor pushes; anything that would rebuild names a new tag,
+        # and an immutable ECR tag is never pushed twice.
         build_args = image_spec.build_args(vcs_revision=args.vcs_revision, source_url=args.source_url,
                                            base_image=args.base_image, net_variant=args.net_variant)
+        inputs = image_spec.image_inputs(args.context_dir, args.platform, build_args)
         tag = image_spec.tag_for(args.context_dir, build_args, args.platform)
         image = docker.Image(
             f"{name}-image",
             image_name=address.apply(lambda url: f"{url}:{tag}"),
-            build={
-                "context": str(args.context_dir),
-                "dockerfile": str(args.context_dir / "Dockerfile"),
-                "platform": args.platform,
-                "args": build_args,
-                # The Dockerfile uses BuildKit bind mounts (no wheels left in layers).
-                "builder_version": "BuilderBuildKit",
-            },
+            **inputs,
             registry=credentials,
             opts=child,
         )

@@ -6,7 +6,7 @@ from catalog import versions
 from catalog.gpu_instances import DCGM_UNSUPPORTED_MODELS, JETSON_GPU_MODELS, bottlerocket
 from catalog.node_allocatable import instance_allocatable, smallest
 from conventions.names import EFA_RESOURCE, SHARED_GPU_RESOURCE, WHOLE_GPU_RESOURCE
-from stack_config.schema import NodeFacts, StackConfig, WorkloadConfig
+from stack_config.schema import GpuNodeGroupConfig, NodeFacts, StackConfig, WorkloadConfig
 
 
 def dcgm_exporter_enabled(config: StackConfig) -> bool:
@@ -73,6 +73,38 @@ def base_image_refusal(config: StackConfig) -> str | None:
     return (f"image: refusing to build on an unpinned base: the {base.flavour} base ({base.what}) has no verified "
             f"digest in catalog/versions.py BASE_IMAGES; pin it there, or set image.baseImage to a "
             f"'repo:tag@sha256:<64 hex>' reference you verified")
+
+
+def node_update_strategy(group: GpuNodeGroupConfig) -> str:
+    """EKS's `updateStrategy` for a GPU group: `MINIMAL` (terminate first, no surge) for reserved capacity, whose
+    reservation has no room for the surge nodes a DEFAULT update launches first (EKS API NodegroupUpdateConfig:
+    "The minimal strategy ... terminates the old instances before launching the new instances"), unless the group
+    sets `updateStrategy`."""
+    if group.update_strategy is not None:
+        return group.update_strategy.upper()
+    reserved = group.capacity_reservation_id is not None or group.capacity_type == "CAPACITY_BLOCK"
+    return "MINIMAL" if reserved else "DEFAULT"
+
+
+def efa_installer_refusal(config: StackConfig) -> str | None:
+    """Why this stack must not build (its image's `efa` variant needs an EFA installer with no recorded SHA-256), or
+    None. The Dockerfile's net-efa stage fails closed too, but only at `up`'s image build, after EKS and the
+    reserved nodes exist: this says so before anything is registered."""
+    installer = versions.EFA_INSTALLER
+    if not config.image.build or image_variant(config) != "efa" or installer.sha256 is not None:
+        return None
+    groups = sorted(name for name in config.gpu_node_groups if _efa_group(config, name))
+    return (f"image.build is true and GPU group(s) {', '.join(groups)} use EFA, so the image installs "
+            f"aws-efa-installer-{installer.version}, whose SHA-256 catalog/versions.py EFA_INSTALLER does not record; "
+            f"record one published by AWS there, or set image.build: false with image.reference to an EFA image "
+            f"built elsewhere")
+
+
+def _efa_group(config: StackConfig, name: str) -> bool:
+    try:
+        return config.node_facts(name).num_efa_interfaces > 0
+    except (KeyError, IndexError):
+        return False
 
 
 def image_variant(config: StackConfig) -> str:

@@ -110,10 +110,12 @@ class ClusterConfig(_Section):
     """EKS only. CIDRs allowed to reach a public endpoint. Required when `endpointPublicAccess` is true;
     `0.0.0.0/0` and `::/0` are rejected."""
     admin_role_arns: tuple[str, ...] = ()
-    """IAM role ARNs granted cluster-admin through EKS access entries. Default none."""
+    """IAM role ARNs granted cluster-admin through EKS access entries: people, and every other role that runs the
+    program or destroys the stack (the PR preview's role, the nightly reaper's on bench stacks). Default none."""
     deployer_role_arn: str | None = None
-    """IAM role ARN that runs `pulumi up`; it gets a cluster-admin access entry, and every in-cluster
-    resource depends on that entry. Default: the caller's role, resolved at deploy time."""
+    """EKS: required. IAM role ARN that runs `pulumi up` in CI; it gets a cluster-admin access entry, and every
+    in-cluster resource depends on that entry. `preview`/`up` refuse to run as a role that is neither this one nor
+    in `adminRoleArns` (it would have no access to the cluster's API)."""
     log_retention_days: int = 90
     """Retention of the `/aws/eks/<name>/cluster` log group, a CloudWatch-allowed value. Default 90."""
     system_node_group: SystemNodeGroupConfig = SystemNodeGroupConfig()
@@ -207,6 +209,11 @@ class GpuNodeGroupConfig(_Section):
     'CapacityReservations[0].AvailabilityZone'`); instances launched elsewhere don't use it. A stack-created VPC
     gets a subnet there even beyond `network.numAvailabilityZones`. Default: all private subnets, or the first
     one for EFA / placement-group groups (which must stay in one zone)."""
+    update_strategy: Literal["default", "minimal"] | None = None
+    """How EKS replaces nodes in a version or launch-template update. `default`: new nodes first (surge), then the
+    old ones go; `minimal`: old nodes go first, no surge. Default: `minimal` for a group on a capacity reservation
+    or Capacity Block (its reservation has no room for surge nodes, so a surge update can't progress), `default`
+    otherwise. EKS API NodegroupUpdateConfig `updateStrategy` (DEFAULT, MINIMAL)."""
     mig_strategy: Literal["none", "single", "mixed"] = "none"
     """MIG strategy of the device plugin for this group. MIG and MPS exclude each other. Default `none`."""
     sharing: SharingConfig | None = None

@@ -16,6 +16,7 @@ import stack_config
 import workload_kinds
 from stages import offline
 from stack_config import ConfigError, Problem, StackConfig
+from stack_config.derived import base_image_refusal, efa_installer_refusal
 from stack_config.placeholders import find_placeholders
 from stack_config.rules import Rule
 from stack_config.source import StackSource
@@ -50,15 +51,26 @@ def load_stack_config(stack_file: Path | None = None) -> StackConfig:
     """The stack's config from the Pulumi runtime (the engine, or the offline plan's mocks), checked against the
     stack file it came from (default `stacks/Pulumi.<stack>.yaml`)."""
     config = stack_config.load(choices=CHOICES, rules=RULES, stack_file=stack_file)
-    stand_ins = list(find_placeholders(config))
-    if stand_ins and not under_mocks():
-        # The real engine (`pulumi preview` / `up`): refuse before anything is registered.
-        raise ConfigError(config.stack, [Problem(p.path, f"placeholder — {p.message}") for p in stand_ins])
-    unmirrored = offline.offline_problems(config)
-    if unmirrored and not under_mocks():
-        # An air-gapped site can't pull what its registry lacks: refuse before anything is registered.
-        raise ConfigError(config.stack, [Problem(p.path, f"offline — {p.message}") for p in unmirrored])
+    # The real engine (`pulumi preview` / `up`): refuse before anything is registered, every problem at once.
+    # Stand-in values; unpinned build inputs (which would otherwise fail only at `up`'s image build, since
+    # pulumi-docker builds on `up`, not on preview, after the cluster and its reserved nodes were created); and for
+    # an air-gapped site, images its registry lacks.
+    refusals = ([Problem(p.path, f"placeholder — {p.message}") for p in find_placeholders(config)]
+                + [Problem(p.path, f"unpinned — {p.message}") for p in unpinned_build_inputs(config)]
+                + [Problem(p.path, f"offline — {p.message}") for p in offline.offline_problems(config)])
+    if refusals and not under_mocks():
+        raise ConfigError(config.stack, refusals)
     return config
+
+
+def unpinned_build_inputs(config: StackConfig) -> list[Problem]:
+    """What the stack's image would be built from without a verified digest: its base, the EFA installer."""
+    problems = []
+    if (refusal := base_image_refusal(config)) is not None:
+        problems.append(Problem("image.baseImage", refusal))
+    if (refusal := efa_installer_refusal(config)) is not None:
+        problems.append(Problem("image.build", refusal))
+    return problems
 
 
 def under_mocks() -> bool:

@@ -41,7 +41,7 @@ def build_image(config: StackConfig, cluster: Cluster) -> TrainingImage:
     CI builds the same image for the same stack (`tools/image_supply.py`, `.github/workflows/image.yml`):
     platform, base, variant and tag come from the same functions, so both produce one content tag."""
     image, lifecycle = config.image, config.lifecycle
-    revision, source = image_spec.vcs_labels(Path.cwd())
+    revision, source = image_spec.vcs_labels(Path.cwd(), path=CONTEXT_DIR.as_posix())
     refusal = base_image_refusal(config)
     if refusal is not None:
         # A preview (and the offline plan) still shows the rest of the stack; `pulumi up` never builds on it.

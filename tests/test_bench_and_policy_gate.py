@@ -122,3 +122,26 @@ def test_plan_cli_writes_policy_facts_that_the_pack_cli_accepts(tmp_path: Path) 
                             "--facts", str(out / "prod" / "policy-facts.json")], cwd=ROOT, capture_output=True,
                            text=True, check=False)
     assert check.returncode == 0, check.stdout + check.stderr
+
+
+def test_each_bench_stack_gets_its_own_vpc_cidr_clear_of_every_other_stack(project: Path) -> None:
+    # Before: every bench stack got the template's 10.60.0.0/16, on the same Transit Gateway.
+    first = yaml.safe_load(bench_stack.create("one", 2, IMAGE, root=project, now=NOW).read_text())
+    second = yaml.safe_load(bench_stack.create("two", 2, IMAGE, root=project, now=NOW).read_text())
+    cidrs = bench_stack.stack_vpc_cidrs(project)
+    assert first["config"]["gtp:network"]["vpcCidr"] == str(cidrs["bench-one"])
+    assert cidrs["bench-one"] != cidrs["bench-two"] and bench_stack.overlapping_vpcs(cidrs) == []
+    assert cidrs["bench-two"].subnet_of(bench_stack.BENCH_VPC_POOL)
+    assert second["config"]["gtp:network"]["vpcCidr"] == str(cidrs["bench-two"])
+    # A name whose derived block is taken moves to the next free one.
+    taken = {"other": __import__("ipaddress").ip_network(bench_stack.bench_vpc_cidr("three", {}))}
+    assert bench_stack.bench_vpc_cidr("three", taken) != str(taken["other"])
+
+
+def test_overlapping_vpc_cidrs_among_the_repositorys_stacks_are_refused(project: Path) -> None:
+    dev = project / "stacks" / "Pulumi.dev.yaml"
+    dev.write_text(dev.read_text().replace("vpcCidr: 10.40.0.0/16", "vpcCidr: 10.20.0.0/16"))
+    with pytest.raises(ValueError, match=r"overlapping VPC CIDRs on one Transit Gateway: dev \(10\.20\.0\.0/16\) and "
+                                         r"prod \(10\.20\.0\.0/16\)"):
+        bench_stack.create("four", 2, IMAGE, root=project, now=NOW)
+    assert bench_stack.overlapping_vpcs(bench_stack.stack_vpc_cidrs(ROOT)) == []

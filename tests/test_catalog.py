@@ -65,3 +65,25 @@ def test_the_gpu_catalog_covers_the_current_nvidia_families() -> None:
     families = {_family_and_size(name)[0] for name in GPU_INSTANCE_TYPES}
     assert {"g4dn", "g5", "g5g", "g6", "g6e", "gr6", "p4d", "p4de", "p5", "p5e", "p5en", "p6-b200"} <= families
     assert GPU_INSTANCE_TYPES["g6e.2xlarge"].num_gpus == 1 and GPU_INSTANCE_TYPES["g6e.2xlarge"].memory_gib == 64
+
+
+def test_the_efa_installer_bundles_a_plugin_that_supports_torchs_nccl() -> None:
+    # The EFA variant loads AWS's aws-ofi-nccl into torch's NCCL: the bundled plugin's documented range must hold
+    # the NCCL torch's CUDA 13 wheels require (read from torch's own metadata, not restated here).
+    import importlib.metadata
+    import re
+
+    from catalog import versions
+
+    def parsed(version: str) -> tuple[int, ...]:
+        return tuple(int(part) for part in version.split("."))
+
+    assert importlib.metadata.version("torch") == versions.TORCH_VERSION
+    nccl = [requirement for requirement in importlib.metadata.requires("torch") or []
+            if requirement.startswith("nvidia-nccl-cu13==")]
+    assert len(nccl) == 1, nccl
+    torch_nccl = re.match(r"nvidia-nccl-cu13==([0-9.]+)", nccl[0]).group(1)
+    oldest, newest_tested = versions.EFA_INSTALLER.nccl_range
+    assert parsed(oldest) <= parsed(torch_nccl) <= parsed(newest_tested), (torch_nccl, versions.EFA_INSTALLER)
+    sha = versions.EFA_INSTALLER.sha256
+    assert sha is None or re.fullmatch(r"[0-9a-f]{64}", sha)

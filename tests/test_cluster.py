@@ -57,10 +57,12 @@ def test_control_plane_settings() -> None:
 def test_access_entries_for_deployer_and_admins() -> None:
     prod = plan_stack("prod")
     principals = {e.inputs["principalArn"] for e in prod.by_type("aws:eks/accessEntry:AccessEntry")}
-    assert principals == {"arn:aws:iam::210987654321:role/gtp-prod-deployer", "arn:aws:iam::210987654321:role/platform-admins"}
-    dev = plan_stack("dev")  # no deployerRoleArn: the caller's role, resolved through the session context
-    assert "arn:aws:iam::123456789012:role/gtp-deployer" in {
-        e.inputs["principalArn"] for e in dev.by_type("aws:eks/accessEntry:AccessEntry")}
+    assert principals == {"arn:aws:iam::210987654321:role/gtp-prod-deployer", "arn:aws:iam::210987654321:role/platform-admins",
+                          "arn:aws:iam::210987654321:role/gtp-preview"}
+    dev = plan_stack("dev")
+    assert {e.inputs["principalArn"] for e in dev.by_type("aws:eks/accessEntry:AccessEntry")} == {
+        "arn:aws:iam::123456789012:role/gtp-dev-deployer", "arn:aws:iam::123456789012:role/platform-admins",
+        "arn:aws:iam::123456789012:role/gtp-preview"}
 
 
 def test_launch_templates_are_hardened() -> None:

@@ -17,7 +17,7 @@ from tests.conftest import ROOT
 DEPLOYER: dict[str, Any] = {"access": "transit-gateway", "runnerLabels": ["self-hosted", "gtp"],
                             "transitGatewayId": "tgw-0a1b2c3d4e5f67890", "cidrs": ["10.250.0.0/24"]}
 BASE: dict[str, Any] = {
-    "cluster": {"mode": "eks", "deployer": DEPLOYER},
+    "cluster": {"mode": "eks", "deployer": DEPLOYER, "deployerRoleArn": "arn:aws:iam::000011112222:role/gtp-deployer"},
     "gpuNodeGroups": {"train": {"instanceTypes": ["g6.xlarge"], "minSize": 0, "maxSize": 2}},
     # a pod that fits a g6.xlarge (4 vCPUs, 16 GiB; the defaults 8 / 64Gi are sized for larger types)
     "workloads": {"train": {"kind": "pytorchjob", "nodeGroup": "train", "cpu": "2", "memory": "8Gi", "shmSize": "2Gi"}},
@@ -414,7 +414,7 @@ config:
   gtp:gpu:
     sharing: {mode: mpss}
 """
-    raw = {"cluster": {"mode": "eks", "deployer": DEPLOYER},
+    raw = {"cluster": {"mode": "eks", "deployer": DEPLOYER, "deployerRoleArn": BASE["cluster"]["deployerRoleArn"]},
            "workloads": {"train": {"kind": "pytorchjob", "nodeGroup": "train", "memory": "64GB"}},
            "gpuNodeGroups": {"train": {"instanceTypes": ["g6.xlarge"], "minSize": 3, "maxSize": 2}},
            "gpu": {"sharing": {"mode": "mpss"}}}

@@ -54,7 +54,7 @@ ROLE_B = "arn:aws:iam::123456789012:role/gtp-deployer"
 
 @pytest.mark.parametrize(("deployer", "admins", "expected"), [
     (ROLE_B, [ROLE_A, ROLE_B], r"cluster\.adminRoleArns\[1\]: .*already cluster\.deployerRoleArn.*second EKS access entry"),
-    (None, [ROLE_A, ROLE_A], r"cluster\.adminRoleArns\[1\]: .*listed twice \(also cluster\.adminRoleArns\[0\]\)"),
+    (ROLE_B, [ROLE_A, ROLE_A], r"cluster\.adminRoleArns\[1\]: .*listed twice \(also cluster\.adminRoleArns\[0\]\)"),
 ])
 def test_a_principal_gets_one_access_entry(tmp_path: Path, deployer, admins, expected) -> None:
     with pytest.raises(ConfigError, match=expected):
@@ -220,3 +220,58 @@ def test_every_explicit_aws_name_is_known_checked_and_unique(plans, stack):
             key = (resource.type, value)
             assert key not in seen, f"{resource.type} name {value!r} used by {seen.get(key)} and {resource.name}"
             seen[key] = resource.name
+
+
+def test_an_eks_stack_names_its_deployer_role(tmp_path: Path) -> None:
+    # Before: dev left it to "the caller", so a platform admin running `up` collided with its own admin entry
+    # (ResourceInUseException) and a human and CI replaced each other's entry.
+    with pytest.raises(ConfigError, match=r"cluster\.deployerRoleArn: is required for an EKS stack: the IAM role CI's "
+                                          r"`pulumi up` runs as"):
+        plan_modified(tmp_path, "dev", _admins(None, [ROLE_A]))
+
+
+def test_every_eks_stack_and_the_bench_template_give_ci_roles_an_access_entry() -> None:
+    import yaml
+
+    from tests.conftest import ROOT
+
+    for stack in ("dev", "prod"):
+        cluster = plan_stack(stack).config.cluster
+        assert cluster.deployer_role_arn and any(role.endswith(":role/gtp-preview") for role in cluster.admin_role_arns)
+    template = yaml.safe_load((ROOT / "stacks" / "templates" / "bench.yaml").read_text())["config"]["gtp:cluster"]
+    assert template["deployerRoleArn"].endswith(":role/gtp-bench-deployer")
+    assert any(role.endswith(":role/gtp-reaper") for role in template["adminRoleArns"])
+
+
+def test_a_caller_without_an_access_entry_is_refused_before_any_cloud_resource(monkeypatch) -> None:
+    # Before: `up` as such a role created the cluster, then got 401 on every in-cluster resource.
+    import stages.cluster
+
+    intruder = "arn:aws:iam::123456789012:role/someone-else"
+    monkeypatch.setattr(stages.cluster, "under_mocks", lambda: False)
+    monkeypatch.setattr(stages.cluster, "caller_role", lambda provider: intruder)
+    partial = gtp_plan.Plan(project="gtp", stack="dev")
+    with pytest.raises(ConfigError, match=r"cluster\.adminRoleArns: the program runs as 'arn:aws:iam::123456789012:"
+                                          r"role/someone-else', which is neither cluster\.deployerRoleArn \('arn:aws:"
+                                          r"iam::123456789012:role/gtp-dev-deployer'\) nor listed here"):
+        gtp_plan.run("dev", into=partial)
+    assert {r.type for r in partial.resources} <= {"pulumi:providers:aws", "gtp:cloud:AwsProvider"}
+    for allowed in ("arn:aws:iam::123456789012:role/gtp-dev-deployer", "arn:aws:iam::123456789012:role/gtp-preview"):
+        monkeypatch.setattr(stages.cluster, "caller_role", lambda provider, allowed=allowed: allowed)
+        assert gtp_plan.run("dev").by_type("aws:eks/cluster:Cluster")
+
+
+def test_a_reserved_group_updates_without_surge_and_others_may_choose(tmp_path: Path) -> None:
+    # Before: every group surged (new nodes first), which a full reservation can't host, so its rolling update
+    # could not progress.
+    groups = {g.name: g.inputs["updateConfig"] for g in plan_stack("prod").by_type("aws:eks/nodeGroup:NodeGroup")
+              if g.name in ("h100-nodes", "a100-nodes")}
+    assert groups == {"h100-nodes": {"maxUnavailable": 1, "updateStrategy": "MINIMAL"},
+                      "a100-nodes": {"maxUnavailable": 1, "updateStrategy": "DEFAULT"}}
+
+    def minimal(config: dict[str, Any]) -> None:
+        config["gtp:gpuNodeGroups"]["g6"]["updateStrategy"] = "minimal"
+
+    (dev_group,) = [g for g in plan_modified(tmp_path, "dev", minimal).by_type("aws:eks/nodeGroup:NodeGroup")
+                    if g.name == "g6-nodes"]
+    assert dev_group.inputs["updateConfig"]["updateStrategy"] == "MINIMAL"

@@ -19,9 +19,11 @@ def test_the_committed_stacks_and_the_bench_template_name_their_runners(capsys: 
     assert json.loads(lines["prod"]) == ["self-hosted", "gtp-prod-example"]
     assert json.loads(lines["bench"]) == ["self-hosted", "gtp-bench-example"]
     assert json.loads(lines["matrix"]) == {"include": [
-        {"stack": "dev", "runs-on": ["self-hosted", "gtp-dev-example"]},
-        {"stack": "prod", "runs-on": ["self-hosted", "gtp-prod-example"]},
-        {"stack": "bench", "runs-on": ["self-hosted", "gtp-bench-example"]}]}
+        {"stack": "dev", "runs-on": ["self-hosted", "gtp-dev-example"], "region": "us-west-2"},
+        {"stack": "prod", "runs-on": ["self-hosted", "gtp-prod-example"], "region": "us-east-1"},
+        {"stack": "bench", "runs-on": ["self-hosted", "gtp-bench-example"], "region": "us-west-2"}]}
+    # Each stack's own region: dev and prod live in different ones (one repository AWS_REGION served both).
+    assert (lines["dev_region"], lines["prod_region"], lines["bench_region"]) == ("us-west-2", "us-east-1", "us-west-2")
 
 
 def test_deploying_jobs_refuse_placeholder_labels_instead_of_queueing(capsys: pytest.CaptureFixture[str]) -> None:

@@ -5,9 +5,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from components.training_image import lifecycle_policy, registry_server
+from components.training_image import IMAGE_INPUTS_OUTSIDE_THE_TAG, lifecycle_policy, registry_server
 from catalog import versions
 from components import image_spec
+from tools import plan as gtp_plan
 from tools.plan import COMPUTED
 from tests.conftest import ROOT, plan_modified, plan_stack
 
@@ -55,12 +56,51 @@ def test_image_build_inputs_come_from_stack_config() -> None:
         assert build["context"] == "images/trainer" and build["platform"] == platform
         assert build["args"]["BASE_IMAGE"] == base
         assert build["args"]["TRAINER_VERSION"] == versions.TRAINER_VERSION
-        tag = image_spec.image_tag(ROOT / "images" / "trainer", image_spec.content_build_args(base))
+        recorded = {key: value for key, value in image.inputs.items() if key not in ("imageName", "registry")}
+        tag = image_spec.image_tag(ROOT / "images" / "trainer", recorded)
         assert image.inputs["imageName"].endswith(":" + tag) or image.inputs["imageName"] == COMPUTED
         registry = image.inputs["registry"]  # credentials (ECR token / edge password) never show in the plan
         assert registry == "[secret]" or registry["password"] == "[secret]", registry
     edge = plan_stack("edge").one("docker:index/image:Image")
     assert edge.inputs["imageName"].startswith("registry.edge-site.internal:5000/gtp/trainer:ctx-")
+
+
+def _leaf_paths(node, path=""):
+    if isinstance(node, dict):
+        for key, value in node.items():
+            yield from _leaf_paths(value, f"{path}.{key}" if path else key)
+    else:
+        yield path
+
+
+def test_every_docker_image_input_feeds_the_tag_or_is_listed_with_why() -> None:
+    # pulumi-docker v5.1.0 provider/provider.go Diff/diffUpdates: any changed input is an update, and Update pushes
+    # to the same imageName. Every recorded input must change the tag, or be listed with why it can't collide.
+    image = plan_stack("edge").one("docker:index/image:Image")
+    assert image.options["ignoreChanges"] == []
+    outside = set(IMAGE_INPUTS_OUTSIDE_THE_TAG)
+    fed = {key: value for key, value in image.inputs.items() if key not in ("imageName", "registry")}
+    # The registry object carries a secret, so the plan records it whole as "[secret]": its keys are the listed ones.
+    assert image.inputs["registry"] == "[secret]"
+    leaves = set(_leaf_paths(image.inputs)) - {"registry"} | {"registry.server", "registry.username",
+                                                               "registry.password"}
+    assert "build.args.VCS_REVISION" in leaves and "build.args.SOURCE_URL" in leaves
+    assert leaves - set(_leaf_paths(fed)) == outside
+    # The tag is computed from exactly the recorded inputs (image_tag hashes each; tests/image proves each one bites).
+    assert image.inputs["imageName"].endswith(":" + image_spec.image_tag(ROOT / "images" / "trainer", fed))
+
+
+def test_a_new_revision_label_names_a_new_tag(monkeypatch) -> None:
+    # Before: VCS_REVISION/SOURCE_URL changed the build args but not the tag, so the next commit's `up` rebuilt and
+    # pushed over the existing immutable tag.
+    names = {}
+    for revision in ("1111111", "2222222"):
+        monkeypatch.setattr(image_spec, "vcs_labels",
+                            lambda root, environ=None, path=None, revision=revision: (revision, "https://x.invalid/r"))
+        image = gtp_plan.run("edge").one("docker:index/image:Image")
+        assert image.inputs["build"]["args"]["VCS_REVISION"] == revision
+        names[revision] = image.inputs["imageName"]
+    assert names["1111111"] != names["2222222"]
 
 
 def test_workloads_reference_the_image_only_by_its_pushed_digest() -> None:

@@ -277,13 +277,18 @@ def test_the_real_engine_refuses_an_unmirrored_offline_stack(monkeypatch: pytest
     with pytest.raises(ConfigError) as caught:
         gtp_plan.run("edge", into=partial)
     assert partial.resources == []
-    assert [p.path for p in caught.value.problems] == ["image.offline.lockFile", "image.offline.lockFile"]
-    assert all(p.message.startswith("offline — ") for p in caught.value.problems)
+    # With every other refusal of the stack at once (edge's Jetson base has no verified digest).
+    assert [p.path for p in caught.value.problems] == ["image.baseImage", "image.offline.lockFile",
+                                                       "image.offline.lockFile"]
+    assert caught.value.problems[0].message.startswith("unpinned — ")
+    assert all(p.message.startswith("offline — ") for p in caught.value.problems[1:])
 
 
 def test_the_real_engine_accepts_a_fully_mirrored_stack(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     lock = write_lock(tmp_path / "edge.lock.json", EDGE_IMAGES)
     monkeypatch.setattr(stages.config, "under_mocks", lambda: False)
+    # Only the mirror is under test: edge's unpinned Jetson base is a refusal of its own (tests/image).
+    monkeypatch.setattr(stages.config, "unpinned_build_inputs", lambda config: [])
     plan = plan_modified(tmp_path, "edge", with_lock(lock))  # load_stack_config did not refuse
     assert plan.resources and offline_problems(plan.config) == []
 

@@ -19,10 +19,11 @@ from tools import plan as gtp_plan
 def test_the_committed_stacks_list_their_placeholders_by_key_path() -> None:
     paths = {s: [p.path for p in find_placeholders(plan_stack(s).config)] for s in ("dev", "prod")}
     assert paths["dev"] == ["cluster.publicAccessCidrs[0]", "cluster.deployer.runnerLabels[1]",
-                            "cluster.deployer.cidrs[0]", "cluster.adminRoleArns[0]"]
+                            "cluster.deployer.cidrs[0]", "cluster.deployerRoleArn", "cluster.adminRoleArns[0]",
+                            "cluster.adminRoleArns[1]"]
     assert paths["prod"] == ["cluster.deployer.runnerLabels[1]", "cluster.deployer.cidrs[0]",
                              "cluster.deployer.transitGatewayId", "cluster.deployerRoleArn", "cluster.adminRoleArns[0]",
-                             "gpuNodeGroups.h100.capacityReservationId"]
+                             "cluster.adminRoleArns[1]", "gpuNodeGroups.h100.capacityReservationId"]
 
 
 def test_the_offline_plan_warns_and_still_plans(tmp_path: Path) -> None:
@@ -43,8 +44,10 @@ def test_the_real_engine_refuses_before_registering_anything(monkeypatch: pytest
     assert partial.resources == []
     assert [p.path for p in caught.value.problems] == [
         "cluster.deployer.runnerLabels[1]", "cluster.deployer.cidrs[0]", "cluster.deployer.transitGatewayId",
-        "cluster.deployerRoleArn", "cluster.adminRoleArns[0]", "gpuNodeGroups.h100.capacityReservationId"]
-    assert all(p.message.startswith("placeholder — ") for p in caught.value.problems)
+        "cluster.deployerRoleArn", "cluster.adminRoleArns[0]", "cluster.adminRoleArns[1]",
+        "gpuNodeGroups.h100.capacityReservationId", "image.build"]
+    assert all(p.message.startswith("placeholder — ") for p in caught.value.problems[:-1])
+    assert caught.value.problems[-1].message.startswith("unpinned — ")
 
 
 def test_the_offline_plan_knows_it_runs_under_mocks() -> None:
@@ -66,6 +69,7 @@ def test_real_values_are_not_placeholders(tmp_path: Path) -> None:
     def real(config: dict[str, Any]) -> None:
         config["gtp:cluster"]["publicAccessCidrs"] = ["198.18.0.0/24"]
         config["gtp:cluster"]["adminRoleArns"] = ["arn:aws:iam::987654321098:role/platform-admins"]
+        config["gtp:cluster"]["deployerRoleArn"] = "arn:aws:iam::987654321098:role/gtp-dev-deployer"
         config["gtp:cluster"]["deployer"] = {"access": "public-endpoint", "runnerLabels": ["self-hosted", "gtp-dev"],
                                              "cidrs": ["198.18.0.7/32"]}
 
@@ -85,7 +89,8 @@ def test_deployer_placeholders(field: str, value: Any, placeholder: bool) -> Non
     from stages.config import parse_stack_config
     deployer = {"access": "transit-gateway", "runnerLabels": ["self-hosted", "gtp"], "transitGatewayId":
                 "tgw-0a1b2c3d4e5f67890", "cidrs": ["10.250.0.0/24"], field: value}
-    config = parse_stack_config({"cluster": {"mode": "eks", "deployer": deployer},
+    config = parse_stack_config({"cluster": {"mode": "eks", "deployer": deployer,
+                                             "deployerRoleArn": "arn:aws:iam::987654321098:role/gtp-deployer"},
                                  "gpuNodeGroups": {"g": {"instanceTypes": ["g6.xlarge"]}},
                                  "workloads": {}}, stack="t")
     paths = [p.path for p in find_placeholders(config)]

@@ -9,10 +9,14 @@ and the creation time recorded as stack config (and so as tags on every taggable
 from __future__ import annotations
 
 import argparse
+import hashlib
+import ipaddress
 import re
 import sys
 from datetime import datetime, timezone
 from pathlib import Path
+
+import yaml
 
 from stack_config import ConfigError
 from stages.config import parse_stack_config
@@ -22,8 +26,44 @@ TEMPLATE = Path("stacks") / "templates" / "bench.yaml"
 """Relative to the project root."""
 
 
-def render(template: str, ttl_hours: float, image_ref: str, created_at: datetime) -> str:
+BENCH_VPC_POOL = ipaddress.ip_network("10.64.0.0/10")
+"""Bench stacks' VPCs: one /16 each from here (10.64-10.127), clear of dev's and prod's. Every bench VPC attaches to
+the same Transit Gateway as the runners' network: two with one CIDR would make their routes ambiguous."""
+
+
+def stack_vpc_cidrs(root: Path = ROOT) -> dict[str, ipaddress.IPv4Network]:
+    """`network.vpcCidr` of every stack file in the repository (stacks that adopt a VPC have none)."""
+    cidrs = {}
+    for path in sorted((root / "stacks").glob("Pulumi.*.yaml")):
+        config = (yaml.safe_load(path.read_text()) or {}).get("config") or {}
+        cidr = (config.get("gtp:network") or {}).get("vpcCidr")
+        if isinstance(cidr, str) and not (config.get("gtp:network") or {}).get("existingVpcId"):
+            cidrs[path.name.removeprefix("Pulumi.").removesuffix(".yaml")] = ipaddress.ip_network(cidr)
+    return cidrs
+
+
+def overlapping_vpcs(cidrs: dict[str, ipaddress.IPv4Network]) -> list[str]:
+    """Each pair of stacks whose VPC CIDRs overlap, as `a (cidr) and b (cidr)`."""
+    names = sorted(cidrs)
+    return [f"{a} ({cidrs[a]}) and {b} ({cidrs[b]})" for i, a in enumerate(names) for b in names[i + 1:]
+            if cidrs[a].overlaps(cidrs[b])]
+
+
+def bench_vpc_cidr(name: str, taken: dict[str, ipaddress.IPv4Network]) -> str:
+    """A /16 of `BENCH_VPC_POOL` for stack `bench-<name>`: derived from the name (stable), the next free one when
+    another stack holds it."""
+    blocks = list(BENCH_VPC_POOL.subnets(new_prefix=16))
+    start = int.from_bytes(hashlib.sha256(name.encode()).digest()[:4], "big") % len(blocks)
+    for offset in range(len(blocks)):
+        block = blocks[(start + offset) % len(blocks)]
+        if not any(block.overlaps(cidr) for cidr in taken.values()):
+            return str(block)
+    raise ValueError(f"no free /16 left in {BENCH_VPC_POOL} for bench-{name}: destroy old bench stacks first")
+
+
+def render(template: str, ttl_hours: float, image_ref: str, created_at: datetime, vpc_cidr: str) -> str:
     text = template.replace('"@TTL_HOURS@"', f"{ttl_hours:g}").replace("@IMAGE@", image_ref)
+    text = text.replace("@VPC_CIDR@", vpc_cidr)
     return text.replace("@CREATED_AT@", created_at.strftime("%Y-%m-%dT%H:%M:%SZ"))
 
 
@@ -35,7 +75,13 @@ def create(name: str, ttl_hours: float, image_ref: str, *, root: Path = ROOT, no
     if path.exists():
         raise ValueError(f"{path} exists; destroy that stack first or pick another name")
     created_at = (now or datetime.now(timezone.utc)).replace(microsecond=0)
-    path.write_text(render((root / TEMPLATE).read_text(), ttl_hours, image_ref, created_at))
+    taken = stack_vpc_cidrs(root)
+    clashes = overlapping_vpcs(taken)
+    if clashes:
+        raise ValueError(f"stacks in this repository have overlapping VPC CIDRs on one Transit Gateway: "
+                         f"{'; '.join(clashes)}; give each its own network.vpcCidr")
+    path.write_text(render((root / TEMPLATE).read_text(), ttl_hours, image_ref, created_at,
+                           bench_vpc_cidr(name, taken)))
     try:
         project, config, secrets = stack_config(root, f"bench-{name}")
         raw = {key.split(":", 1)[1]: value for key, value in config.items() if key.startswith(f"{project}:")}

@@ -1,8 +1,10 @@
 """The GitHub Actions runner of each stack, from its declared deployer (`cluster.deployer.runnerLabels`).
 
 ``python -m tools.deployer dev prod`` prints, for `$GITHUB_OUTPUT`, one ``<stack>=<JSON labels>`` line per stack
-and ``matrix=<JSON>`` (``{"include": [{"stack": ..., "runs-on": [...]}, ...]}``), so a workflow's jobs run where
-the stack's Kubernetes API can be reached: ``runs-on: ${{ fromJSON(needs.runners.outputs.dev) }}``.
+and ``matrix=<JSON>`` (``{"include": [{"stack": ..., "runs-on": [...], "region": ...}, ...]}``), so a workflow's
+jobs run where the stack's Kubernetes API can be reached: ``runs-on: ${{ fromJSON(needs.runners.outputs.dev) }}``.
+``<stack>_region=<region>`` lines carry the stack's `region`: the AWS credentials of a job are for its stack's
+region, not one repository-wide `AWS_REGION` (dev and prod live in different regions).
 ``--template bench`` reads `stacks/templates/bench.yaml` instead (the reaper runs where bench stacks are deployed).
 
 Each stack file is parsed and validated exactly as the program does (a deployer that can't reach the API is
@@ -31,14 +33,28 @@ class DeployerError(Exception):
     """A stack whose runner can't be named; the message says which key to fix."""
 
 
-def stack_labels(stack: str, root: Path = ROOT) -> list[str]:
+def stack_runner(stack: str, root: Path = ROOT) -> tuple[list[str], str]:
+    """The stack's runner labels and its region."""
     project, config, secrets = stack_config(root, stack)
     raw = {key.split(":", 1)[1]: value for key, value in config.items() if key.startswith(f"{project}:")}
     parsed = parse_stack_config(raw, project=project, stack=stack, secret_keys=[s.split(":", 1)[1] for s in secrets])
     deployer = parsed.cluster.deployer
     if deployer is None or not deployer.runner_labels:
         raise DeployerError(f"{stack}: cluster.deployer.runnerLabels is not set: CI has no runner to run it on")
-    return list(deployer.runner_labels)
+    return list(deployer.runner_labels), parsed.region
+
+
+def stack_labels(stack: str, root: Path = ROOT) -> list[str]:
+    return stack_runner(stack, root)[0]
+
+
+def template_region(name: str, root: Path = ROOT) -> str:
+    """The template's `gtp:region` as written (every stack made from it deploys there)."""
+    path = root / TEMPLATES / f"{name}.yaml"
+    region = (yaml.safe_load(path.read_text()).get("config") or {}).get("gtp:region")
+    if not isinstance(region, str):
+        raise DeployerError(f"{path.relative_to(root)}: gtp:region is not set")
+    return region
 
 
 def template_labels(name: str, root: Path = ROOT) -> list[str]:
@@ -55,10 +71,12 @@ def template_labels(name: str, root: Path = ROOT) -> list[str]:
     return labels
 
 
-def outputs(labels: dict[str, list[str]]) -> list[str]:
-    """`$GITHUB_OUTPUT` lines: one per stack, and the matrix of all of them."""
+def outputs(labels: dict[str, list[str]], regions: dict[str, str]) -> list[str]:
+    """`$GITHUB_OUTPUT` lines: labels and region per stack, and the matrix of all of them."""
     lines = [f"{name}={json.dumps(value)}" for name, value in labels.items()]
-    matrix = {"include": [{"stack": name, "runs-on": value} for name, value in labels.items()]}
+    lines += [f"{name}_region={regions[name]}" for name in labels]
+    matrix = {"include": [{"stack": name, "runs-on": value, "region": regions[name]}
+                          for name, value in labels.items()]}
     return [*lines, f"matrix={json.dumps(matrix)}"]
 
 
@@ -72,11 +90,12 @@ def main(argv: list[str] | None = None) -> int:
     if not args.stacks and not args.template:
         parser.error("name at least one stack or --template")
     labels: dict[str, list[str]] = {}
+    regions: dict[str, str] = {}
     try:
         for stack in args.stacks:
-            labels[stack] = stack_labels(stack, ROOT)
+            labels[stack], regions[stack] = stack_runner(stack, ROOT)
         for template in args.template:
-            labels[template] = template_labels(template, ROOT)
+            labels[template], regions[template] = template_labels(template, ROOT), template_region(template, ROOT)
     except (ConfigError, DeployerError, FileNotFoundError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
@@ -87,7 +106,7 @@ def main(argv: list[str] | None = None) -> int:
             print("error: placeholder runner label(s) — register a runner that can reach the stack's API and put its "
                   f"label in cluster.deployer.runnerLabels: {', '.join(stand_ins)}", file=sys.stderr)
             return 2
-    print("\n".join(outputs(labels)))
+    print("\n".join(outputs(labels, regions)))
     return 0
 
 

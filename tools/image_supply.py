@@ -62,15 +62,16 @@ def settings(config: StackConfig, root: Path = ROOT, environ: Mapping[str, str] 
     from stages.image import build_base_image
 
     base, variant = build_base_image(config), image_variant(config)
-    tag = image_spec.image_tag(root / CONTEXT, image_spec.content_build_args(base, variant))
-    revision, source = image_spec.vcs_labels(root, environ)
+    revision, source = image_spec.vcs_labels(root, environ, path=CONTEXT.as_posix())
+    args = image_spec.build_args(vcs_revision=revision, source_url=source, base_image=base, net_variant=variant)
+    # The stack's own inputs, with the context relative to the root as the stack passes it: the same tag.
+    tag = image_spec.image_tag(root / CONTEXT, image_spec.image_inputs(CONTEXT, config.image.platform, args))
     return {
         "stack": config.stack,
         "platform": config.image.platform,
         "tag": tag,
         "attestedTag": tag + ATTESTED_SUFFIX,
-        "buildArgs": image_spec.build_args(vcs_revision=revision, source_url=source, base_image=base,
-                                           net_variant=variant),
+        "buildArgs": args,
         "repository": config.repository_name,
         "region": config.region,
         "context": str(CONTEXT),

@@ -301,6 +301,31 @@ def _tagged_via_tagging_api(
 TAGGING_API_TYPES = ("logs:log-group", "ecr:repository", "s3")
 
 
+def _still_exists(session: "boto3.Session", orphan: Orphan) -> bool:
+    """Whether a tagging-API hit still exists, asked of its own service. The Resource Groups Tagging API is eventually
+    consistent and goes on listing resources after their deletion (re:Post, "Only get existing resources with
+    ResourceGroupTaggingAPI get-resources": get-resources "return deleted cluster resources as well"), which would
+    fail a clean destroy with orphans that no longer exist."""
+    from botocore.exceptions import ClientError
+
+    try:
+        if orphan.kind == "s3:bucket":
+            session.client("s3").head_bucket(Bucket=orphan.id.rsplit(":", 1)[-1])
+        elif orphan.kind == "logs:log-group":
+            name = orphan.id.split(":log-group:", 1)[1].removesuffix(":*")
+            groups = session.client("logs").describe_log_groups(logGroupNamePrefix=name).get("logGroups", [])
+            return any(group["logGroupName"] == name for group in groups)
+        elif orphan.kind == "ecr:repository":
+            session.client("ecr").describe_repositories(repositoryNames=[orphan.id.rsplit("/", 1)[-1]])
+    except ClientError as error:
+        if error.response.get("Error", {}).get("Code") in ("404", "NoSuchBucket", "NotFound",
+                                                            "RepositoryNotFoundException",
+                                                            "ResourceNotFoundException"):
+            return False
+        raise
+    return True
+
+
 def audit(session: "boto3.Session", stack: str, *, cluster_name: str | None = None) -> list[Orphan]:
     """Every resource in the session's region that still belongs to ``stack``. Raises on AWS errors.
 
@@ -327,7 +352,8 @@ def audit(session: "boto3.Session", stack: str, *, cluster_name: str | None = No
     repositories = _ecr_repositories(session.client("ecr"), stack, cluster, region)
     orphans += repositories
     seen = {orphan.id for orphan in repositories}
-    orphans += [orphan for orphan in tagged if control_plane_arn_part not in orphan.id and orphan.id not in seen]
+    orphans += [orphan for orphan in tagged if control_plane_arn_part not in orphan.id and orphan.id not in seen
+                and _still_exists(session, orphan)]
     return sorted(set(orphans), key=lambda o: (o.kind, o.id))
 
 

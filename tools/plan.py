@@ -123,7 +123,10 @@ def _make_monitor(region: str, plan: Plan, known_outputs: bool = False):
                 # type of every input computed from another resource (a preview leaves those unknown).
                 outputs = {key: f"fake-{key}-{args.name}" for key in FAKE_ATTRIBUTES}
                 outputs.update(FAKE_OUTPUTS.get(args.typ, {}))
-                outputs.update(args.inputs)
+                for key, value in args.inputs.items():
+                    # An object input keeps the provider's computed fields beside it (vpcConfig's cluster group).
+                    fake = outputs.get(key)
+                    outputs[key] = {**fake, **value} if isinstance(fake, dict) and isinstance(value, dict) else value
                 return f"{args.name}-id", outputs
             # Echo inputs as outputs and leave the id empty: in preview mode both mean "only the inputs are
             # known", which is exactly what `pulumi preview` shows for a resource to be created.
@@ -310,6 +313,14 @@ def warn_placeholders(plan: Plan) -> None:
     if stand_ins:
         print(f"warning: stack '{plan.stack}' has {len(stand_ins)} placeholder(s): `pulumi up` refuses to run until "
               "they are replaced", file=sys.stderr)
+    from stages.config import unpinned_build_inputs
+
+    unpinned = unpinned_build_inputs(plan.config) if plan.config is not None else []
+    for problem in unpinned:
+        print(f"warning: unpinned {problem}", file=sys.stderr)
+    if unpinned:
+        print(f"warning: stack '{plan.stack}' builds from {len(unpinned)} unpinned input(s): `pulumi preview` and "
+              "`up` refuse to run until they are pinned", file=sys.stderr)
     from stages.offline import offline_problems
 
     unmirrored = offline_problems(plan.config) if plan.config is not None else []

@@ -5,6 +5,9 @@
 Rules (:func:`decide`, pure; each stack gets exactly one decision):
 
 - a production stack (``prod``, ``production``, ``prod-*``) → ``keep``, whatever its config says;
+- a ``bench-*`` stack whose ``gtp:lifecycle`` can't be read (its file isn't on main, the backend's config has
+  none) → its TTL tags in the state (``gtp:lifecycle``/``gtp:expires-at`` on its AWS resources), else ``problem``:
+  never kept forever in silence;
 - no ``gtp:lifecycle`` or ``ephemeral: false``  → ``keep``: persistent stacks are never touched;
 - ephemeral but not named ``bench-*``           → ``keep``: both marks are required, so one mistyped flag on
   another stack cannot get it destroyed;
@@ -99,6 +102,12 @@ def decide_one(state: StackState, now: datetime) -> Decision:
     lifecycle = state.lifecycle
     if is_production(state.name):
         return Decision(state.name, "keep", "production stack, never reaped")
+    if lifecycle is None and state.name.startswith(REAPABLE_PREFIX):
+        # A bench stack is ephemeral by construction (tools.bench_stack): no readable lifecycle is a fault (its
+        # file never reached main, or the backend lost its config), not a persistent stack.
+        return Decision(state.name, "problem",
+                        f"a {REAPABLE_PREFIX}* stack with no readable {LIFECYCLE_KEY} (no stack file here, none in the "
+                        f"backend's config, no {TTL_TAG} tag in its state); decide by hand, or restore its stack file")
     if lifecycle is None:
         return Decision(state.name, "keep", f"no {LIFECYCLE_KEY} config: persistent, never reaped")
     if not lifecycle.get("ephemeral", False):
@@ -112,6 +121,12 @@ def decide_one(state: StackState, now: datetime) -> Decision:
             state.name, "problem",
             f"ephemeral but protect: true; set {LIFECYCLE_KEY}.protect to false so it can be destroyed",
         )
+    if lifecycle.get("expiresAt") is not None:  # from the state's TTL tags
+        try:
+            expires_at = parse_timestamp(str(lifecycle["expiresAt"]))
+        except ValueError as exc:
+            return Decision(state.name, "problem", f"invalid {TTL_TAG} tag in its state: {exc}")
+        return _expiry(state, now, expires_at, " (from its state's TTL tags)")
     ttl_hours = lifecycle.get("ttlHours")
     created_at = lifecycle.get("createdAt")
     missing = [key for key, value in (("ttlHours", ttl_hours), ("createdAt", created_at)) if value is None]
@@ -127,14 +142,18 @@ def decide_one(state: StackState, now: datetime) -> Decision:
         expires_at = parse_timestamp(str(created_at)) + timedelta(hours=float(ttl_hours))
     except ValueError as exc:
         return Decision(state.name, "problem", f"invalid {LIFECYCLE_KEY}: {exc}")
+    return _expiry(state, now, expires_at)
+
+
+def _expiry(state: StackState, now: datetime, expires_at: datetime, source: str = "") -> Decision:
     if now < expires_at:
         remaining_hours = (expires_at - now).total_seconds() / 3600
         return Decision(
-            state.name, "keep", f"expires at {_format_time(expires_at)} (in {remaining_hours:.1f} h)"
+            state.name, "keep", f"expires at {_format_time(expires_at)} (in {remaining_hours:.1f} h){source}"
         )
     if state.resource_count == 0:
         return Decision(state.name, "keep", f"expired at {_format_time(expires_at)}, already has no resources")
-    return Decision(state.name, "destroy", f"expired at {_format_time(expires_at)}")
+    return Decision(state.name, "destroy", f"expired at {_format_time(expires_at)}{source}")
 
 
 def decide(states: Iterable[StackState], now: datetime) -> list[Decision]:
@@ -208,8 +227,23 @@ def lifecycle_from_config(config: Mapping[str, Any]) -> Mapping[str, Any] | None
     return value
 
 
+TTL_TAG = "gtp:expires-at"
+"""The tag every AWS resource of an ephemeral stack carries (StackConfig.resource_tags), read back from its state."""
+
+
+def lifecycle_from_state(resources: Iterable[Mapping[str, Any]]) -> Mapping[str, Any] | None:
+    """An ephemeral lifecycle (`ephemeral`, `expiresAt`) from the TTL tags in a stack's exported state, or None."""
+    for resource in resources:
+        for section in ("outputs", "inputs"):
+            tags = (resource.get(section) or {}).get("tags")
+            if isinstance(tags, Mapping) and tags.get("gtp:lifecycle") == "ephemeral" and tags.get(TTL_TAG):
+                return {"ephemeral": True, "protect": False, "expiresAt": tags[TTL_TAG]}
+    return None
+
+
 def read_stack_states(workspace: Workspace, log: Callable[[str], None] = print,
-                      protected: Callable[[str], bool] | None = None) -> list[StackState]:
+                      protected: Callable[[str], bool] | None = None,
+                      state_lifecycle: Callable[[str], Mapping[str, Any] | None] | None = None) -> list[StackState]:
     """Every stack of the project with its lifecycle.
 
     A stack created elsewhere (a bench run in CI) may have no ``stacks/Pulumi.<stack>.yaml`` here; then its config is
@@ -226,6 +260,10 @@ def read_stack_states(workspace: Workspace, log: Callable[[str], None] = print,
                 workspace.refresh_config(name)
                 config = workspace.get_all_config(name)
             lifecycle = lifecycle_from_config(config)
+            if lifecycle is None and name.startswith(REAPABLE_PREFIX) and state_lifecycle is not None:
+                lifecycle = state_lifecycle(name)
+                if lifecycle is not None:
+                    log(f"{name}: no {LIFECYCLE_KEY} config; using the TTL tags in its state")
             region_entry = config.get(REGION_KEY)
             region = getattr(region_entry, "value", region_entry)
         except Exception as exc:  # noqa: BLE001 - reported per stack, the others go on
@@ -276,9 +314,15 @@ class CliWorkspace:
     def refresh_config(self, stack_name: str) -> None:
         self._run("config", "refresh", "--force", "--stack", stack_name)
 
-    def protected(self, stack_name: str) -> bool:
+    def _resources(self, stack_name: str) -> list[dict[str, Any]]:
         exported = json.loads(self._run("stack", "export", "--stack", stack_name) or "{}")
-        return any(r.get("protect") for r in (exported.get("deployment") or {}).get("resources") or [])
+        return (exported.get("deployment") or {}).get("resources") or []
+
+    def protected(self, stack_name: str) -> bool:
+        return any(r.get("protect") for r in self._resources(stack_name))
+
+    def state_lifecycle(self, stack_name: str) -> Mapping[str, Any] | None:
+        return lifecycle_from_state(self._resources(stack_name))
 
 
 def open_workspace(work_dir: str, backend_url: str | None) -> CliWorkspace:
@@ -304,7 +348,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error(f"--now: {exc}")
     try:
         workspace = open_workspace(args.cwd, args.backend_url)
-        states = read_stack_states(workspace, protected=workspace.protected)
+        states = read_stack_states(workspace, protected=workspace.protected,
+                                   state_lifecycle=workspace.state_lifecycle)
     except Exception as exc:  # noqa: BLE001 - no CLI, not logged in, no Pulumi.yaml: say so and stop
         print(f"error: cannot list the project's stacks ({type(exc).__name__}: {exc}); the reaper needs the "
               "pulumi CLI on PATH, logged in to the backend (--backend-url), run from the project directory",

@@ -32,9 +32,9 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+import pulumi
 import yaml
 
-from stack_config import ConfigError
 from stack_config.derived import kueue_enabled
 from tools.plan import ROOT, plan_one, run
 
@@ -71,7 +71,11 @@ def render(stack: str, entry: dict[str, Any], *, trainer_image: str | None = Non
     if workload.get("image") is None and not trainer_image:
         raise SubmitError("the job runs our trainer: pass --trainer-image <repo>@sha256:<digest> (the stack's "
                           "image: `pulumi stack output imageRef`)")
-    before = run(stack, known_outputs=True)
+    if trainer_image:
+        # Substituted before planning, so the image goes through every check a stack's own image does (by digest,
+        # signed where the policy pack requires it): the stack runs it instead of building one.
+        config["gtp:image"] = {**(config.get("gtp:image") or {}), "build": False, "reference": trainer_image}
+    before = _run(stack, document, "as it stands")
     if not kueue_enabled(before.config):
         raise SubmitError(f"stack {stack!r} runs no Kueue, so nothing admits a job it doesn't declare (its quota is "
                           "sized for its own workloads): add the job to the stack's workloads instead")
@@ -79,10 +83,7 @@ def render(stack: str, entry: dict[str, Any], *, trainer_image: str | None = Non
     with tempfile.TemporaryDirectory() as scratch:
         variant = Path(scratch) / f"Pulumi.{stack}.yaml"
         variant.write_text(yaml.safe_dump(document, sort_keys=False))
-        try:
-            after = run(stack, stack_file=variant, known_outputs=True)
-        except ConfigError as error:
-            raise SubmitError(str(error)) from None
+        after = _run(stack, document, f"with workload {name!r}", variant)
         # The whole plan of the stack with the job in it: validators, policy pack and the cluster simulation
         # (admitted, scheduled, queued within the quota, volumes writable), exactly as `make plan` checks it.
         if plan_one(stack, stack_file=variant, out=Path(scratch) / "plan", quiet=True) != 0:
@@ -92,18 +93,19 @@ def render(stack: str, entry: dict[str, Any], *, trainer_image: str | None = Non
     added = [obj for obj in after.kubernetes_objects() if _object_key(obj) not in old]
     if not added:
         raise SubmitError(f"workload {name!r} adds no Kubernetes object to stack {stack!r}")
-    text = yaml.safe_dump_all(added, sort_keys=False, default_flow_style=False, width=120)
-    if trainer_image:
-        text = text.replace(_stack_image(after), trainer_image)
-    return text
+    return yaml.safe_dump_all(added, sort_keys=False, default_flow_style=False, width=120)
 
 
-def _stack_image(plan: Any) -> str:
-    """The training image reference the plan put into the stack's pods (a fake digest under mocks)."""
-    image = plan.outputs.get("imageRef")
-    if not isinstance(image, str):
-        raise SubmitError("the stack's plan exports no training image to replace")
-    return image
+def _run(stack: str, document: dict[str, Any], what: str, stack_file: Path | None = None) -> Any:
+    """The stack's apply-like plan (`document`, or its file), or a SubmitError saying why the program refused."""
+    with tempfile.TemporaryDirectory() as scratch:
+        if stack_file is None:
+            stack_file = Path(scratch) / f"Pulumi.{stack}.yaml"
+            stack_file.write_text(yaml.safe_dump(document, sort_keys=False))
+        try:
+            return run(stack, stack_file=stack_file, known_outputs=True)
+        except pulumi.RunError as error:  # a ConfigError, or a stage's refusal (e.g. an unpinned base image)
+            raise SubmitError(f"stack {stack!r} {what} can't be planned: {error}") from None
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -239,3 +239,43 @@ def validate_plan(plan: Plan, out: Path | None, objects: Iterable[ClusterObject]
         # What `pulumi preview --policy-pack policy --policy-pack-config <file>` takes: the same facts, per policy.
         (out / "policy-pack-config.json").write_text(json.dumps(pack_config(facts), indent=2, sort_keys=True) + "\n")
     return report
+
+
+LUSTRE_LNET_PORTS = ((988, 988), (1018, 1023))
+"""FSx for Lustre's LNET ports, both directions between the file system's group and itself and its clients (FSx for
+Lustre guide, "File system access control with Amazon VPC"). Restated here, not imported, so the check doesn't
+trust the component it checks."""
+
+
+def file_system_access_problems(plan: Plan, client_group: str) -> list[str]:
+    """Every FSx for Lustre file system's security groups allow its LNET ports in both directions, within the file
+    system's group and between it and the clients' group (the EKS cluster security group). Needs an apply-like plan
+    (`known_outputs=True`): a preview leaves the group ids unknown. client_group: the cluster security group's id
+    in that plan (EKS computes it)."""
+    def rules(kind: str) -> list[Mapping[str, Any]]:
+        return [r.inputs for r in plan.by_type(f"aws:vpc/securityGroup{kind}Rule:SecurityGroup{kind}Rule")]
+
+    def allows(kind: str, group: str, peer: str, low: int, high: int) -> bool:
+        return any(rule.get("securityGroupId") == group and rule.get("referencedSecurityGroupId") == peer
+                   and (rule.get("ipProtocol") == "-1"
+                        or (rule.get("ipProtocol") == "tcp" and rule["fromPort"] <= low and rule["toPort"] >= high))
+                   for rule in rules(kind))
+
+    problems = []
+    for file_system in plan.by_type("aws:fsx/lustreFileSystem:LustreFileSystem"):
+        groups = file_system.inputs.get("securityGroupIds") or []
+        if any(not isinstance(group, str) or group == COMPUTED for group in groups):
+            problems.append(f"{file_system.name}: security groups unknown (plan with known outputs)")
+            continue
+        client = client_group
+        for group in groups:
+            for low, high in LUSTRE_LNET_PORTS:
+                ports = f"{low}-{high}" if low != high else str(low)
+                for kind, owner, peer, what in (
+                        ("Ingress", group, group, "its own group in"), ("Egress", group, group, "its own group out"),
+                        ("Ingress", group, client, "the clients in"), ("Egress", group, client, "the clients out"),
+                        ("Ingress", client, group, "the clients' group admitting it")):
+                    if not allows(kind, owner, peer, low, high):
+                        problems.append(f"{file_system.name}: security group {group} lacks LNET {ports}/tcp with "
+                                        f"{what}")
+    return problems

@@ -139,13 +139,50 @@ def test_ignored_files_do_not_change_the_tag(context: Path, ignored_file: str) -
     assert image_spec.image_tag(context) == before
 
 
-def test_build_args_mix_into_the_tag(context: Path) -> None:
-    plain = image_spec.image_tag(context)
-    with_args = image_spec.image_tag(context, image_spec.content_build_args())
-    assert with_args != plain
-    assert with_args == image_spec.image_tag(context, image_spec.content_build_args())
-    other_base = dict(image_spec.content_build_args(), BASE_IMAGE="pytorch/pytorch:other")
-    assert image_spec.image_tag(context, other_base) != with_args
+def _leaves(node: object, path: tuple = ()) -> list[tuple]:
+    if isinstance(node, dict):
+        return [leaf for key, value in node.items() for leaf in _leaves(value, (*path, key))]
+    return [path]
+
+
+def _changed(node: dict, path: tuple) -> dict:
+    copy = {key: (_changed(value, path[1:]) if key == path[0] and len(path) > 1 else value)
+            for key, value in node.items()}
+    if len(path) == 1:
+        value = copy[path[0]]
+        copy[path[0]] = (not value) if isinstance(value, bool) else f"{value}-changed"
+    return copy
+
+
+def test_every_image_input_feeds_the_tag(context: Path) -> None:
+    # pulumi-docker rebuilds and pushes to the same name on any input change: each input must change the tag.
+    inputs = image_spec.image_inputs(context, "linux/amd64", image_spec.build_args(
+        vcs_revision="abc123", source_url="https://example.invalid/repo", net_variant="efa"))
+    tag = image_spec.image_tag(context, inputs)
+    leaves = _leaves(inputs)
+    assert ("build", "args", "VCS_REVISION") in leaves and ("build", "args", "SOURCE_URL") in leaves
+    assert ("build", "platform") in leaves and ("skip_push",) in leaves
+    for leaf in leaves:
+        assert image_spec.image_tag(context, _changed(inputs, leaf)) != tag, leaf
+    assert image_spec.image_tag(context, inputs) == tag  # deterministic
+
+
+def test_recorded_camel_case_inputs_give_the_same_tag(context: Path) -> None:
+    inputs = image_spec.image_inputs(context, "linux/arm64", image_spec.build_args())
+    recorded = {"build": {("builderVersion" if key == "builder_version" else key): value
+                          for key, value in inputs["build"].items()},
+                "buildOnPreview": False, "skipPush": False}
+    assert image_spec.image_tag(context, recorded) == image_spec.image_tag(context, inputs)
+
+
+def test_a_context_pulumi_docker_would_hash_differently_is_refused(context: Path) -> None:
+    (context / "link.txt").symlink_to(context / "pyproject.toml")
+    with pytest.raises(ValueError, match=r"symlinks in the build context are not supported .*: link\.txt"):
+        image_spec.image_tag(context)
+    (context / "link.txt").unlink()
+    (context / "Dockerfile.dockerignore").write_text("*\n")
+    with pytest.raises(ValueError, match=r"Dockerfile\.dockerignore is not supported"):
+        image_spec.image_tag(context)
 
 
 def test_build_args_come_from_versions() -> None:
@@ -158,7 +195,6 @@ def test_build_args_come_from_versions() -> None:
         "NET_VARIANT": "default",
     }
     assert all(isinstance(value, str) for value in args.values())
-    assert "VCS_REVISION" not in image_spec.content_build_args()
 
 
 # ---- OCI source/revision labels from git -------------------------------------------------------------------
@@ -191,3 +227,22 @@ def test_vcs_labels_come_from_git_and_env_overrides(tmp_path):
     assert image_spec.vcs_labels(tmp_path, {})[0] == head + "-dirty"
     assert image_spec.vcs_labels(tmp_path, {"GTP_VCS_REVISION": "abc", "GTP_SOURCE_URL": "https://x.invalid/r"}) == (
         "abc", "https://x.invalid/r")
+
+
+def test_the_revision_label_is_the_newest_commit_that_changed_the_context(tmp_path):
+    # Both labels feed the tag: a commit outside the context must keep the revision (and so the tag and the image).
+    _git(tmp_path, "init", "-q")
+    (tmp_path / "ctx").mkdir()
+    (tmp_path / "ctx" / "f").write_text("1")
+    _git(tmp_path, "add", "ctx")
+    _git(tmp_path, "commit", "-qm", "image")
+    image_commit = subprocess.run(["git", "-C", str(tmp_path), "rev-parse", "HEAD"], capture_output=True,
+                                  text=True, check=True).stdout.strip()
+    (tmp_path / "other").write_text("x")
+    _git(tmp_path, "add", "other")
+    _git(tmp_path, "commit", "-qm", "elsewhere")
+    assert image_spec.vcs_labels(tmp_path, {}, path="ctx")[0] == image_commit
+    (tmp_path / "other").write_text("y")  # uncommitted, outside the context
+    assert image_spec.vcs_labels(tmp_path, {}, path="ctx")[0] == image_commit
+    (tmp_path / "ctx" / "f").write_text("2")
+    assert image_spec.vcs_labels(tmp_path, {}, path="ctx")[0] == image_commit + "-dirty"

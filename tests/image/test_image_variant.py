@@ -42,5 +42,41 @@ def test_the_installer_checksum_is_a_sha256_or_explicitly_unverified():
 
 def test_variants_get_different_tags():
     context = ROOT / "images" / "trainer"
-    assert image_spec.image_tag(context, image_spec.content_build_args()) != image_spec.image_tag(
-        context, image_spec.content_build_args(net_variant="efa"))
+    def tag(variant: str) -> str:
+        return image_spec.image_tag(context, image_spec.image_inputs(
+            context, "linux/amd64", image_spec.build_args(net_variant=variant)))
+
+    assert tag("default") != tag("efa")
+
+
+def test_an_efa_build_without_a_recorded_installer_digest_is_refused_before_anything_is_registered(monkeypatch):
+    # Before: only the Dockerfile's net-efa stage failed, at `up`'s image build, after EKS and the p5 nodes existed.
+    import dataclasses
+
+    import stages.config
+    from stack_config import ConfigError
+    from tools import plan as gtp_plan
+
+    monkeypatch.setattr(versions, "EFA_INSTALLER", dataclasses.replace(versions.EFA_INSTALLER, sha256=None))
+    monkeypatch.setattr(stages.config, "under_mocks", lambda: False)
+    monkeypatch.setattr(stages.config, "find_placeholders", lambda config: iter(()))
+    partial = gtp_plan.Plan(project="gtp", stack="prod")
+    with pytest.raises(ConfigError, match=r"image\.build: unpinned — image\.build is true and GPU group\(s\) a100, h100 use "
+                                          r"EFA, so the image installs aws-efa-installer-[0-9.]+, whose SHA-256 "
+                                          r"catalog/versions\.py EFA_INSTALLER does not record"):
+        gtp_plan.run("prod", into=partial)
+    assert partial.resources == []
+    # Recorded: no refusal, and the offline plan warns about what remains.
+    monkeypatch.setattr(versions, "EFA_INSTALLER", dataclasses.replace(versions.EFA_INSTALLER, sha256="0" * 64))
+    assert stages.config.unpinned_build_inputs(gtp_plan.run("prod").config) == []
+
+
+def test_the_offline_plan_warns_about_an_unpinned_efa_installer(monkeypatch, capsys):
+    import dataclasses
+
+    from tests.conftest import plan_stack
+    from tools import plan as gtp_plan
+
+    monkeypatch.setattr(versions, "EFA_INSTALLER", dataclasses.replace(versions.EFA_INSTALLER, sha256=None))
+    gtp_plan.warn_placeholders(plan_stack("prod"))
+    assert "warning: unpinned image.build: image.build is true and GPU group(s) a100, h100 use EFA" in capsys.readouterr().err

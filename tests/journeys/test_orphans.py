@@ -185,3 +185,23 @@ def test_orphans_cli_audits_in_the_stack_region(session, monkeypatch, capsys):
     logs.create_log_group(logGroupName="/aws/eks/gtp-edge/cluster")
     assert orphans_module.main(["edge"]) == 1  # stacks/Pulumi.edge.yaml: gtp:region eu-central-1
     assert "/aws/eks/gtp-edge/cluster  eu-central-1" in capsys.readouterr().out
+
+
+def test_tagging_api_hits_are_rechecked_with_their_own_service(session, monkeypatch):
+    # Before: the tagging API (eventually consistent) still listing a just-deleted bucket or log group failed a
+    # clean destroy with "orphaned resources remain".
+    import tools.orphans as orphans_module
+
+    s3 = session.client("s3")
+    s3.create_bucket(Bucket="gtp-dev-kept")
+    session.client("logs").create_log_group(logGroupName="/gtp/dev/kept")
+    stale = [Orphan("s3:bucket", "arn:aws:s3:::gtp-dev-gone", REGION, "tag gtp:stack=dev"),
+             Orphan("logs:log-group", f"arn:aws:logs:{REGION}:123456789012:log-group:/gtp/dev/gone:*", REGION,
+                    "tag gtp:stack=dev"),
+             Orphan("ecr:repository", f"arn:aws:ecr:{REGION}:123456789012:repository/gtp-dev-gone", REGION,
+                    "tag gtp:stack=dev")]
+    live = [Orphan("s3:bucket", "arn:aws:s3:::gtp-dev-kept", REGION, "tag gtp:stack=dev"),
+            Orphan("logs:log-group", f"arn:aws:logs:{REGION}:123456789012:log-group:/gtp/dev/kept:*", REGION,
+                   "tag gtp:stack=dev")]
+    monkeypatch.setattr(orphans_module, "_tagged_via_tagging_api", lambda *args: stale + live)
+    assert audit(session, "dev") == sorted(live, key=lambda o: (o.kind, o.id))

@@ -198,3 +198,31 @@ def test_lifecycle_from_config_rejects_non_objects():
     assert lifecycle_from_config({}) is None
     with pytest.raises(ValueError, match="gtp:lifecycle must be an object, got list"):
         lifecycle_from_config({"gtp:lifecycle": ConfigValue("[1]")})
+
+
+def test_a_bench_stack_without_a_readable_lifecycle_is_a_problem_not_kept_forever():
+    # Before: a bench-* stack whose file never reached main (and whose backend config has no lifecycle) was kept
+    # as "persistent", silently, with exit 0.
+    decision = decide_one(StackState("bench-lost", None), NOW)
+    assert decision.action == "problem"
+    assert decision.reason.startswith("a bench-* stack with no readable gtp:lifecycle (no stack file here, none in "
+                                      "the backend's config, no gtp:expires-at tag in its state)")
+    assert reap([decision], destroy=lambda stack: None, log=lambda line: None) == 1
+    assert decide_one(StackState("tooling", None), NOW).action == "keep"  # not a bench stack: persistent
+
+
+def test_a_bench_stack_without_config_falls_back_to_the_ttl_tags_in_its_state():
+    from tools.reap import lifecycle_from_state
+
+    exported = [{"type": "pulumi:pulumi:Stack"},
+                {"type": "aws:ec2/vpc:Vpc", "outputs": {"tags": {"gtp:lifecycle": "ephemeral",
+                                                                "gtp:expires-at": "2026-12-02T12:00:00Z"}}}]
+    workspace = FakeWorkspace(configs={"bench-lost": {}}, remote_configs={})
+    lines = []
+    states = read_stack_states(workspace, log=lines.append,
+                               state_lifecycle=lambda name: lifecycle_from_state(exported))
+    assert lines == ["bench-lost: no gtp:lifecycle config; using the TTL tags in its state"]
+    decision = decide_one(states[0], NOW)
+    assert (decision.action, decision.reason) == (
+        "destroy", "expired at 2026-12-02T12:00:00Z (from its state's TTL tags)")
+    assert lifecycle_from_state([{"outputs": {"tags": {"gtp:lifecycle": "persistent"}}}]) is None

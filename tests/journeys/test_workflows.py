@@ -254,3 +254,42 @@ def test_reap_runs_nightly_on_the_bench_stacks_runner():
     assert upload["uses"].startswith("actions/upload-artifact@") and upload["if"] == "always()"
     assert upload["with"]["path"] == "build/bench-results/"
     assert ".venv/bin/python -m tools.reap --dry-run" in run and ".venv/bin/python -m tools.reap\n" in run
+
+
+def test_every_job_with_aws_credentials_checks_the_runners_tools_first():
+    # Before: a runner built to README's list had no AWS CLI, and `up` failed at the first in-cluster resource
+    # (the kubeconfig's `aws eks get-token`), after the cluster was created.
+    checked = 0
+    for path in WORKFLOW_FILES:
+        for name, job in load(path.name)["jobs"].items():
+            steps = job.get("steps", [])
+            uses = [step.get("uses", "") for step in steps]
+            runs = [step.get("run", "") for step in steps]
+            if not any("configure-aws-credentials" in use for use in uses):
+                continue
+            check = [index for index, run in enumerate(runs) if "python -m tools.runner_tools" in run]
+            credentials = next(index for index, use in enumerate(uses) if "configure-aws-credentials" in use)
+            assert check and check[0] < credentials, f"{path.name} job {name}: no runner tools check before AWS"
+            checked += 1
+    assert checked == 5
+
+
+def test_the_runner_tools_check_names_what_is_missing_and_where_to_read(capsys):
+    from tools import runner_tools
+
+    assert runner_tools.main([], which=lambda tool: f"/usr/bin/{tool}") == 0
+    assert runner_tools.main([], which=lambda tool: None) == 1
+    assert ("error: this runner has no `aws` on PATH (AWS CLI v2: the Kubernetes provider's kubeconfig runs `aws eks "
+            "get-token`") in capsys.readouterr().err
+
+
+def test_no_job_takes_its_aws_region_from_one_repository_variable():
+    # Before: `vars.AWS_REGION` served dev (us-west-2) and prod (us-east-1) alike.
+    for path in WORKFLOW_FILES:
+        for name, job in load(path.name)["jobs"].items():
+            for step in job.get("steps", []):
+                if "configure-aws-credentials" in step.get("uses", ""):
+                    region = step["with"]["aws-region"]
+                    assert "vars.AWS_REGION" not in region, f"{path.name} job {name}: {region}"
+                    assert re.fullmatch(r"\$\{\{ (needs\.runners?\.outputs\.\w+|matrix\.region|"
+                                        r"steps\.stack\.outputs\.\w+) \}\}", region), (path.name, name, region)

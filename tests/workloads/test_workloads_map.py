@@ -306,3 +306,26 @@ def test_submit_cli_exits_2_with_one_line_and_no_traceback(tmp_path: Path, capsy
     job.write_text("x: {kind: pytorchjob, nodeGroup: g6}\n")
     assert gtp_submit.main(["--stack", "nope", "--workload", str(job)]) == 2
     assert "submit: no stack file" in capsys.readouterr().err
+
+
+def test_submit_checks_the_trainer_image_before_planning(capsys: pytest.CaptureFixture) -> None:
+    # Before: --trainer-image was swapped into the rendered text after every check, so a tag (or, on prod, an
+    # unsigned image) reached the cluster.
+    entry = {"lr": {"kind": "pytorchjob", "nodeGroup": "g6", "gpuResource": "shared", "gpusPerNode": 1,
+                    "cpu": "900m", "memory": "3Gi", "shmSize": "1Gi", "maxSteps": 50}}
+    with pytest.raises(gtp_submit.SubmitError, match=r"image\.reference: 'team/trainer:latest' must reference an "
+                                                      r"image by digest"):
+        gtp_submit.render("dev", entry, trainer_image="team/trainer:latest")
+    prod = {"ft": {"kind": "trainjob", "nodeGroup": "a100", "numNodes": 1, "cpu": "90", "memory": "1000Gi",
+                   "maxSteps": 10}}
+    with pytest.raises(gtp_submit.SubmitError, match="does not plan clean"):
+        gtp_submit.render("prod", prod, trainer_image="registry.example.invalid/t@sha256:" + "b" * 64)
+    assert "production-image-signed-or-own-build" in capsys.readouterr().err
+
+
+def test_submit_on_a_stack_whose_program_refuses_says_so_without_a_traceback(capsys: pytest.CaptureFixture) -> None:
+    # Before: edge's own image build (an unpinned Jetson base) ended `tools.submit` in a RunError traceback.
+    job = {"one-off": {"kind": "pytorchjob", "nodeGroup": "orin", "image": DIGEST, "command": ["/app/t.py"]}}
+    with pytest.raises(gtp_submit.SubmitError, match=r"stack 'edge' as it stands can't be planned: image: refusing "
+                                                      r"to build on an unpinned base"):
+        gtp_submit.render("edge", job)
