@@ -68,6 +68,9 @@ class PodShape:
     """EFA devices per pod (`vpc.amazonaws.com/efa`); 0 = EFA off, no EFA env."""
     extra_env: Mapping[str, pulumi.Input[str]] = field(default_factory=dict)
     checkpoint_dir: str | None = None
+    runtime_class_name: str | None = None
+    """RuntimeClass of the pod (the NVIDIA runtime where it isn't the GPU nodes' default, `gpu.runtimeClassName`):
+    without it a GPU pod on k3s gets no driver libraries. None: the node's default runtime."""
     program: tuple[str, ...] | None = None
     """A team's own program (`workloads.<name>.command`, in their own `image`) in place of `-m module
     trainer_args`. Such an image has no `trainer` package: no healthcheck init container, no trainer metrics
@@ -206,6 +209,7 @@ def pod_template(shape: PodShape, *, command: Sequence[str], args: Sequence[str]
             # a file; DLRover's master is the only training pod that talks to the API server.
             "automountServiceAccountToken": False,
             "priorityClassName": shape.priority_class,
+            **({"runtimeClassName": shape.runtime_class_name} if shape.runtime_class_name else {}),
             "restartPolicy": restart_policy,
             "terminationGracePeriodSeconds": shape.termination_grace_period_seconds,
             "securityContext": restricted_pod(user=RUN_AS_USER, group=RUN_AS_USER, fs_group=RUN_AS_USER),

@@ -5,7 +5,7 @@ from __future__ import annotations
 from catalog import versions
 from catalog.gpu_instances import DCGM_UNSUPPORTED_MODELS, JETSON_GPU_MODELS, bottlerocket
 from catalog.node_allocatable import instance_allocatable, smallest
-from conventions.names import EFA_RESOURCE, SHARED_GPU_RESOURCE, WHOLE_GPU_RESOURCE
+from conventions.names import EFA_RESOURCE, NVIDIA_RUNTIME_HANDLER, SHARED_GPU_RESOURCE, WHOLE_GPU_RESOURCE
 from stack_config.schema import NodeFacts, StackConfig, WorkloadConfig
 
 
@@ -14,6 +14,23 @@ def dcgm_exporter_enabled(config: StackConfig) -> bool:
     if config.gpu.metrics.dcgm_exporter is not None:
         return config.gpu.metrics.dcgm_exporter
     return not any(group.gpu_model in DCGM_UNSUPPORTED_MODELS for group in config.gpu_node_groups.values())
+
+
+def node_default_runtime(config: StackConfig) -> str | None:
+    """containerd's default handler on the GPU nodes: `cluster.nodeDefaultRuntime`, or `runc` on an existing
+    cluster (k3s keeps runc as the default, k3s-io/k3s#8700), `nvidia` on EKS (the NVIDIA AMIs' default); None
+    on a Swarm (Docker's runtime, not containerd's CRI)."""
+    if config.cluster.node_default_runtime is not None:
+        return config.cluster.node_default_runtime
+    return {"existing": "runc", "eks": NVIDIA_RUNTIME_HANDLER}.get(config.cluster.mode)
+
+
+def runtime_class_name(config: StackConfig) -> str | None:
+    """The RuntimeClass of the GPU pods and the device plugin's daemons (`gpu.runtimeClassName`): by default
+    `nvidia` when the nodes' default runtime is runc, else none; `""` is none."""
+    if config.gpu.runtime_class_name is not None:
+        return config.gpu.runtime_class_name or None
+    return NVIDIA_RUNTIME_HANDLER if node_default_runtime(config) == "runc" else None
 
 
 def job_pods(workload: WorkloadConfig) -> int:

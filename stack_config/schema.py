@@ -128,6 +128,12 @@ class ClusterConfig(_Section):
     """Swarm mode only (required there): how to reach the swarm."""
     deployer: DeployerConfig | None = None
     """Where the deployer runs and how it reaches the API (`cluster.deployer` below). Required for mode `eks`."""
+    node_default_runtime: Literal["runc", "nvidia"] | None = None
+    """Existing mode only. containerd's default runtime handler on the adopted cluster's GPU nodes: `runc` (k3s:
+    it adds the NVIDIA runtime it detects only as an extra handler named `nvidia`, k3s-io/k3s#8700) or `nvidia`
+    (k3s agents started with `--default-runtime nvidia`, k3s-io/k3s#8936, or a toolkit set as the default).
+    Default `runc` on an existing cluster; EKS's NVIDIA AMIs make the NVIDIA runtime the default, so it is not
+    set there."""
 
 
 class NetworkConfig(_Section):
@@ -249,6 +255,16 @@ class GpuConfig(_Section):
     """GPU metrics stack."""
     readiness_timeout_seconds: int = Field(900, ge=60, le=7200)
     """How long the readiness gate waits for the expected GPU capacity (60..7200). Default 900."""
+    runtime_class_name: str | None = None
+    """The RuntimeClass the NVIDIA device plugin, GFD, the MPS control daemon and every GPU pod run under, so
+    the NVIDIA container runtime injects the driver libraries and devices. Default: `nvidia` when the GPU nodes'
+    default runtime is `runc` (`cluster.nodeDefaultRuntime`, an existing cluster's default; k3s ships RuntimeClass
+    `nvidia` with handler `nvidia`, k3s `manifests/runtimes.yaml`), none otherwise. `""`: none, the pods use the
+    node's default runtime. Kubernetes only (not a Swarm)."""
+    create_runtime_class: bool = False
+    """Create the RuntimeClass `runtimeClassName` (handler `nvidia`) in the stack. Default false: k3s ships its
+    own `nvidia` RuntimeClass (a second owner would fight k3s' deploy controller over it); set true on a cluster
+    whose nodes have the `nvidia` handler but no RuntimeClass for it."""
 
 
 class OfflineConfig(_Section):

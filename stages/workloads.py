@@ -35,7 +35,14 @@ from conventions.names import (
 )
 from conventions.quantities import quantity_gib
 from stack_config import StackConfig, WorkloadConfig
-from stack_config.derived import gpu_resource_of, gpus_per_pod, group_quota, kueue_enabled, pods_per_job
+from stack_config.derived import (
+    gpu_resource_of,
+    gpus_per_pod,
+    group_quota,
+    kueue_enabled,
+    pods_per_job,
+    runtime_class_name,
+)
 from stages.gpu import Gpu
 from stages.offline import OFFLINE_MANIFEST_DIR, site_images
 from workload_kinds import KubernetesWorkloadKind, SwarmContext, SwarmWorkloadKind, WorkloadContext
@@ -223,7 +230,7 @@ def pod_shape(config: StackConfig, workload: WorkloadConfig, cluster: Cluster, i
         node_selector=target.node_selector(config, group), tolerations=target.tolerations(config, group),
         termination_grace_period_seconds=workload.termination_grace_period_seconds,
         storage_volume=storage_volume, mount_path=config.storage.mount_path, checkpoint_dir=checkpoints,
-        module=f"trainer.{workload.entrypoint}", trainer_args=args,
+        module=f"trainer.{workload.entrypoint}", trainer_args=args, runtime_class_name=runtime_class_name(config),
         program=tuple(workload.command) if workload.image is not None and workload.command else None,
     )
 

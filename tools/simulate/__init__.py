@@ -8,6 +8,8 @@ Parts (each a module with `check(...) -> list[CheckResult]`):
 - `admission`: Pod Security Standards (baseline / restricted, every control) per namespace label, ResourceQuota at
   the largest allowed scale, LimitRange defaults;
 - `disruption`: every PriorityClass a pod names exists; no PodDisruptionBudget blocks a node drain;
+- `runtime`: every pod that needs the NVIDIA container runtime (GPU pods, the device plugin, GFD, the MPS daemon)
+  runs under it on the nodes it lands on (the nodes' default runtime, or its RuntimeClass's handler);
 - `scheduling`: every pod fits a node group (labels, taints, allocatable minus kube-reserved and DaemonSets);
 - `autoscaler`: scale from zero — the cluster-autoscaler's template node from the ASG tags only;
 - `storage`: who may write each volume against the pod's uid/gid/fsGroup;
@@ -22,7 +24,7 @@ from typing import Any
 
 from tools.cluster import ClusterObject, by_source
 from tools.plan_record import Plan
-from tools.simulate import admission, autoscaler, disruption, nodes, queries, queue, scheduling, storage
+from tools.simulate import admission, autoscaler, disruption, nodes, queries, queue, runtime, scheduling, storage
 from tools.simulate.model import CheckResult, ExpandedPod, Finding
 from tools.simulate.pods import expand_pods
 
@@ -37,8 +39,10 @@ def simulate(plan: Plan, objects: list[ClusterObject]) -> dict[str, Any]:
     results += disruption.check(objects, pods)
     # EKS's own add-on pods (aws-node...) are not in cluster.yaml but take room on every node.
     expanded = [*pods, *nodes.addon_pods(plan)]
-    groups = nodes.node_groups(plan, objects, expanded)
+    classes = runtime.runtime_classes(objects, nodes._mode(plan))
+    groups = nodes.node_groups(plan, objects, expanded, classes)
     if groups:
+        results.append(runtime.check(pods, groups, classes, nodes._lands))
         results.append(scheduling.check(expanded, groups))
         results.append(autoscaler.check(expanded, groups, objects))
     results += queue.check(objects, pods, groups)
