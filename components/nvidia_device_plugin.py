@@ -121,6 +121,24 @@ CRITICAL_ADDONS_TOLERATION = {"key": "CriticalAddonsOnly", "operator": "Exists"}
 
 DEVICE_PLUGIN_RESOURCES = {"requests": {"cpu": "50m", "memory": "64Mi"},
                            "limits": {"cpu": "500m", "memory": "256Mi"}}
+MPS_SERVER_MEMORY_MIB_PER_GPU = 512
+MPS_MEMORY_MIB_PER_CLIENT = 32
+MPS_SERVER_CPU_MILLI_PER_GPU = 500
+
+
+def mps_daemon_resources(num_gpus: int, num_clients: int) -> dict[str, Any]:
+    """`resources` of the chart when a node group shares by MPS: the MPS control daemon forks the MPS server
+    (`nvidia-cuda-mps-server`, one CUDA context per GPU) inside its own container, so the server counts against the
+    daemon's limits (chart 0.20.0 templates/daemonset-mps-control-daemon.yml:191-193: the same `.Values.resources`
+    as the plugin). `num_gpus`/`num_clients`: the largest MPS node's GPUs and GPUs x replicas. NVIDIA publishes no
+    host-memory figure for the server; a CUDA context holds hundreds of MiB of host memory, so 512 MiB per GPU plus
+    32 MiB per client on top of the plugin's own 256 MiB is our margin (not measured here), and half a core per GPU
+    for the server's work. The chart has one value for the plugin, GFD and the daemon: they all get these limits;
+    requests stay the plugin's."""
+    memory = 256 + MPS_SERVER_MEMORY_MIB_PER_GPU * num_gpus + MPS_MEMORY_MIB_PER_CLIENT * num_clients
+    cpu = 500 + MPS_SERVER_CPU_MILLI_PER_GPU * num_gpus
+    return {"requests": dict(DEVICE_PLUGIN_RESOURCES["requests"]),
+            "limits": {"cpu": f"{cpu}m", "memory": f"{memory}Mi"}}
 # NFD master, gc and worker: the chart already sets requests, memory limits, a read-only root, no capabilities and
 # runAsNonRoot; it leaves the seccomp profile, the uid and the CPU limit open. The runtime's default seccomp profile
 # fits them (API clients; the worker only reads /sys, /proc and /etc/os-release of the host); the uid/gid is the
@@ -147,10 +165,12 @@ updates skip DaemonSet pods."""
 
 def device_plugin_values(config_map: Mapping[str, str], default_config: str, affinity: Mapping[str, Any],
                          node_tolerations: list[Mapping[str, str]], install_nfd: bool,
-                         priority_class: str | None = None, runtime_class: str | None = None) -> dict[str, Any]:
+                         priority_class: str | None = None, runtime_class: str | None = None,
+                         mps_node: tuple[int, int] | None = None) -> dict[str, Any]:
     """Helm values of the nvidia-device-plugin chart 0.20. `priority_class`: the platform's class for NFD's
     master, gc and worker (None: the chart's default, none). `runtime_class`: the RuntimeClass of the plugin, GFD
-    and MPS daemon pods (None: the node's default runtime)."""
+    and MPS daemon pods (None: the node's default runtime). `mps_node`: (GPUs, clients) of the largest node that
+    shares by MPS (`mps_daemon_resources`); None: no MPS."""
     nfd_priority = {"priorityClassName": priority_class} if priority_class else {}
     return {
         "config": {"map": dict(config_map), "default": default_config},
@@ -173,7 +193,7 @@ def device_plugin_values(config_map: Mapping[str, str], default_config: str, aff
         # has no other knob). Kubernetes' own nvidia-gpu addon requested 50m CPU (kubernetes/kubernetes
         # cluster/addons/device-plugins/nvidia-gpu/daemonset.yaml); a running plugin holds ~25 MiB and was seen
         # OOM-killed under tighter limits (zalando-incubator/kubernetes-on-aws#7065): 64 Mi requested, 256 Mi cap.
-        "resources": DEVICE_PLUGIN_RESOURCES,
+        "resources": mps_daemon_resources(*mps_node) if mps_node else DEVICE_PLUGIN_RESOURCES,
         "nfd": {
             # The chart's condition is `nfd.enabled,gfd.enabled`: an explicit false skips NFD even with GFD on,
             # for clusters that already run NFD (two NFD masters fight over the same labels).
@@ -232,6 +252,9 @@ class NvidiaDevicePluginArgs:
     waits for it. None: NFD runs without a class."""
     runtime_class_name: str | None = None
     """RuntimeClass of the plugin, GFD and MPS daemon pods (`gpu.runtimeClassName`). None: the node's default."""
+    mps_node: tuple[int, int] | None = None
+    """(GPUs, MPS clients) of the largest node that shares by MPS: sizes the MPS daemon (`mps_daemon_resources`).
+    None: no node group uses MPS."""
     create_runtime_class: bool = False
     """Create RuntimeClass `runtime_class_name` (handler `nvidia`) before the release. Default false (k3s ships
     one)."""
@@ -276,7 +299,7 @@ class NvidiaDevicePlugin(pulumi.ComponentResource):
                                             gpu_node_affinity(args.node_selectors), args.tolerations,
                                             args.install_nfd,
                                             PLATFORM_PRIORITY_CLASS if args.platform_priority else None,
-                                            args.runtime_class_name),
+                                            args.runtime_class_name, args.mps_node),
                 opts=pulumi.ResourceOptions.merge(k8s_opts, pulumi.ResourceOptions(depends_on=waits)),
                 site_images=args.site_images,
             )

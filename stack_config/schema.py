@@ -416,7 +416,9 @@ class WorkloadConfig(_Section):
     memory: str = "64Gi"
     """Memory request = limit per pod. Default `64Gi`."""
     shm_size: str = "16Gi"
-    """Size limit of the memory-backed `/dev/shm`. Default `16Gi`."""
+    """Size limit of the memory-backed `/dev/shm`. Default `16Gi`. A `gpuResource: shared` workload on an MPS
+    group gets the MPS daemon's `/dev/shm` from the device plugin instead (half the node's memory, shared by the
+    node's MPS clients); there this is only the least size its healthcheck expects."""
     backoff_limit: int = Field(3, ge=0, le=100)
     """Job-level retries. Default 3."""
     ttl_seconds_after_finished: int | None = Field(None, ge=0)

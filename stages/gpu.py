@@ -117,7 +117,15 @@ def device_plugin_args(config: StackConfig, provider: k8s.Provider,
         platform_priority=platform_priority,
         runtime_class_name=runtime_class_name(config),
         create_runtime_class=config.gpu.create_runtime_class,
+        mps_node=mps_node(config, served),
     )
+
+
+def mps_node(config: StackConfig, groups: Iterable[str]) -> tuple[int, int] | None:
+    """(GPUs, MPS clients = GPUs x replicas) of the largest node among `groups` that shares by MPS."""
+    sizes = [(config.node_facts(group).num_gpus, config.node_facts(group).num_gpus * config.sharing_for(group).replicas)
+             for group in groups if config.sharing_for(group).mode == "mps"]
+    return max(sizes) if sizes else None
 
 
 # --- EFA device plugin --------------------------------------------------------------------------------------

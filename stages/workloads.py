@@ -231,6 +231,7 @@ def pod_shape(config: StackConfig, workload: WorkloadConfig, cluster: Cluster, i
         termination_grace_period_seconds=workload.termination_grace_period_seconds,
         storage_volume=storage_volume, mount_path=config.storage.mount_path, checkpoint_dir=checkpoints,
         module=f"trainer.{workload.entrypoint}", trainer_args=args, runtime_class_name=runtime_class_name(config),
+        device_shm=workload.gpu_resource == "shared" and config.sharing_for(group).mode == "mps",
         program=tuple(workload.command) if workload.image is not None and workload.command else None,
     )
 

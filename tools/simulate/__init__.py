@@ -10,6 +10,7 @@ Parts (each a module with `check(...) -> list[CheckResult]`):
 - `disruption`: every PriorityClass a pod names exists; no PodDisruptionBudget blocks a node drain;
 - `runtime`: every pod that needs the NVIDIA container runtime (GPU pods, the device plugin, GFD, the MPS daemon)
   runs under it on the nodes it lands on (the nodes' default runtime, or its RuntimeClass's handler);
+- `device_mounts`: no pod volume hides a mount the device plugin gives an MPS client (/dev/shm, the pipe directory);
 - `scheduling`: every pod fits a node group (labels, taints, allocatable minus kube-reserved and DaemonSets);
 - `autoscaler`: scale from zero — the cluster-autoscaler's template node from the ASG tags only;
 - `storage`: who may write each volume against the pod's uid/gid/fsGroup;
@@ -24,7 +25,7 @@ from typing import Any
 
 from tools.cluster import ClusterObject, by_source
 from tools.plan_record import Plan
-from tools.simulate import admission, autoscaler, disruption, nodes, queries, queue, runtime, scheduling, storage
+from tools.simulate import admission, autoscaler, device_mounts, disruption, nodes, queries, queue, runtime, scheduling, storage
 from tools.simulate.model import CheckResult, ExpandedPod, Finding
 from tools.simulate.pods import expand_pods
 
@@ -43,6 +44,7 @@ def simulate(plan: Plan, objects: list[ClusterObject]) -> dict[str, Any]:
     groups = nodes.node_groups(plan, objects, expanded, classes)
     if groups:
         results.append(runtime.check(pods, groups, classes, nodes._lands))
+        results.append(device_mounts.check(pods, groups, nodes._lands))
         results.append(scheduling.check(expanded, groups))
         results.append(autoscaler.check(expanded, groups, objects))
     results += queue.check(objects, pods, groups)

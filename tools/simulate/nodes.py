@@ -57,6 +57,16 @@ ASG_TAG_TYPE = "aws:autoscaling/tag:Tag"
 DEFAULT_CONFIG_ENV = "DEFAULT_CONFIG"
 
 
+@dataclass(frozen=True)
+class Sharing:
+    strategy: str
+    """`none`, `mps`, `time-slicing`."""
+    replicas: int
+    renamed: bool
+    resource: str
+    """The resource the plugin advertises for the node's GPUs."""
+
+
 @dataclass
 class NodeGroup:
     """One node group: what each of its nodes offers."""
@@ -91,6 +101,8 @@ class NodeGroup:
     """containerd's default runtime handler on its nodes (tools/simulate/runtime.py says whose)."""
     runtime_handlers: frozenset[str] = frozenset({"runc", NVIDIA_RUNTIME_HANDLER})
     """The handlers its containerd has."""
+    sharing: Sharing | None = None
+    """How the NVIDIA device plugin landing here shares its GPUs (None: no plugin of ours advertises them)."""
 
     def describe(self) -> str:
         shown = ", ".join(f"{name} {_show(name, value)}" for name, value in sorted(self.free.items()))
@@ -199,16 +211,6 @@ def _lands(pod: ExpandedPod, group: NodeGroup) -> bool:
     return not placement_misses(pod, group)
 
 
-@dataclass(frozen=True)
-class Sharing:
-    strategy: str
-    """`none`, `mps`, `time-slicing`."""
-    replicas: int
-    renamed: bool
-    resource: str
-    """The resource the plugin advertises for the node's GPUs."""
-
-
 def parse_sharing(text: str, where: str) -> Sharing:
     """One device-plugin config file (api/config/v1): how it shares `nvidia.com/gpu`."""
     document = yaml.safe_load(text) or {}
@@ -286,6 +288,7 @@ def enrich(groups: list[NodeGroup], pods: list[ExpandedPod], objects: list[Clust
             group.allocatable[WHOLE_GPU_RESOURCE] = float(group.num_gpus)
             group.notes.append("Bottlerocket's own device plugin: whole GPUs")
         elif landed_plugins:
+            group.sharing = sharing
             if sharing.resource == WHOLE_GPU_RESOURCE:
                 group.allocatable[WHOLE_GPU_RESOURCE] = float(group.num_gpus * sharing.replicas)
             else:
