@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from catalog import versions
 from catalog.gpu_instances import DCGM_UNSUPPORTED_MODELS, JETSON_GPU_MODELS, bottlerocket
 from catalog.node_allocatable import instance_allocatable, smallest
@@ -127,6 +129,24 @@ def kueue_enabled(config: StackConfig) -> bool:
     """`kueue.enabled`, defaulting to on wherever Kueue can queue every workload."""
     enabled = config.kueue.enabled
     return not kueue_blockers(config) if enabled is None else enabled
+
+
+def duration_seconds(text: str) -> int:
+    """A Go duration of hours, minutes and seconds (`1h30m`, `10m`, `45s`; validated by the kueue rule) in seconds."""
+    total = 0
+    for amount, unit in re.findall(r"(\d+)([hms])", text):
+        total += int(amount) * {"h": 3600, "m": 60, "s": 1}[unit]
+    return total
+
+
+def startup_bound_seconds(config: StackConfig) -> int:
+    """How long the stack allows a job's pods to take to start, the slowest against the first (a node group
+    scaling from its minimum, one slower image pull): Kueue's `waitForPodsReady.timeout` when Kueue queues the
+    workloads (an admitted job not ready by then is evicted), else the GPU readiness gate's timeout (how long the
+    stack waits for a node's GPUs to appear)."""
+    if kueue_enabled(config):
+        return duration_seconds(config.kueue.wait_for_pods_ready_timeout)
+    return config.gpu.readiness_timeout_seconds
 
 
 def pods_per_job(workload: WorkloadConfig) -> int:

@@ -420,7 +420,10 @@ class WorkloadConfig(_Section):
     group gets the MPS daemon's `/dev/shm` from the device plugin instead (half the node's memory, shared by the
     node's MPS clients); there this is only the least size its healthcheck expects."""
     backoff_limit: int = Field(3, ge=0, le=100)
-    """Job-level retries. Default 3."""
+    """Job-level retries. Default 3. For a PyTorchJob with Workers (`elastic`, or `numNodes` > 1) it counts per
+    pod: training-operator v1.9.4 sums the container restarts of all running pods against the job's limit
+    (pkg/core/job.go:95-132 `PastBackoffLimit`), so the job's `runPolicy.backoffLimit` is this × its largest
+    number of workers."""
     ttl_seconds_after_finished: int | None = Field(None, ge=0)
     """`autoscaling.mode: scaledjob` only: delete each finished Job (KEDA creates one per queued request) after
     this many seconds; default there 86400. Not allowed for jobs the stack itself owns (the PyTorchJob or

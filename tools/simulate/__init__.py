@@ -13,6 +13,8 @@ Parts (each a module with `check(...) -> list[CheckResult]`):
 - `device_mounts`: no pod volume hides a mount the device plugin gives an MPS client (/dev/shm, the pipe directory);
 - `scheduling`: every pod fits a node group (labels, taints, allocatable minus kube-reserved and DaemonSets);
 - `autoscaler`: scale from zero — the cluster-autoscaler's template node from the ASG tags only;
+- `rendezvous`: every multi-node job's rendezvous host is reachable within its timeout at the stack's worst start
+  skew, and the operator's restart accounting leaves room for one re-formed rendezvous;
 - `storage`: who may write each volume against the pod's uid/gid/fsGroup;
 - `queries`: the KEDA queries (verified against a real Prometheus by the test suite).
 """
@@ -25,7 +27,20 @@ from typing import Any
 
 from tools.cluster import ClusterObject, by_source
 from tools.plan_record import Plan
-from tools.simulate import admission, autoscaler, device_mounts, disruption, nodes, queries, queue, runtime, scheduling, storage
+from stack_config.derived import startup_bound_seconds
+from tools.simulate import (
+    admission,
+    autoscaler,
+    device_mounts,
+    disruption,
+    nodes,
+    queries,
+    queue,
+    rendezvous,
+    runtime,
+    scheduling,
+    storage,
+)
 from tools.simulate.model import CheckResult, ExpandedPod, Finding
 from tools.simulate.pods import expand_pods
 
@@ -48,11 +63,20 @@ def simulate(plan: Plan, objects: list[ClusterObject]) -> dict[str, Any]:
         results.append(scheduling.check(expanded, groups))
         results.append(autoscaler.check(expanded, groups, objects))
     results += queue.check(objects, pods, groups)
+    results += rendezvous.check(objects, _startup_bound(plan))
     results += storage.check(plan, objects, pods)
     results += queries.check(objects)
     return {"stack": plan.stack, "objects": dict(sorted(by_source(objects).items())),
             "checks": {result.name: result.as_json() for result in results},
             "ok": all(not result.findings and result.passed == result.total for result in results)}
+
+
+def _startup_bound(plan: Plan) -> int | None:
+    """The stack's start-up bound (stack_config.derived.startup_bound_seconds); None without a Kubernetes config."""
+    config = plan.config
+    if config is None or getattr(config.cluster, "mode", "eks") == "swarm":
+        return None
+    return startup_bound_seconds(config)
 
 
 def write(report: dict[str, Any], directory: Path) -> None:
