@@ -75,14 +75,15 @@ def _documents(text: str) -> list[dict[str, Any]]:
     return [doc for doc in yaml.safe_load_all(text) if doc]
 
 
-def test_derived_manifest_changes_only_the_config_and_the_deployment() -> None:
+def test_derived_manifest_changes_only_the_config_the_deployment_and_the_webhooks() -> None:
     upstream = (ROOT / versions.KUEUE_MANIFEST).read_text()
-    derived = derive_manifest(upstream, ["batch/job"], "7m")
+    derived = derive_manifest(upstream, ["batch/job"], "7m", namespaces=["training-dev"])
     before, after = upstream.split("\n---\n"), derived.split("\n---\n")
-    assert len(before) == len(after)
-    changed = [i for i, (a, b) in enumerate(zip(before, after, strict=True)) if a != b]
+    assert len(before) + 1 == len(after)  # + the manager's PodDisruptionBudget
+    assert yaml.safe_load(after[-1])["kind"] == "PodDisruptionBudget"
+    changed = [i for i, (a, b) in enumerate(zip(before, after[:-1], strict=True)) if a != b]
     kinds = sorted(yaml.safe_load(after[i])["kind"] for i in changed)
-    assert kinds == ["ConfigMap", "Deployment"]
+    assert kinds == ["ConfigMap", "Deployment", "MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"]
     docs = {(d["kind"], d["metadata"]["name"]): d for d in _documents(derived)}
     config = yaml.safe_load(docs[("ConfigMap", kueue.CONFIG_MAP)]["data"][kueue.CONFIG_KEY])
     assert config["integrations"] == {"frameworks": ["batch/job"]}

@@ -7,6 +7,8 @@ Parts (each a module with `check(...) -> list[CheckResult]`):
   Deployment, DaemonSet, StatefulSet, Job), with the controllers' injections;
 - `admission`: Pod Security Standards (baseline / restricted, every control) per namespace label, ResourceQuota at
   the largest allowed scale, LimitRange defaults;
+- `webhooks`: every fail-closed admission webhook: what it intercepts waits for its server, and no cluster-wide
+  pod/workload webhook rests on one replica;
 - `disruption`: every PriorityClass a pod names exists; no PodDisruptionBudget blocks a node drain;
 - `runtime`: every pod that needs the NVIDIA container runtime (GPU pods, the device plugin, GFD, the MPS daemon)
   runs under it on the nodes it lands on (the nodes' default runtime, or its RuntimeClass's handler);
@@ -40,6 +42,7 @@ from tools.simulate import (
     runtime,
     scheduling,
     storage,
+    webhooks,
 )
 from tools.simulate.model import CheckResult, ExpandedPod, Finding
 from tools.simulate.pods import expand_pods
@@ -53,6 +56,7 @@ def simulate(plan: Plan, objects: list[ClusterObject]) -> dict[str, Any]:
     pods = expand_pods(objects, plan)
     results += admission.check(plan, objects, pods)
     results += disruption.check(objects, pods)
+    results += webhooks.check(plan, objects, pods)
     # EKS's own add-on pods (aws-node...) are not in cluster.yaml but take room on every node.
     expanded = [*pods, *nodes.addon_pods(plan)]
     classes = runtime.runtime_classes(objects, nodes._mode(plan))
