@@ -35,6 +35,15 @@ def runtime_class_name(config: StackConfig) -> str | None:
     return NVIDIA_RUNTIME_HANDLER if node_default_runtime(config) == "runc" else None
 
 
+def site_architecture(config: StackConfig) -> str:
+    """Where the operators run: `arm64` on an adopted cluster whose GPU groups are all arm64 (an edge site of
+    Jetson-class nodes), else `amd64` (EKS runs them on the amd64 system group)."""
+    groups = [group.architecture for group in config.gpu_node_groups.values()]
+    if config.cluster.mode == "existing" and groups and all(arch == "arm64" for arch in groups):
+        return "arm64"
+    return "amd64"
+
+
 def job_pods(workload: WorkloadConfig) -> int:
     """Pods of one job at its configured largest, before any autoscaling: `elastic.maxNodes`, else `numNodes`."""
     return workload.elastic.max_nodes if workload.elastic else workload.num_nodes

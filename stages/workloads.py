@@ -42,6 +42,7 @@ from stack_config.derived import (
     kueue_enabled,
     pods_per_job,
     runtime_class_name,
+    site_architecture,
 )
 from stages.gpu import Gpu
 from stages.offline import OFFLINE_MANIFEST_DIR, site_images
@@ -79,7 +80,7 @@ def build_workloads(config: StackConfig, cluster: Cluster, image_ref: pulumi.Inp
                                else None),
         aws_opts=cluster.aws_opts if cluster.aws else None,
         site_images=site_images(config).refs, manifest_dir=f"{OFFLINE_MANIFEST_DIR}/{config.stack}",
-        platform_priority=cluster.platform_priority,
+        platform_priority=cluster.platform_priority, architecture=site_architecture(config),
     ))
     training_ns = build_namespace(config, cluster, k8s_kinds, operators)
     storage = build_storage(config, cluster, training_ns, image_ref)

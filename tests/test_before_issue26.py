@@ -1,4 +1,4 @@
-"""Issue 26: edge, dev and prod as the plan produced them before the fixes (tests/fixtures/before-issue26: their
+"""Issue 26 findings 1-5: edge, dev and prod as the plan produced them before the fixes (tests/fixtures/before-issue26: their
 cluster.yaml without CRDs, resources.json and stack file) fail the simulation, each finding named by its class."""
 
 from __future__ import annotations
@@ -40,6 +40,14 @@ def test_edge_before_the_fixes_runs_its_gpu_agents_and_workers_without_the_nvidi
     runtime = _lines(report, "runtime handlers")
     assert len(runtime) == 3 and all("the node's default runtime 'runc'" in line for line in runtime)
     assert any("DaemonSet nvidia-device-plugin/nvidia-device-plugin on node group orin" in line for line in runtime)
+
+
+def test_edge_before_the_fixes_runs_dlrovers_amd64_images_on_its_arm64_nodes() -> None:
+    platforms = _lines(simulated_before("edge"), "image platforms")
+    assert len(platforms) == 2
+    assert any("dlrover-master on node group orin (arm64)" in line and "intell-ai/dlrover:master carries linux/amd64"
+               in line for line in platforms)
+    assert any("easydl/elasticjob-controller:master carries linux/amd64" in line for line in platforms)
 
 
 def test_dev_before_the_fixes_hides_the_mps_shm_and_kueue_can_block_every_pod() -> None:

@@ -13,6 +13,8 @@ Parts (each a module with `check(...) -> list[CheckResult]`):
 - `runtime`: every pod that needs the NVIDIA container runtime (GPU pods, the device plugin, GFD, the MPS daemon)
   runs under it on the nodes it lands on (the nodes' default runtime, or its RuntimeClass's handler);
 - `device_mounts`: no pod volume hides a mount the device plugin gives an MPS client (/dev/shm, the pipe directory);
+- `platforms`: every image of a pod carries the architecture of the nodes it lands on (the mirror lock's record,
+  the catalog's);
 - `scheduling`: every pod fits a node group (labels, taints, allocatable minus kube-reserved and DaemonSets);
 - `autoscaler`: scale from zero — the cluster-autoscaler's template node from the ASG tags only;
 - `rendezvous`: every multi-node job's rendezvous host is reachable within its timeout at the stack's worst start
@@ -24,18 +26,22 @@ Parts (each a module with `check(...) -> list[CheckResult]`):
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from conventions.images import Lock, upstream_of
+from stack_config.derived import startup_bound_seconds
+from stages import offline
 from tools.cluster import ClusterObject, by_source
 from tools.plan_record import Plan
-from stack_config.derived import startup_bound_seconds
 from tools.simulate import (
     admission,
     autoscaler,
     device_mounts,
     disruption,
     nodes,
+    platforms,
     queries,
     queue,
     rendezvous,
@@ -64,6 +70,7 @@ def simulate(plan: Plan, objects: list[ClusterObject]) -> dict[str, Any]:
     if groups:
         results.append(runtime.check(pods, groups, classes, nodes._lands))
         results.append(device_mounts.check(pods, groups, nodes._lands))
+        results.append(platforms.check(pods, groups, nodes._lands, *_site_images(plan)))
         results.append(scheduling.check(expanded, groups))
         results.append(autoscaler.check(expanded, groups, objects))
     results += queue.check(objects, pods, groups)
@@ -73,6 +80,17 @@ def simulate(plan: Plan, objects: list[ClusterObject]) -> dict[str, Any]:
     return {"stack": plan.stack, "objects": dict(sorted(by_source(objects).items())),
             "checks": {result.name: result.as_json() for result in results},
             "ok": all(not result.findings and result.passed == result.total for result in results)}
+
+
+def _site_images(plan: Plan) -> tuple[Callable[[str], str | None], Lock | None]:
+    """An offline stack's site reference → upstream image, and its mirror lock (None: online, or no lock yet)."""
+    config = plan.config
+    settings = getattr(getattr(config, "image", None), "offline", None)
+    if settings is None:
+        return (lambda image: None), None
+    lock, _ = offline._read(config)
+    pinned = {site: source for source, site in offline.site_images(config).refs.items()}
+    return (lambda image: pinned.get(image) or upstream_of(image, settings.site_registry, settings.prefix)), lock
 
 
 def _startup_bound(plan: Plan) -> int | None:
