@@ -7,7 +7,7 @@ import re
 from collections.abc import Callable, Iterable, Iterator
 from datetime import timezone
 
-from catalog import versions
+from catalog import compatibility, versions
 from catalog.aws_regions import REGIONS
 from catalog.eks_max_pods import MAX_PODS
 from catalog.gpu_instances import (
@@ -609,6 +609,20 @@ def _check_runtime_class(config: StackConfig) -> Iterator[Problem]:
                                                 "or leave createRuntimeClass false")
 
 
+def _check_compatibility(config: StackConfig) -> Iterator[Problem]:
+    """catalog/compatibility.py: every row this stack uses holds for its pins (and its kubernetesVersion)."""
+    values = {**compatibility.pin_values(), "kubernetesVersion": config.kubernetes_version}
+
+    def uses(row: compatibility.Row) -> bool:
+        # The autoscaler runs only on EKS; the operator pairings hold for the pins, whatever the stack runs.
+        return "kubernetesVersion" not in row.pins or config.cluster.mode == "eks"
+
+    for row, why in compatibility.problems(values, uses):
+        path = "kubernetesVersion" if "kubernetesVersion" in row.pins else f"catalog.versions.{row.pins[0]}"
+        yield Problem(path, f"{' × '.join(f'{pin} {values[pin]}' for pin in row.pins)} break compatibility row "
+                            f"'{row.name}': {why} (source: {row.source})")
+
+
 def _check_metrics(config: StackConfig) -> Iterator[Problem]:
     retention = config.gpu.metrics.retention
     if not retention or not PROMETHEUS_DURATION.match(retention) or not any(ch.isdigit() for ch in retention):
@@ -702,6 +716,7 @@ _RULES = (
     (_check_workloads_fit_together, ("workloads", "gpuNodeGroups", "gpu", "cluster", "kueue")),
     (_check_metrics, ("gpu",)),
     (_check_runtime_class, ("gpu", "cluster")),
+    (_check_compatibility, ("cluster",)),
     (_check_kueue, ("kueue", "workloads", "cluster")),
     (each_workload(_check_autoscaling), ("workloads", "gpu", "cluster")),
     (_check_storage, ("storage", "cluster")),
