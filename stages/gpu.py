@@ -206,5 +206,8 @@ def no_gpu_hint(config: StackConfig) -> str:
                 f"runtimeclass {name}`: k3s ships it when it found nvidia-container-runtime at start) and that the "
                 "node's containerd config has the 'nvidia' runtime (k3s: `grep nvidia /var/lib/rancher/k3s/agent/"
                 "etc/containerd/config.toml`; install the NVIDIA container toolkit, then restart k3s)")
-    return ("the device plugin registered no GPU: check its logs for 'could not load NVML' (the NVIDIA runtime "
-            "is not the nodes' default: set cluster.nodeDefaultRuntime / gpu.runtimeClassName)")
+    if config.cluster.mode == "eks":
+        return ("the device plugin registered no GPU: check its logs for 'could not load NVML' (the node's AMI must "
+                "be an NVIDIA one, whose containerd defaults to the NVIDIA runtime: gpuNodeGroups.<name>.amiType)")
+    return ("the device plugin registered no GPU: check its logs for 'could not load NVML' (if the nodes' default "
+            "runtime is not NVIDIA's, set cluster.nodeDefaultRuntime: runc so the pods get gpu.runtimeClassName)")
