@@ -347,9 +347,11 @@ class KueueConfig(_Section):
     out of the queue would use capacity the quota counts as free, so it is all or none. `true` where it can't
     work is an error."""
     wait_for_pods_ready_timeout: str = "10m"
-    """Kueue `waitForPodsReady.timeout`: an admitted job whose pods are not all ready by then is evicted and
-    requeued, so a gang never holds part of its GPUs forever. Covers scale-from-zero node start-up and the image
-    pull. A Go duration such as `10m` or `1h30m`. Default `10m`."""
+    """Kueue `waitForPodsReady.timeout`: an admitted job not "ready" by then is evicted and requeued (for a
+    PyTorchJob "ready" is its Running condition, set once one worker runs; README "Gang admission"). The stack's
+    start-up bound: it also sets how long a multi-node PyTorchJob's workers wait for their rendezvous host
+    (`elasticPolicy.rdzvConf`). Covers scale-from-zero node start-up and the image pull. A Go duration such as
+    `10m` or `1h30m`. Default `10m`."""
 
 
 class AutoscalingConfig(_Section):
