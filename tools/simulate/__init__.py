@@ -63,8 +63,9 @@ def simulate(plan: Plan, objects: list[ClusterObject]) -> dict[str, Any]:
     results += admission.check(plan, objects, pods)
     results += disruption.check(objects, pods)
     results += webhooks.check(plan, objects, pods)
-    # EKS's own add-on pods (aws-node...) are not in cluster.yaml but take room on every node.
-    expanded = [*pods, *nodes.addon_pods(plan)]
+    # EKS's own add-on pods (aws-node...) are not in cluster.yaml but take room on every node. Queued jobs' pods
+    # are scheduled as Kueue creates them: with their flavor's node labels and tolerations.
+    expanded = [*queue.admitted_pods(objects, pods), *nodes.addon_pods(plan)]
     classes = runtime.runtime_classes(objects, nodes._mode(plan))
     groups = nodes.node_groups(plan, objects, expanded, classes)
     if groups:
