@@ -6,7 +6,7 @@ import re
 
 from catalog import versions
 from catalog.gpu_instances import DCGM_UNSUPPORTED_MODELS, JETSON_GPU_MODELS, bottlerocket
-from catalog.node_allocatable import instance_allocatable, smallest
+from catalog.node_allocatable import GPU_NODE_DAEMONS, instance_allocatable, smallest
 from conventions.names import EFA_RESOURCE, NVIDIA_RUNTIME_HANDLER, SHARED_GPU_RESOURCE, WHOLE_GPU_RESOURCE
 from stack_config.schema import NodeFacts, StackConfig, WorkloadConfig
 
@@ -180,9 +180,10 @@ def gpu_resource_of(config: StackConfig, group: str) -> tuple[str, int]:
 
 
 def group_quota(config: StackConfig, group: str) -> dict[str, float]:
-    """What node group `group` can provide at maxSize: GPUs (× sharing replicas, as the resource its nodes
-    advertise), EFA devices, and cpu/memory allocatable (catalog/node_allocatable.py, the same numbers the
-    simulation's node groups use; the smallest instance type of the group)."""
+    """What node group `group` can provide to training at maxSize: GPUs (× sharing replicas, as the resource its
+    nodes advertise), EFA devices, and cpu/memory allocatable (catalog/node_allocatable.py, the same numbers the
+    simulation's node groups use; the smallest instance type of the group) less what the platform's DaemonSets
+    request on each node (`GPU_NODE_DAEMONS`)."""
     node_group = config.gpu_node_groups[group]
     facts = config.node_facts(group)
     resource, replicas = gpu_resource_of(config, group)
@@ -192,8 +193,9 @@ def group_quota(config: StackConfig, group: str) -> dict[str, float]:
         quota[EFA_RESOURCE] = float(nodes * facts.num_efa_interfaces)
     if config.cluster.mode == "eks":
         per_node = smallest(instance_allocatable(t, node_group.disk_size_gib) for t in node_group.instance_types)
-        quota["cpu"] = per_node["cpu"] * nodes
-        quota["memory"] = per_node["memory"] * nodes
+        # Without the DaemonSets' share Kueue would admit jobs the nodes can't hold (catalog GPU_NODE_DAEMONS).
+        quota["cpu"] = (per_node["cpu"] - GPU_NODE_DAEMONS["cpu"]) * nodes
+        quota["memory"] = (per_node["memory"] - GPU_NODE_DAEMONS["memory"]) * nodes
         # Pods request ephemeral-storage (Guaranteed QoS); a requested resource the ClusterQueue doesn't cover
         # makes the workload inadmissible.
         quota["ephemeral-storage"] = per_node["ephemeral-storage"] * nodes

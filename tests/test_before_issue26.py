@@ -76,3 +76,9 @@ def test_the_same_stacks_today_simulate_clean(stack: str) -> None:
     plan = plan_stack(stack)
     report = simulate(plan, gtp_cluster.render_cluster(plan))
     assert report["ok"], findings(report)
+
+
+def test_dev_before_the_fixes_counted_its_daemonsets_capacity_in_kueues_quota() -> None:
+    queued = _lines(simulated_before("dev"), "queued")
+    assert any("ClusterQueue gtp-dev flavor gtp-g6: cpu nominalQuota 7840m, but node group g6 leaves training "
+               "7080m" in line and "its DaemonSets take 380m per node" in line for line in queued), queued

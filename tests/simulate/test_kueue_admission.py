@@ -78,3 +78,21 @@ def test_a_flavor_label_no_node_carries_is_caught_after_injection() -> None:
     report = simulate(plan, changed)
     scheduled = report["checks"]["scheduled"]["findings"]
     assert any("gtp.dev/rack" in f["rule"] for f in scheduled), scheduled
+
+
+def test_a_quota_at_or_under_what_the_daemonsets_leave_passes_and_more_fails() -> None:
+    plan = plan_stack("dev")
+    objects = gtp_cluster.render_cluster(plan)
+    assert simulate(plan, objects)["checks"]["queued"]["findings"] == []
+    raised = []
+    for item in objects:
+        if item.kind == "ClusterQueue":
+            body = copy.deepcopy(item.obj)
+            for flavor in body["spec"]["resourceGroups"][0]["flavors"]:
+                for resource in flavor["resources"]:
+                    if resource["name"] == "cpu":
+                        resource["nominalQuota"] = "7840m"  # the allocatable of 2 g6.xlarge, DaemonSets included
+            item = ClusterObject(item.source, body)
+        raised.append(item)
+    findings = simulate(plan, raised)["checks"]["queued"]["findings"]
+    assert any("its DaemonSets take 380m per node" in f["rule"] for f in findings), findings

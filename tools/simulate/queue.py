@@ -1,9 +1,10 @@
 """`queued`: Kueue admission of the training workloads (Kueue v0.19.2, components/kueue.py).
 
 Per rendered cluster:
-- every ClusterQueue flavor's nominal quota equals what its node group can provide at maxSize (the node group as
+- every ClusterQueue flavor's nominal quota is what its node group can give training at maxSize (the node group as
   the simulation sees it: allocatable from the launch template's instance types and the device plugin's advertised
-  GPU resource, × maxSize), and its ResourceFlavor's node labels and taints are the group's;
+  GPU resource, less the requests of the DaemonSets that land there, × maxSize; cpu and memory within `SLACK`
+  below it, never above), and its ResourceFlavor's node labels and taints are the group's;
 - every workload Kueue can admit (an object of a kind in `components.kueue.INTEGRATIONS`) in a namespace with a
   LocalQueue carries `kueue.x-k8s.io/queue-name` naming it (an unlabelled one bypasses the quota), its integration
   is enabled in `kueue-manager-config`, its LocalQueue's ClusterQueue exists and selects the namespace;
@@ -27,6 +28,9 @@ from tools.simulate.nodes import NodeGroup
 from tools.simulate.scheduling import _show, pod_requests, quantity, selector_misses, untolerated
 
 TOLERANCE = {"cpu": 0.001, "memory": 2**20, "ephemeral-storage": 2**20}
+SLACK = {"cpu": 0.15, "memory": 0.15}
+"""cpu and memory quotas leave the DaemonSets a bound (catalog/node_allocatable.py GPU_NODE_DAEMONS), so they may
+sit below what the DaemonSets leave free, by at most this share; GPUs, EFA devices and disk must be exact."""
 """Quotas are written in whole millicores and MiB (components/kueue.py `quantity`): a difference below one unit
 is rounding."""
 
@@ -226,12 +230,23 @@ def check(objects: list[ClusterObject], pods: list[ExpandedPod], groups: list[No
                 quotas = {str(r.get("name")): quantity(r.get("nominalQuota"), where=f"{subject} {r.get('name')}")
                           for r in flavor_quota.get("resources") or []}
                 for name in covered:
-                    expected = group.allocatable.get(name, 0.0) * group.max_size
+                    # What training can get: allocatable less the DaemonSets that land on the group.
+                    free = max(group.free.get(name, 0.0), 0.0)
+                    expected = free * group.max_size
                     got = quotas.get(name, 0.0)
-                    if abs(got - expected) > TOLERANCE.get(name, 0.5):
+                    tolerance = TOLERANCE.get(name, 0.5)
+                    taken = group.allocatable.get(name, 0.0) - free
+                    if got > expected + tolerance:
+                        misses.append(f"{name} nominalQuota {_show(name, got)}, but node group {group.name} leaves "
+                                      f"training {_show(name, expected)} ({group.max_size} node(s) × "
+                                      f"{_show(name, free)}; its DaemonSets take {_show(name, taken)} per node): "
+                                      "Kueue would admit jobs the nodes can't hold")
+                    elif name not in SLACK and got < expected - tolerance:
                         misses.append(f"{name} nominalQuota {_show(name, got)}, but node group {group.name} provides "
-                                      f"{_show(name, expected)} ({group.max_size} node(s) × "
-                                      f"{_show(name, group.allocatable.get(name, 0.0))})")
+                                      f"{_show(name, expected)} ({group.max_size} node(s) × {_show(name, free)})")
+                    elif name in SLACK and got < expected * (1 - SLACK[name]) - tolerance:
+                        misses.append(f"{name} nominalQuota {_show(name, got)} leaves more than "
+                                      f"{SLACK[name]:.0%} of node group {group.name}'s {_show(name, expected)} unused")
                 result.record(not misses, Finding(subject, "; ".join(misses),
                                                   "derive the quota from the node groups (stack_config/derived.py "
                                                   "`group_quota`)") if misses else None)
