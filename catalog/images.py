@@ -79,3 +79,33 @@ OPERATOR_IMAGES: dict[str, tuple[str, ...]] = {
 }
 """Operator manifest (vendored path) → every image it runs, exactly as the file spells them (containers, and
 images passed as controller flags)."""
+
+DLROVER_RELEASE_TAG = versions.DLROVER_VERSION
+ARM64_VARIANTS: dict[str, str] = {
+    # dlrover v0.6.1 .github/workflows/image_dlrover_controller.yml:18-25 builds `dlrover_controller` for
+    # linux/amd64 and `dlrover_controller_aarch64` for linux/arm64 from separate Dockerfiles (one platform each,
+    # :56-62), tagged by docker/metadata-action's default for the release event (the tag, :49-53).
+    "easydl/elasticjob-controller:master":
+        f"ghcr.io/intelligent-machine-learning/dlrover_controller_aarch64:{DLROVER_RELEASE_TAG}",
+    # image_dlrover_master.yml:18-40: `release_dlrover_master_py310` (linux/amd64) and
+    # `release_dlrover_master_py310_aarch64` (linux/arm64).
+    "registry.cn-hangzhou.aliyuncs.com/intell-ai/dlrover:master":
+        f"ghcr.io/intelligent-machine-learning/release_dlrover_master_py310_aarch64:{DLROVER_RELEASE_TAG}",
+}
+"""An image an operator manifest names → the image its project publishes for linux/arm64 instead. DLRover
+publishes arm64 only as separate `_aarch64` images: the reference its manifest names is not one (its `:master`
+images are built by no workflow of the tag, so nothing shows them to carry arm64)."""
+
+IMAGE_PLATFORMS: dict[str, tuple[str, ...]] = {
+    **{variant: ("linux/arm64",) for variant in ARM64_VARIANTS.values()},
+}
+"""Image → the platforms its publisher builds (from the build files cited above); the mirror lock records the
+platforms of every mirrored image (tools/mirror.py)."""
+
+
+def operator_images(manifest: str, architecture: str) -> tuple[str, ...]:
+    """The images an operator manifest runs on a site of `architecture` (`arm64`: `ARM64_VARIANTS` swapped in)."""
+    images = OPERATOR_IMAGES[manifest]
+    if architecture != "arm64":
+        return images
+    return tuple(ARM64_VARIANTS.get(image, image) for image in images)

@@ -23,6 +23,13 @@ _CPU_RANGES = ((0, 1000, 600), (1000, 2000, 100), (2000, 4000, 50))  # (from, to
 _CPU_ABOVE_FOUR = 25
 
 
+GPU_NODE_DAEMONS: dict[str, float] = {"cpu": 0.5, "memory": float(2**30)}
+"""What the platform's DaemonSets request on every GPU node, as a bound (the sum today: 380m / 768 MiB on dev's
+MPS group — aws-node, NFD's worker, the device plugin, GFD, the MPS daemon, dcgm-exporter — and 340m / 724 MiB on
+prod's EFA groups): Kueue's quota leaves it out (stack_config/derived.py `group_quota`), and the simulation's
+`queued` check fails when the DaemonSets that land on a group request more than it leaves."""
+
+
 def kube_reserved_cpu_millicores(vcpus: int) -> int:
     total = vcpus * 1000
     reserved = sum((min(total, end) - start) * parts // 10000 for start, end, parts in _CPU_RANGES if total > start)

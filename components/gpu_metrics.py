@@ -54,7 +54,7 @@ def _priority(priority_class: str | None) -> dict[str, str]:
 
 
 def dcgm_exporter_values(affinity: Mapping[str, Any], node_tolerations: list[Mapping[str, str]],
-                         priority_class: str | None = None) -> dict[str, Any]:
+                         priority_class: str | None = None, runtime_class: str | None = None) -> dict[str, Any]:
     """Helm values of the dcgm-exporter chart: on GPU nodes only, scraped through Service annotations.
 
     `priority_class` replaces the chart's `system-node-critical` (dcgm-exporter 4.6.0 templates/daemonset.yaml
@@ -62,9 +62,12 @@ def dcgm_exporter_values(affinity: Mapping[str, Any], node_tolerations: list[Map
     without it, and a node-critical pod makes the kubelet evict others to admit it (pkg/kubelet/preemption
     `CriticalPodAdmissionHandler`), a right kept for the device plugins. The platform class still ranks it above
     every training pod. None keeps the chart's default. A DaemonSet needs no
-    PodDisruptionBudget (drains skip DaemonSet pods)."""
+    PodDisruptionBudget (drains skip DaemonSet pods). `runtime_class`: the GPU nodes' NVIDIA RuntimeClass where
+    their default runtime is runc (DCGM needs the driver libraries the NVIDIA runtime injects; chart 4.6.0
+    templates/daemonset.yaml:45-46 `.Values.runtimeClassName`)."""
     return {
         **_priority(priority_class),
+        **({"runtimeClassName": runtime_class} if runtime_class else {}),
         "affinity": dict(affinity),
         "tolerations": [dict(t) for t in node_tolerations],
         # The chart creates a ServiceMonitor by default, a prometheus-operator CRD that the plain prometheus
@@ -180,6 +183,9 @@ class GpuMetricsArgs:
     platform_priority: pulumi.Resource | None = None
     """The `gtp-platform` PriorityClass (components/platform_priority.py): every release's pods name it and the
     releases wait for it. None: the charts' defaults."""
+    runtime_class_name: str | None = None
+    """RuntimeClass of dcgm-exporter's pods (the NVIDIA runtime where it isn't the nodes' default). None: the
+    node's default runtime."""
 
 
 class GpuMetrics(pulumi.ComponentResource):
@@ -197,7 +203,7 @@ class GpuMetrics(pulumi.ComponentResource):
         if args.dcgm_exporter:
             self.releases.append(_release(
                 f"{name}-dcgm-exporter", DCGM_EXPORTER_RELEASE, versions.DCGM_EXPORTER, args.device_plugin_namespace,
-                dcgm_exporter_values(args.gpu_affinity, args.gpu_tolerations, priority), release_opts,
+                dcgm_exporter_values(args.gpu_affinity, args.gpu_tolerations, priority, args.runtime_class_name), release_opts,
                 args.site_images))
         if args.prometheus or args.grafana:
             self.namespace = k8s.core.v1.Namespace(

@@ -66,6 +66,21 @@ def missing(nodes: List[Mapping[str, Any]], expectations: Mapping[str, Any]) -> 
     return problems
 
 
+def likely_cause(nodes: List[Mapping[str, Any]], expectations: Mapping[str, Any]) -> str:
+    """The stack's hint (`noGpuHint`) when some group has Ready nodes that advertise no GPU at all: the nodes are
+    there, so the device plugin registered nothing (on k3s: it ran without the NVIDIA runtime)."""
+    for group in expectations.get("groups", []):
+        selector = group.get("selector") or {}
+        matching = [node for node in nodes if _labels_match(node, selector) and _ready(node)]
+        gpu = [name for name in group.get("resources") or {} if name.startswith("nvidia.com/gpu")]
+        if matching and gpu and all(
+                _quantity(((node.get("status") or {}).get("allocatable") or {}).get(name)) == 0
+                for node in matching for name in gpu):
+            return (f"likely cause: node group '{group['name']}' has {len(matching)} Ready node(s) and no GPU "
+                    f"advertised: {expectations.get('noGpuHint') or 'the device plugin registered nothing'}")
+    return ""
+
+
 def skipped_lines(expectations: Mapping[str, Any]) -> List[str]:
     return [f"node group '{entry['name']}' not checked: {entry['reason']}" for entry in expectations.get("skipped", [])]
 
@@ -98,9 +113,11 @@ def main(argv: List[str]) -> int:
         log(line)
     deadline = time.monotonic() + timeout
     problems = ["the API server was not reached yet"]
+    nodes: List[Dict[str, Any]] = []
     while True:
         try:
-            problems = missing(list_nodes(), expectations)
+            nodes = list_nodes()
+            problems = missing(nodes, expectations)
         except (OSError, urllib.error.URLError, ValueError) as error:
             # Transient API errors (a control-plane update, a throttled request) must not fail the gate.
             problems = [f"listing nodes failed: {error}"]
@@ -111,6 +128,9 @@ def main(argv: List[str]) -> int:
             log(f"GPU readiness gate failed after {timeout:g}s; still missing:")
             for line in problems:
                 log(f"  {line}")
+            cause = likely_cause(nodes, expectations)
+            if cause:
+                log(cause)
             log("check the device-plugin pods in the device-plugin namespace, the node labels "
                 "(nvidia.com/device-plugin.config) and that the node groups reached minSize")
             return 1

@@ -2,15 +2,17 @@
 
 What the stack deploys:
 - Kueue itself from its vendored render (`vendor/operators/kueue-v0.19.2.yaml`), through a per-stack derived copy
-  (`kueue_manifest`) that changes two documents and nothing else: the `kueue-manager-config` ConfigMap (exactly
-  the integrations the stack's workload kinds use, and `waitForPodsReady`) and the Deployment (pull policy
-  `IfNotPresent`, a `gtp.dev/kueue-config-sha256` pod annotation, the platform's priority class). Why a derived copy and not a Pulumi-owned
-  ConfigMap patched after the fact: Kueue reads its configuration only at start (cmd/kueue/main.go `apply` loads
-  `--config` once), so a patch applied after the Deployment would leave the running manager on the upstream
-  defaults until something restarts it; in the derived copy the config's hash is in the pod template, so every
-  config change rolls the manager. The integrations depend on the stack, which is why the copy is per stack
-  (like the offline copies with site images, components/training_operators.py `operator_file`), not a single
-  committed file checked by tools/vendor.py like DLRover's.
+  (`kueue_manifest`) that changes four documents and adds one: the `kueue-manager-config` ConfigMap (exactly the
+  integrations the stack's workload kinds use, and `waitForPodsReady`), the Deployment (pull policy `IfNotPresent`,
+  a `gtp.dev/kueue-config-sha256` pod annotation, the platform's priority class, two replicas spread over nodes),
+  the two webhook configurations (only Kueue's own webhooks and the enabled integrations', scoped to the queued
+  namespaces and labelled objects: `scope_webhooks`), plus the manager's PodDisruptionBudget. Why a derived copy
+  and not a Pulumi-owned ConfigMap patched after the fact: Kueue reads its configuration only at start
+  (cmd/kueue/main.go `apply` loads `--config` once), so a patch applied after the Deployment would leave the
+  running manager on the upstream defaults until something restarts it; in the derived copy the config's hash is
+  in the pod template, so every config change rolls the manager. The integrations depend on the stack, which is
+  why the copy is per stack (like the offline copies with site images, components/training_operators.py
+  `operator_file`), not a single committed file checked by tools/vendor.py like DLRover's.
 - a ResourceFlavor per GPU node group (its node labels and taints), one ClusterQueue whose nominal quota is what
   the node groups can provide at their largest (stack_config/derived.py `group_quota`), and a LocalQueue in the training namespace.
   Every training workload carries `kueue.x-k8s.io/queue-name` (`QUEUE_LABEL`) naming that LocalQueue.
@@ -114,13 +116,72 @@ def manager_config(upstream: str, integrations: list[str], timeout: str) -> str:
     return yaml.safe_dump(document, sort_keys=False)
 
 
-def derive_manifest(text: str, integrations: list[str], timeout: str, site_images: Mapping[str, str] | None = None,
-                    priority_class: str | None = None) -> str:
-    """The vendored render with its ConfigMap and Deployment rewritten (the other documents stay byte-exact).
+KUEUE_API_GROUP = "kueue.x-k8s.io"
+MANAGER_REPLICAS = 2
+"""Kueue's own webhooks fail closed (`failurePolicy: Fail`): with one replica, every queued job's create fails
+while the manager restarts. Two serve them (leader election is on, config/components/manager/
+controller_manager_config.yaml:10-12 at v0.19.2, and every replica runs the webhook cert rotator,
+pkg/util/cert/cert.go:176 `RequireLeaderElection: false`), with a budget of one (the chart's own option,
+charts/kueue/values.yaml:78-79 `replicas`, :110-114 `podDisruptionBudget.minAvailable: 1`)."""
+PDB_NAME = "kueue-controller-manager"
 
-    `priority_class`: the manager's pods get it (the platform's class, components/platform_priority.py). One
-    replica and no PodDisruptionBudget: a budget on one replica blocks every drain, and while the manager is
-    rescheduled only new admissions wait (its webhooks fail closed for new jobs for those seconds)."""
+
+def integration_resources(integrations: Iterable[str]) -> set[tuple[str, str]]:
+    """(API group, plural resource) of each enabled integration (`batch/job` → (`batch`, `jobs`))."""
+    found = set()
+    for framework in integrations:
+        group, _, kind = framework.rpartition("/")
+        found.add(("" if group == "core" else group, kind + "s"))
+    return found
+
+
+def scope_webhooks(body: dict[str, Any], integrations: Iterable[str], namespaces: list[str]) -> dict[str, Any]:
+    """A webhook configuration with only Kueue's own webhooks and those of the enabled integrations, the latter
+    scoped to the queued namespaces and to objects that carry the queue label.
+
+    Kueue v0.19.2 registers every integration's webhook, the disabled ones as no-ops
+    (pkg/controller/jobframework/setup.go:107-111 `WithNoopWebhook(true)`), and the render lists them all with
+    `failurePolicy: Fail` in every namespace but kube-system and kueue-system: a Kueue outage would then refuse
+    every Pod, Deployment, StatefulSet and Job create in the cluster. Dropping a no-op changes nothing Kueue does.
+    An unlabelled job is left alone by Kueue: it is suspended only with a queue name or
+    `manageJobsWithoutQueueName` (off upstream: controller_manager_config.yaml:35, commented out; pkg/controller/
+    jobframework/defaults.go:36-46), and the default-LocalQueue labelling applies only to a LocalQueue named
+    `default` (defaults.go:80-96; pkg/controller/constants/constants.go:27), which the platform does not create. On
+    UPDATE the API server matches the objectSelector against the old and the new object, so a label removed from
+    a queued job is still validated."""
+    wanted = integration_resources(integrations)
+    kept = []
+    for webhook in body.get("webhooks") or []:
+        rules = webhook.get("rules") or []
+        pairs = {(group, resource) for rule in rules for group in rule.get("apiGroups") or []
+                 for resource in rule.get("resources") or []}
+        if all(group == KUEUE_API_GROUP for group, _ in pairs):
+            kept.append(webhook)
+        elif pairs and all((group, resource.split("/")[0]) in wanted for group, resource in pairs):
+            kept.append({**webhook,
+                         "namespaceSelector": {"matchExpressions": [{"key": "kubernetes.io/metadata.name",
+                                                                     "operator": "In",
+                                                                     "values": sorted(namespaces)}]},
+                         "objectSelector": {"matchExpressions": [{"key": QUEUE_LABEL, "operator": "Exists"}]}})
+    return {**body, "webhooks": kept}
+
+
+def manager_budget(deployment: Mapping[str, Any]) -> dict[str, Any]:
+    """The manager's PodDisruptionBudget: one of its replicas may be evicted at a time."""
+    meta = deployment["metadata"]
+    return {"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
+            "metadata": {"name": PDB_NAME, "namespace": meta["namespace"], "labels": dict(meta.get("labels") or {})},
+            "spec": {"minAvailable": 1, "selector": dict(deployment["spec"]["selector"])}}
+
+
+def derive_manifest(text: str, integrations: list[str], timeout: str, site_images: Mapping[str, str] | None = None,
+                    priority_class: str | None = None, namespaces: list[str] | None = None) -> str:
+    """The vendored render with its ConfigMap, Deployment and webhook configurations rewritten and the manager's
+    PodDisruptionBudget appended (the other documents stay byte-exact).
+
+    `priority_class`: the manager's pods get it (the platform's class, components/platform_priority.py).
+    `namespaces`: the queued namespaces the integrations' webhooks are scoped to (`scope_webhooks`); None keeps
+    upstream's. The manager runs `MANAGER_REPLICAS` replicas, spread over nodes, with a budget of one."""
     from components.training_operators import site_manifest
 
     if site_images:
@@ -148,8 +209,22 @@ def derive_manifest(text: str, integrations: list[str], timeout: str, site_image
                 container["imagePullPolicy"] = "IfNotPresent"
             if priority_class:
                 pod["spec"]["priorityClassName"] = priority_class
+            body["spec"]["replicas"] = MANAGER_REPLICAS
+            # Two replicas on one node would fall together.
+            pod["spec"].setdefault("affinity", {})["podAntiAffinity"] = {
+                "preferredDuringSchedulingIgnoredDuringExecution": [{"weight": 100, "podAffinityTerm": {
+                    "topologyKey": "kubernetes.io/hostname",
+                    "labelSelector": {"matchLabels": dict(body["spec"]["selector"]["matchLabels"])}}}]}
             documents[index] = yaml.safe_dump(body, sort_keys=False).rstrip("\n")
+            documents.append(yaml.safe_dump(manager_budget(body), sort_keys=False).rstrip("\n"))
             done.add("deployment")
+    if namespaces is not None:
+        for index, doc in enumerate(documents):
+            if "kind: MutatingWebhookConfiguration" in doc or "kind: ValidatingWebhookConfiguration" in doc:
+                body = yaml.safe_load(doc)
+                if body and body.get("kind") in ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"):
+                    documents[index] = yaml.safe_dump(scope_webhooks(body, integrations, namespaces),
+                                                      sort_keys=False).rstrip("\n")
     if done != {"config", "deployment"}:
         raise ValueError(f"{versions.KUEUE_MANIFEST}: expected ConfigMap {CONFIG_MAP} and Deployment "
                          f"kueue-controller-manager, found only {sorted(done)}")
@@ -173,12 +248,12 @@ def vendored_manifest(path: str) -> str:
 
 
 def kueue_manifest(integrations: list[str], timeout: str, site_images: Mapping[str, str], manifest_dir: str,
-                   priority_class: str | None = None) -> str:
+                   priority_class: str | None = None, namespaces: list[str] | None = None) -> str:
     """Write the stack's derived copy under `manifest_dir` (named by content) and return its path."""
     from components.training_operators import derived_name
 
     text = derive_manifest((ROOT / versions.KUEUE_MANIFEST).read_text(), integrations, timeout, site_images,
-                           priority_class)
+                           priority_class, namespaces)
     target = f"{manifest_dir}/{derived_name(versions.KUEUE_MANIFEST, text, site=bool(site_images))}"
     path = ROOT / target
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -222,7 +297,8 @@ class Kueue(pulumi.ComponentResource):
         self.manager = k8s.yaml.v2.ConfigFile(
             f"{name}-kueue", file=kueue_manifest(args.integrations, args.wait_for_pods_ready_timeout,
                                                  args.site_images, args.manifest_dir,
-                                                 PLATFORM_PRIORITY_CLASS if args.platform_priority else None),
+                                                 PLATFORM_PRIORITY_CLASS if args.platform_priority else None,
+                                                 args.namespaces),
             opts=pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(
                 depends_on=[args.platform_priority] if args.platform_priority else [])))
         after = pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=[self.manager])

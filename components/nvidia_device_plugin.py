@@ -27,6 +27,7 @@ from catalog import versions
 from components.helm import pinned_release
 from conventions.kubernetes import platform_labels, pod_security_labels
 from conventions.names import (
+    NVIDIA_RUNTIME_HANDLER,
     DEVICE_PLUGIN_NAMESPACE,
     NODE_GROUP_LABEL,
     PLATFORM_PRIORITY_CLASS,
@@ -120,6 +121,24 @@ CRITICAL_ADDONS_TOLERATION = {"key": "CriticalAddonsOnly", "operator": "Exists"}
 
 DEVICE_PLUGIN_RESOURCES = {"requests": {"cpu": "50m", "memory": "64Mi"},
                            "limits": {"cpu": "500m", "memory": "256Mi"}}
+MPS_SERVER_MEMORY_MIB_PER_GPU = 512
+MPS_MEMORY_MIB_PER_CLIENT = 32
+MPS_SERVER_CPU_MILLI_PER_GPU = 500
+
+
+def mps_daemon_resources(num_gpus: int, num_clients: int) -> dict[str, Any]:
+    """`resources` of the chart when a node group shares by MPS: the MPS control daemon forks the MPS server
+    (`nvidia-cuda-mps-server`, one CUDA context per GPU) inside its own container, so the server counts against the
+    daemon's limits (chart 0.20.0 templates/daemonset-mps-control-daemon.yml:191-193: the same `.Values.resources`
+    as the plugin). `num_gpus`/`num_clients`: the largest MPS node's GPUs and GPUs x replicas. NVIDIA publishes no
+    host-memory figure for the server; a CUDA context holds hundreds of MiB of host memory, so 512 MiB per GPU plus
+    32 MiB per client on top of the plugin's own 256 MiB is our margin (not measured here), and half a core per GPU
+    for the server's work. The chart has one value for the plugin, GFD and the daemon: they all get these limits;
+    requests stay the plugin's."""
+    memory = 256 + MPS_SERVER_MEMORY_MIB_PER_GPU * num_gpus + MPS_MEMORY_MIB_PER_CLIENT * num_clients
+    cpu = 500 + MPS_SERVER_CPU_MILLI_PER_GPU * num_gpus
+    return {"requests": dict(DEVICE_PLUGIN_RESOURCES["requests"]),
+            "limits": {"cpu": f"{cpu}m", "memory": f"{memory}Mi"}}
 # NFD master, gc and worker: the chart already sets requests, memory limits, a read-only root, no capabilities and
 # runAsNonRoot; it leaves the seccomp profile, the uid and the CPU limit open. The runtime's default seccomp profile
 # fits them (API clients; the worker only reads /sys, /proc and /etc/os-release of the host); the uid/gid is the
@@ -146,12 +165,20 @@ updates skip DaemonSet pods."""
 
 def device_plugin_values(config_map: Mapping[str, str], default_config: str, affinity: Mapping[str, Any],
                          node_tolerations: list[Mapping[str, str]], install_nfd: bool,
-                         priority_class: str | None = None) -> dict[str, Any]:
+                         priority_class: str | None = None, runtime_class: str | None = None,
+                         mps_node: tuple[int, int] | None = None) -> dict[str, Any]:
     """Helm values of the nvidia-device-plugin chart 0.20. `priority_class`: the platform's class for NFD's
-    master, gc and worker (None: the chart's default, none)."""
+    master, gc and worker (None: the chart's default, none). `runtime_class`: the RuntimeClass of the plugin, GFD
+    and MPS daemon pods (None: the node's default runtime). `mps_node`: (GPUs, clients) of the largest node that
+    shares by MPS (`mps_daemon_resources`); None: no MPS."""
     nfd_priority = {"priorityClassName": priority_class} if priority_class else {}
     return {
         "config": {"map": dict(config_map), "default": default_config},
+        # Where containerd's default runtime is runc (k3s: the NVIDIA runtime is only an extra handler), the
+        # plugin would find no NVML/Tegra library and register nothing. One value for the plugin, GFD and MPS
+        # daemon sets (chart 0.20.0 templates/daemonset-device-plugin.yml:46-47, daemonset-gfd.yml:46-47,
+        # daemonset-mps-control-daemon.yml:46-47 `.Values.runtimeClassName`; values.yaml:101 default null).
+        **({"runtimeClassName": runtime_class} if runtime_class else {}),
         # The chart's default, stated so that a chart bump can't drop it (see NODE_CRITICAL). One value for the
         # plugin, GFD and MPS daemon sets (templates/daemonset-*.yml `.Values.priorityClassName`).
         "priorityClassName": NODE_CRITICAL,
@@ -166,7 +193,7 @@ def device_plugin_values(config_map: Mapping[str, str], default_config: str, aff
         # has no other knob). Kubernetes' own nvidia-gpu addon requested 50m CPU (kubernetes/kubernetes
         # cluster/addons/device-plugins/nvidia-gpu/daemonset.yaml); a running plugin holds ~25 MiB and was seen
         # OOM-killed under tighter limits (zalando-incubator/kubernetes-on-aws#7065): 64 Mi requested, 256 Mi cap.
-        "resources": DEVICE_PLUGIN_RESOURCES,
+        "resources": mps_daemon_resources(*mps_node) if mps_node else DEVICE_PLUGIN_RESOURCES,
         "nfd": {
             # The chart's condition is `nfd.enabled,gfd.enabled`: an explicit false skips NFD even with GFD on,
             # for clusters that already run NFD (two NFD masters fight over the same labels).
@@ -223,11 +250,27 @@ class NvidiaDevicePluginArgs:
     platform_priority: pulumi.Resource | None = None
     """The `gtp-platform` PriorityClass (components/platform_priority.py): NFD's pods name it and the release
     waits for it. None: NFD runs without a class."""
+    runtime_class_name: str | None = None
+    """RuntimeClass of the plugin, GFD and MPS daemon pods (`gpu.runtimeClassName`). None: the node's default."""
+    mps_node: tuple[int, int] | None = None
+    """(GPUs, MPS clients) of the largest node that shares by MPS: sizes the MPS daemon (`mps_daemon_resources`).
+    None: no node group uses MPS."""
+    create_runtime_class: bool = False
+    """Create RuntimeClass `runtime_class_name` (handler `nvidia`) before the release. Default false (k3s ships
+    one)."""
+
+
+def runtime_class(name: str) -> dict[str, Any]:
+    """The RuntimeClass `name` for containerd's `nvidia` handler (node.k8s.io/v1; the same object k3s ships,
+    k3s-io/k3s manifests/runtimes.yaml)."""
+    return {"apiVersion": "node.k8s.io/v1", "kind": "RuntimeClass", "metadata": {"name": name},
+            "handler": NVIDIA_RUNTIME_HANDLER}
 
 
 class NvidiaDevicePlugin(pulumi.ComponentResource):
     namespace: k8s.core.v1.Namespace
     release: k8s.helm.v3.Release | None
+    runtime_class: k8s.node.v1.RuntimeClass | None
 
     def __init__(self, name: str, args: NvidiaDevicePluginArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("gtp:gpu:NvidiaDevicePlugin", name, None, opts)
@@ -240,6 +283,13 @@ class NvidiaDevicePlugin(pulumi.ComponentResource):
         for group, reason in sorted(args.skipped_groups.items()):
             pulumi.log.info(f"NVIDIA device plugin: not installed for node group '{group}': {reason}", self)
         self.release = None
+        self.runtime_class = None
+        waits: list[pulumi.Resource] = [args.platform_priority] if args.platform_priority else []
+        if args.create_runtime_class and args.runtime_class_name:
+            body = runtime_class(args.runtime_class_name)
+            self.runtime_class = k8s.node.v1.RuntimeClass(
+                f"{name}-runtime-class", metadata=body["metadata"], handler=body["handler"], opts=k8s_opts)
+            waits.append(self.runtime_class)
         if args.node_selectors:
             chart = versions.NVIDIA_DEVICE_PLUGIN
             self.release = pinned_release(
@@ -248,9 +298,9 @@ class NvidiaDevicePlugin(pulumi.ComponentResource):
                 values=device_plugin_values(sharing_config_map(args.sharing), args.default_config,
                                             gpu_node_affinity(args.node_selectors), args.tolerations,
                                             args.install_nfd,
-                                            PLATFORM_PRIORITY_CLASS if args.platform_priority else None),
-                opts=pulumi.ResourceOptions.merge(k8s_opts, pulumi.ResourceOptions(
-                    depends_on=[args.platform_priority] if args.platform_priority else [])),
+                                            PLATFORM_PRIORITY_CLASS if args.platform_priority else None,
+                                            args.runtime_class_name, args.mps_node),
+                opts=pulumi.ResourceOptions.merge(k8s_opts, pulumi.ResourceOptions(depends_on=waits)),
                 site_images=args.site_images,
             )
         else:

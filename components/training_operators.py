@@ -27,7 +27,7 @@ import pulumi_kubernetes as k8s
 import yaml
 
 from catalog import versions
-from catalog.images import OPERATOR_IMAGES
+from catalog.images import ARM64_VARIANTS, OPERATOR_IMAGES, operator_images
 from conventions.images import normalized
 from components.helm import pinned_release
 from conventions import iam
@@ -83,18 +83,34 @@ def keda_values(priority_class: str | None = None, highly_available: bool = Fals
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def site_manifest(text: str, manifest: str, site_images: Mapping[str, str]) -> str:
+def _replace_image(text: str, manifest: str, source: str, target: str) -> str:
+    text, count = re.subn(r"(?<=[\s=\"'])" + re.escape(source) + r"(?=[\s\"']|$)", target, text, flags=re.M)
+    if count == 0:
+        raise ValueError(f"{manifest}: image {source} (catalog/images.py OPERATOR_IMAGES) does not occur")
+    return text
+
+
+def architecture_manifest(text: str, manifest: str, architecture: str) -> str:
+    """On an arm64 site, the images its project publishes for arm64 in place of the manifest's (catalog.images
+    `ARM64_VARIANTS`: DLRover's `_aarch64` release images)."""
+    if architecture != "arm64":
+        return text
+    for source in OPERATOR_IMAGES[manifest]:
+        if source in ARM64_VARIANTS:
+            text = _replace_image(text, manifest, source, ARM64_VARIANTS[source])
+    return text
+
+
+def site_manifest(text: str, manifest: str, site_images: Mapping[str, str], architecture: str = "amd64") -> str:
     """The vendored operator manifest `manifest` with every image it runs (catalog.images.OPERATOR_IMAGES:
     container images and images passed as controller flags) replaced by its site copy. Only whole references are
     replaced (after `image: `, a quote or a flag's `=`); each must occur, so a bump that changes an image fails
     here instead of deploying the upstream one."""
-    for source in OPERATOR_IMAGES[manifest]:
+    for source in operator_images(manifest, architecture):
         site = site_images.get(normalized(source))
         if site is None:
             raise ValueError(f"{manifest}: no site image for {source}")
-        text, count = re.subn(r"(?<=[\s=\"'])" + re.escape(source) + r"(?=[\s\"']|$)", site, text, flags=re.M)
-        if count == 0:
-            raise ValueError(f"{manifest}: image {source} (catalog/images.py OPERATOR_IMAGES) does not occur")
+        text = _replace_image(text, manifest, source, site)
     return text
 
 
@@ -137,16 +153,17 @@ def with_priority_class(text: str, manifest: str, priority_class: str) -> str:
 
 
 def operator_file(manifest: str, site_images: Mapping[str, str], manifest_dir: str,
-                  priority_class: str | None = None) -> str:
+                  priority_class: str | None = None, architecture: str = "amd64") -> str:
     """The file a ConfigFile applies: the vendored one as is, or a copy derived from it — rewritten to the site's
     images (offline) and/or with `priority_class` on its controllers' pods (`with_priority_class`) — written under
     `manifest_dir` as `<name>-<content sha256 prefix>.yaml` (relative to the project root, where Pulumi runs the
     program). The vendored file stays byte-exact; the copy is derived from it on every run."""
-    if not site_images and not priority_class:
+    arm64_images = architecture == "arm64" and any(image in ARM64_VARIANTS for image in OPERATOR_IMAGES[manifest])
+    if not site_images and not priority_class and not arm64_images:
         return manifest
-    text = (ROOT / manifest).read_text()
+    text = architecture_manifest((ROOT / manifest).read_text(), manifest, architecture)
     if site_images:
-        text = site_manifest(text, manifest, site_images)
+        text = site_manifest(text, manifest, site_images, architecture)
     if priority_class:
         text = with_priority_class(text, manifest, priority_class)
     # Named by content: a new lock (new digests) is a new file, so the plan diff and Pulumi see the change, and
@@ -179,6 +196,9 @@ class TrainingOperatorsArgs:
     site_images: dict[str, str] = field(default_factory=dict)
     """Offline stacks: upstream image → the site registry's copy; the operator manifests are applied from copies
     rewritten to them (`operator_file`) and KEDA's chart values point at them. Default: none."""
+    architecture: str = "amd64"
+    """The architecture of the nodes the operators run on (`amd64`, `arm64`): on arm64 the operators whose projects
+    publish arm64 as separate images run those (catalog.images `ARM64_VARIANTS`). Default amd64."""
     manifest_dir: str = "build/offline"
     """Where the derived operator manifests (site images, priority class) are written, relative to the project
     root."""
@@ -214,7 +234,8 @@ class TrainingOperators(pulumi.ComponentResource):
         if args.dlrover:
             self.dlrover = k8s.yaml.v2.ConfigFile(
                 f"{name}-dlrover",
-                file=operator_file(versions.DLROVER_MANIFEST, args.site_images, args.manifest_dir, priority),
+                file=operator_file(versions.DLROVER_MANIFEST, args.site_images, args.manifest_dir, priority,
+                                   args.architecture),
                 opts=child)
         if args.trainer:
             self.trainer = k8s.yaml.v2.ConfigFile(

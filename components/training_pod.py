@@ -68,6 +68,17 @@ class PodShape:
     """EFA devices per pod (`vpc.amazonaws.com/efa`); 0 = EFA off, no EFA env."""
     extra_env: Mapping[str, pulumi.Input[str]] = field(default_factory=dict)
     checkpoint_dir: str | None = None
+    device_shm: bool = False
+    """The device plugin mounts the MPS daemon's shared memory at `/dev/shm` (an MPS slice: device plugin v0.20.0
+    internal/plugin/mps.go:86-89 `ContainerPath: /dev/shm`): the pod gets no `dshm` emptyDir there. Kubelet
+    appends the pod's own mounts after the device plugin's (kubernetes pkg/kubelet/kubelet_pods.go
+    `GenerateRunContainerOptions`: `containerManager.GetResources` first, then `opts.Mounts = append(opts.Mounts,
+    mounts...)`), so an emptyDir at /dev/shm would hide the MPS server's and the client could not attach. Its size
+    is the daemon's tmpfs (half the node's memory: cmd/mps-control-daemon/mount/mount-shm.go:74-106), not
+    `shm_size`. Default false: an emptyDir of `shm_size`."""
+    runtime_class_name: str | None = None
+    """RuntimeClass of the pod (the NVIDIA runtime where it isn't the GPU nodes' default, `gpu.runtimeClassName`):
+    without it a GPU pod on k3s gets no driver libraries. None: the node's default runtime."""
     program: tuple[str, ...] | None = None
     """A team's own program (`workloads.<name>.command`, in their own `image`) in place of `-m module
     trainer_args`. Such an image has no `trainer` package: no healthcheck init container, no trainer metrics
@@ -151,8 +162,8 @@ def container_env(shape: PodShape) -> list[dict[str, Any]]:
 
 
 def volume_mounts(shape: PodShape) -> list[dict[str, Any]]:
-    return [{"name": "dshm", "mountPath": "/dev/shm"}, {"name": "tmp", "mountPath": "/tmp"},
-            {"name": "shared", "mountPath": shape.mount_path}]
+    shm = [] if shape.device_shm else [{"name": "dshm", "mountPath": "/dev/shm"}]
+    return [*shm, {"name": "tmp", "mountPath": "/tmp"}, {"name": "shared", "mountPath": shape.mount_path}]
 
 
 def healthcheck_args(shape: PodShape) -> list[str]:
@@ -206,6 +217,7 @@ def pod_template(shape: PodShape, *, command: Sequence[str], args: Sequence[str]
             # a file; DLRover's master is the only training pod that talks to the API server.
             "automountServiceAccountToken": False,
             "priorityClassName": shape.priority_class,
+            **({"runtimeClassName": shape.runtime_class_name} if shape.runtime_class_name else {}),
             "restartPolicy": restart_policy,
             "terminationGracePeriodSeconds": shape.termination_grace_period_seconds,
             "securityContext": restricted_pod(user=RUN_AS_USER, group=RUN_AS_USER, fs_group=RUN_AS_USER),
@@ -216,7 +228,9 @@ def pod_template(shape: PodShape, *, command: Sequence[str], args: Sequence[str]
             "containers": [container],
             "volumes": [
                 # NCCL and DataLoader workers exchange tensors through /dev/shm; the container default is 64 MiB.
-                {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": shape.shm_size}},
+                # Under MPS the device plugin mounts the daemon's /dev/shm instead (`PodShape.device_shm`).
+                *([] if shape.device_shm else [
+                    {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": shape.shm_size}}]),
                 {"name": "tmp", "emptyDir": {"sizeLimit": shape.ephemeral_storage}},
                 {"name": "shared", **dict(shape.storage_volume)},
             ],

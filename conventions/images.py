@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 DEFAULT_REGISTRY = "docker.io"
 DIGEST = re.compile(r"^sha256:[0-9a-f]{64}$")
 LOCK_VERSION = 1
+PLATFORM = re.compile(r"^[a-z0-9]+/[a-z0-9_]+(/[a-z0-9]+)?$")
 
 
 @dataclass(frozen=True)
@@ -72,6 +73,15 @@ def site_repository(source: str, site_registry: str, prefix: str) -> str:
     return "/".join(parts + [ref.registry.replace(":", "-"), ref.path])
 
 
+def upstream_of(site_reference: str, site_registry: str, prefix: str) -> str | None:
+    """The upstream image a site copy by tag names (`site_repository` read backwards; a `-port` is not undone, so
+    only registries without a port come back exactly); None when it is not on the site's mirror path."""
+    head = "/".join([site_registry.rstrip("/")] + ([prefix.strip("/")] if prefix.strip("/") else [])) + "/"
+    if not site_reference.startswith(head):
+        return None
+    return normalized(site_reference[len(head):])
+
+
 def site_tag(source: str) -> str:
     """The tag the copy gets: the source's tag, or `sha256-<hex>` for a digest-only source (a registry needs a
     tag to keep an image from garbage collection; cosign names its artefacts the same way)."""
@@ -99,10 +109,27 @@ class Lock:
     site_registry: str
     images: dict[str, str]
     """Normalised source reference → `<site repository>@sha256:<digest>`."""
+    platforms: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    """Normalised source reference → the platforms (`os/arch[/variant]`) its copy carries, as `make mirror` read
+    them from the manifest list (or the single image's config); an image missing here is of unknown platforms."""
 
     def to_json(self) -> str:
-        return json.dumps({"version": LOCK_VERSION, "siteRegistry": self.site_registry,
-                           "images": dict(sorted(self.images.items()))}, indent=2) + "\n"
+        data: dict[str, Any] = {"version": LOCK_VERSION, "siteRegistry": self.site_registry,
+                                "images": dict(sorted(self.images.items()))}
+        if self.platforms:
+            data["platforms"] = {source: list(found) for source, found in sorted(self.platforms.items())}
+        return json.dumps(data, indent=2) + "\n"
+
+    def source_of(self, site_reference: str) -> str | None:
+        """The upstream image a site copy (by digest) was mirrored from."""
+        if "@" not in site_reference:
+            return None
+        repository, digest = site_reference.split("@", 1)
+        for source, pinned in self.images.items():
+            # A chart may compose `repository:tag@digest`: the digest and the repository decide.
+            if pinned.split("@", 1)[1] == digest and repository.startswith(pinned.split("@", 1)[0]):
+                return source
+        return None
 
 
 class LockError(ValueError):
@@ -127,4 +154,11 @@ def read_lock(path: Path) -> Lock:
         if not (isinstance(pinned, str) and "@" in pinned and DIGEST.match(pinned.split("@", 1)[1])
                 and on_registry(pinned, site)):
             raise LockError(f"{path}: images.{source}: expected '{site}/...@sha256:<64 hex>', got {pinned!r}")
-    return Lock(site, {normalized(source): pinned for source, pinned in images.items()})
+    platforms = data.get("platforms") or {}
+    if not isinstance(platforms, dict) or not all(
+            isinstance(found, list) and all(isinstance(p, str) and PLATFORM.match(p) for p in found)
+            for found in platforms.values()):
+        raise LockError(f"{path}: platforms: expected an object source → ['os/arch[/variant]', ...], got "
+                        f"{platforms!r}")
+    return Lock(site, {normalized(source): pinned for source, pinned in images.items()},
+                {normalized(source): tuple(found) for source, found in platforms.items()})

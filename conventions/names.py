@@ -21,6 +21,10 @@ GPU_TAINT_KEY = "nvidia.com/gpu"
 WHOLE_GPU_RESOURCE = "nvidia.com/gpu"
 SHARED_GPU_RESOURCE = "nvidia.com/gpu.shared"
 EFA_RESOURCE = "vpc.amazonaws.com/efa"
+NVIDIA_RUNTIME_HANDLER = "nvidia"
+"""containerd's handler for the NVIDIA container runtime, as k3s names the one it detects (k3s-io/k3s@080ec81
+pkg/agent/containerd/runtimes.go `findNvidiaContainerRuntimes`: an extra runtime `nvidia`, not the default; the
+RuntimeClass `nvidia` k3s ships, manifests/runtimes.yaml, points at it)."""
 
 
 def config_name(mode: str, replicas: int) -> str:

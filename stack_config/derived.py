@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import re
+
 from catalog import versions
 from catalog.gpu_instances import DCGM_UNSUPPORTED_MODELS, JETSON_GPU_MODELS, bottlerocket
-from catalog.node_allocatable import instance_allocatable, smallest
-from conventions.names import EFA_RESOURCE, SHARED_GPU_RESOURCE, WHOLE_GPU_RESOURCE
+from catalog.node_allocatable import GPU_NODE_DAEMONS, instance_allocatable, smallest
+from conventions.names import EFA_RESOURCE, NVIDIA_RUNTIME_HANDLER, SHARED_GPU_RESOURCE, WHOLE_GPU_RESOURCE
 from stack_config.schema import GpuNodeGroupConfig, NodeFacts, StackConfig, WorkloadConfig
 
 
@@ -14,6 +16,32 @@ def dcgm_exporter_enabled(config: StackConfig) -> bool:
     if config.gpu.metrics.dcgm_exporter is not None:
         return config.gpu.metrics.dcgm_exporter
     return not any(group.gpu_model in DCGM_UNSUPPORTED_MODELS for group in config.gpu_node_groups.values())
+
+
+def node_default_runtime(config: StackConfig) -> str | None:
+    """containerd's default handler on the GPU nodes: `cluster.nodeDefaultRuntime`, or `runc` on an existing
+    cluster (k3s keeps runc as the default, k3s-io/k3s#8700), `nvidia` on EKS (the NVIDIA AMIs' default); None
+    on a Swarm (Docker's runtime, not containerd's CRI)."""
+    if config.cluster.node_default_runtime is not None:
+        return config.cluster.node_default_runtime
+    return {"existing": "runc", "eks": NVIDIA_RUNTIME_HANDLER}.get(config.cluster.mode)
+
+
+def runtime_class_name(config: StackConfig) -> str | None:
+    """The RuntimeClass of the GPU pods and the device plugin's daemons (`gpu.runtimeClassName`): by default
+    `nvidia` when the nodes' default runtime is runc, else none; `""` is none."""
+    if config.gpu.runtime_class_name is not None:
+        return config.gpu.runtime_class_name or None
+    return NVIDIA_RUNTIME_HANDLER if node_default_runtime(config) == "runc" else None
+
+
+def site_architecture(config: StackConfig) -> str:
+    """Where the operators run: `arm64` on an adopted cluster whose GPU groups are all arm64 (an edge site of
+    Jetson-class nodes), else `amd64` (EKS runs them on the amd64 system group)."""
+    groups = [group.architecture for group in config.gpu_node_groups.values()]
+    if config.cluster.mode == "existing" and groups and all(arch == "arm64" for arch in groups):
+        return "arm64"
+    return "amd64"
 
 
 def job_pods(workload: WorkloadConfig) -> int:
@@ -144,6 +172,24 @@ def kueue_enabled(config: StackConfig) -> bool:
     return not kueue_blockers(config) if enabled is None else enabled
 
 
+def duration_seconds(text: str) -> int:
+    """A Go duration of hours, minutes and seconds (`1h30m`, `10m`, `45s`; validated by the kueue rule) in seconds."""
+    total = 0
+    for amount, unit in re.findall(r"(\d+)([hms])", text):
+        total += int(amount) * {"h": 3600, "m": 60, "s": 1}[unit]
+    return total
+
+
+def startup_bound_seconds(config: StackConfig) -> int:
+    """How long the stack allows a job's pods to take to start, the slowest against the first (a node group
+    scaling from its minimum, one slower image pull): Kueue's `waitForPodsReady.timeout` when Kueue queues the
+    workloads (an admitted job not ready by then is evicted), else the GPU readiness gate's timeout (how long the
+    stack waits for a node's GPUs to appear)."""
+    if kueue_enabled(config):
+        return duration_seconds(config.kueue.wait_for_pods_ready_timeout)
+    return config.gpu.readiness_timeout_seconds
+
+
 def pods_per_job(workload: WorkloadConfig) -> int:
     """Most training pods one job of the workload runs at once (quotas are sized from it)."""
     pods = job_pods(workload)
@@ -166,9 +212,10 @@ def gpu_resource_of(config: StackConfig, group: str) -> tuple[str, int]:
 
 
 def group_quota(config: StackConfig, group: str) -> dict[str, float]:
-    """What node group `group` can provide at maxSize: GPUs (× sharing replicas, as the resource its nodes
-    advertise), EFA devices, and cpu/memory allocatable (catalog/node_allocatable.py, the same numbers the
-    simulation's node groups use; the smallest instance type of the group)."""
+    """What node group `group` can provide to training at maxSize: GPUs (× sharing replicas, as the resource its
+    nodes advertise), EFA devices, and cpu/memory allocatable (catalog/node_allocatable.py, the same numbers the
+    simulation's node groups use; the smallest instance type of the group) less what the platform's DaemonSets
+    request on each node (`GPU_NODE_DAEMONS`)."""
     node_group = config.gpu_node_groups[group]
     facts = config.node_facts(group)
     resource, replicas = gpu_resource_of(config, group)
@@ -178,8 +225,9 @@ def group_quota(config: StackConfig, group: str) -> dict[str, float]:
         quota[EFA_RESOURCE] = float(nodes * facts.num_efa_interfaces)
     if config.cluster.mode == "eks":
         per_node = smallest(instance_allocatable(t, node_group.disk_size_gib) for t in node_group.instance_types)
-        quota["cpu"] = per_node["cpu"] * nodes
-        quota["memory"] = per_node["memory"] * nodes
+        # Without the DaemonSets' share Kueue would admit jobs the nodes can't hold (catalog GPU_NODE_DAEMONS).
+        quota["cpu"] = (per_node["cpu"] - GPU_NODE_DAEMONS["cpu"]) * nodes
+        quota["memory"] = (per_node["memory"] - GPU_NODE_DAEMONS["memory"]) * nodes
         # Pods request ephemeral-storage (Guaranteed QoS); a requested resource the ClusterQueue doesn't cover
         # makes the workload inadmissible.
         quota["ephemeral-storage"] = per_node["ephemeral-storage"] * nodes

@@ -7,7 +7,7 @@ import re
 from collections.abc import Callable, Iterable, Iterator
 from datetime import timezone
 
-from catalog import versions
+from catalog import compatibility, versions
 from catalog.aws_regions import REGIONS
 from catalog.eks_max_pods import MAX_PODS
 from catalog.gpu_instances import (
@@ -19,7 +19,7 @@ from catalog.gpu_instances import (
 from catalog.node_allocatable import allocatable
 from conventions.names import config_name
 from conventions.quantities import cpu_cores, quantity_gib
-from stack_config.derived import dcgm_exporter_enabled, gpus_per_pod, job_pods, num_ranks
+from stack_config.derived import dcgm_exporter_enabled, gpus_per_pod, job_pods, num_ranks, runtime_class_name
 from stack_config.problems import Problem, did_you_mean
 from stack_config.schema import SharingConfig, StackConfig, WorkloadConfig
 
@@ -590,6 +590,39 @@ def _check_kueue(config: StackConfig) -> Iterator[Problem]:
 PROMETHEUS_DURATION = re.compile(r"^(\d+y)?(\d+w)?(\d+d)?(\d+h)?(\d+m)?(\d+s)?(\d+ms)?$")
 
 
+def _check_runtime_class(config: StackConfig) -> Iterator[Problem]:
+    mode = config.cluster.mode
+    if config.cluster.node_default_runtime is not None and mode != "existing":
+        yield Problem("cluster.nodeDefaultRuntime", f"only applies to mode 'existing' (this is {mode!r}: "
+                                                     "EKS's NVIDIA AMIs default to the NVIDIA runtime; a Swarm uses "
+                                                     "Docker's)")
+    name = config.gpu.runtime_class_name
+    if mode == "swarm" and (name or config.gpu.create_runtime_class):
+        yield Problem("gpu.runtimeClassName", "a RuntimeClass is a Kubernetes object; on a Swarm the daemon's default "
+                                              "runtime must be NVIDIA's (README: Docker Swarm sites)")
+    if name and (len(name) > 253 or not all(DNS_LABEL.match(part) or re.fullmatch(r"[a-z0-9]+", part)
+                                             for part in name.split("."))):
+        yield Problem("gpu.runtimeClassName", f"{name!r} is not a RuntimeClass name (a lowercase DNS subdomain); "
+                                              "allowed: e.g. 'nvidia', or '' for the node's default runtime")
+    if config.gpu.create_runtime_class and runtime_class_name(config) is None:
+        yield Problem("gpu.createRuntimeClass", "needs a RuntimeClass name: set gpu.runtimeClassName (e.g. 'nvidia'), "
+                                                "or leave createRuntimeClass false")
+
+
+def _check_compatibility(config: StackConfig) -> Iterator[Problem]:
+    """catalog/compatibility.py: every row this stack uses holds for its pins (and its kubernetesVersion)."""
+    values = {**compatibility.pin_values(), "kubernetesVersion": config.kubernetes_version}
+
+    def uses(row: compatibility.Row) -> bool:
+        # The autoscaler runs only on EKS; the operator pairings hold for the pins, whatever the stack runs.
+        return "kubernetesVersion" not in row.pins or config.cluster.mode == "eks"
+
+    for row, why in compatibility.problems(values, uses):
+        path = "kubernetesVersion" if "kubernetesVersion" in row.pins else f"catalog.versions.{row.pins[0]}"
+        yield Problem(path, f"{' × '.join(f'{pin} {values[pin]}' for pin in row.pins)} break compatibility row "
+                            f"'{row.name}': {why} (source: {row.source})")
+
+
 def _check_metrics(config: StackConfig) -> Iterator[Problem]:
     retention = config.gpu.metrics.retention
     if not retention or not PROMETHEUS_DURATION.match(retention) or not any(ch.isdigit() for ch in retention):
@@ -682,6 +715,8 @@ _RULES = (
     (each_workload(_check_own_image), ("workloads",)),
     (_check_workloads_fit_together, ("workloads", "gpuNodeGroups", "gpu", "cluster", "kueue")),
     (_check_metrics, ("gpu",)),
+    (_check_runtime_class, ("gpu", "cluster")),
+    (_check_compatibility, ("cluster",)),
     (_check_kueue, ("kueue", "workloads", "cluster")),
     (each_workload(_check_autoscaling), ("workloads", "gpu", "cluster")),
     (_check_storage, ("storage", "cluster")),

@@ -130,6 +130,12 @@ class ClusterConfig(_Section):
     """Swarm mode only (required there): how to reach the swarm."""
     deployer: DeployerConfig | None = None
     """Where the deployer runs and how it reaches the API (`cluster.deployer` below). Required for mode `eks`."""
+    node_default_runtime: Literal["runc", "nvidia"] | None = None
+    """Existing mode only. containerd's default runtime handler on the adopted cluster's GPU nodes: `runc` (k3s:
+    it adds the NVIDIA runtime it detects only as an extra handler named `nvidia`, k3s-io/k3s#8700) or `nvidia`
+    (k3s agents started with `--default-runtime nvidia`, k3s-io/k3s#8936, or a toolkit set as the default).
+    Default `runc` on an existing cluster; EKS's NVIDIA AMIs make the NVIDIA runtime the default, so it is not
+    set there."""
 
 
 class NetworkConfig(_Section):
@@ -256,6 +262,16 @@ class GpuConfig(_Section):
     """GPU metrics stack."""
     readiness_timeout_seconds: int = Field(900, ge=60, le=7200)
     """How long the readiness gate waits for the expected GPU capacity (60..7200). Default 900."""
+    runtime_class_name: str | None = None
+    """The RuntimeClass the NVIDIA device plugin, GFD, the MPS control daemon and every GPU pod run under, so
+    the NVIDIA container runtime injects the driver libraries and devices. Default: `nvidia` when the GPU nodes'
+    default runtime is `runc` (`cluster.nodeDefaultRuntime`, an existing cluster's default; k3s ships RuntimeClass
+    `nvidia` with handler `nvidia`, k3s `manifests/runtimes.yaml`), none otherwise. `""`: none, the pods use the
+    node's default runtime. Kubernetes only (not a Swarm)."""
+    create_runtime_class: bool = False
+    """Create the RuntimeClass `runtimeClassName` (handler `nvidia`) in the stack. Default false: k3s ships its
+    own `nvidia` RuntimeClass (a second owner would fight k3s' deploy controller over it); set true on a cluster
+    whose nodes have the `nvidia` handler but no RuntimeClass for it."""
 
 
 class OfflineConfig(_Section):
@@ -338,9 +354,11 @@ class KueueConfig(_Section):
     out of the queue would use capacity the quota counts as free, so it is all or none. `true` where it can't
     work is an error."""
     wait_for_pods_ready_timeout: str = "10m"
-    """Kueue `waitForPodsReady.timeout`: an admitted job whose pods are not all ready by then is evicted and
-    requeued, so a gang never holds part of its GPUs forever. Covers scale-from-zero node start-up and the image
-    pull. A Go duration such as `10m` or `1h30m`. Default `10m`."""
+    """Kueue `waitForPodsReady.timeout`: an admitted job not "ready" by then is evicted and requeued (for a
+    PyTorchJob "ready" is its Running condition, set once one worker runs; README "Gang admission"). The stack's
+    start-up bound: it also sets how long a multi-node PyTorchJob's workers wait for their rendezvous host
+    (`elasticPolicy.rdzvConf`). Covers scale-from-zero node start-up and the image pull. A Go duration such as
+    `10m` or `1h30m`. Default `10m`."""
 
 
 class AutoscalingConfig(_Section):
@@ -407,9 +425,14 @@ class WorkloadConfig(_Section):
     memory: str = "64Gi"
     """Memory request = limit per pod. Default `64Gi`."""
     shm_size: str = "16Gi"
-    """Size limit of the memory-backed `/dev/shm`. Default `16Gi`."""
+    """Size limit of the memory-backed `/dev/shm`. Default `16Gi`. A `gpuResource: shared` workload on an MPS
+    group gets the MPS daemon's `/dev/shm` from the device plugin instead (half the node's memory, shared by the
+    node's MPS clients); there this is only the least size its healthcheck expects."""
     backoff_limit: int = Field(3, ge=0, le=100)
-    """Job-level retries. Default 3."""
+    """Job-level retries. Default 3. For a PyTorchJob with Workers (`elastic`, or `numNodes` > 1) it counts per
+    pod: training-operator v1.9.4 sums the container restarts of all running pods against the job's limit
+    (pkg/core/job.go:95-132 `PastBackoffLimit`), so the job's `runPolicy.backoffLimit` is this × its largest
+    number of workers."""
     ttl_seconds_after_finished: int | None = Field(None, ge=0)
     """`autoscaling.mode: scaledjob` only: delete each finished Job (KEDA creates one per queued request) after
     this many seconds; default there 86400. Not allowed for jobs the stack itself owns (the PyTorchJob or

@@ -28,7 +28,7 @@ from components.nvidia_device_plugin import (
 )
 from conventions.names import EFA_RESOURCE, SHARED_GPU_RESOURCE, WHOLE_GPU_RESOURCE, config_name
 from stack_config import StackConfig, ami_type
-from stack_config.derived import dcgm_exporter_enabled
+from stack_config.derived import dcgm_exporter_enabled, node_default_runtime, runtime_class_name
 from stages.offline import site_images
 
 
@@ -115,7 +115,17 @@ def device_plugin_args(config: StackConfig, provider: k8s.Provider,
         skipped_groups=skipped,
         site_images=site_images(config).refs,
         platform_priority=platform_priority,
+        runtime_class_name=runtime_class_name(config),
+        create_runtime_class=config.gpu.create_runtime_class,
+        mps_node=mps_node(config, served),
     )
+
+
+def mps_node(config: StackConfig, groups: Iterable[str]) -> tuple[int, int] | None:
+    """(GPUs, MPS clients = GPUs x replicas) of the largest node among `groups` that shares by MPS."""
+    sizes = [(config.node_facts(group).num_gpus, config.node_facts(group).num_gpus * config.sharing_for(group).replicas)
+             for group in groups if config.sharing_for(group).mode == "mps"]
+    return max(sizes) if sizes else None
 
 
 # --- EFA device plugin --------------------------------------------------------------------------------------
@@ -151,6 +161,7 @@ def gpu_metrics_args(config: StackConfig, provider: k8s.Provider, device_plugin_
         retention=metrics.retention,
         site_images=site_images(config).refs,
         platform_priority=platform_priority,
+        runtime_class_name=runtime_class_name(config),
     )
 
 
@@ -179,4 +190,24 @@ def readiness_expectations(config: StackConfig, timeout_seconds: int | None = No
     return {
         "timeoutSeconds": config.gpu.readiness_timeout_seconds if timeout_seconds is None else timeout_seconds,
         "pollSeconds": POLL_SECONDS, "groups": groups, "skipped": skipped,
+        "noGpuHint": no_gpu_hint(config),
     }
+
+
+def no_gpu_hint(config: StackConfig) -> str:
+    """What the gate says when Ready GPU nodes advertise no GPU at all: the likeliest cause for this cluster."""
+    name = runtime_class_name(config)
+    if node_default_runtime(config) == "runc":
+        if name is None:
+            return ("the GPU nodes' default container runtime is runc (cluster.nodeDefaultRuntime) and "
+                    "gpu.runtimeClassName is empty: the device plugin runs without the NVIDIA runtime, finds no "
+                    "NVML library and registers nothing; set gpu.runtimeClassName: nvidia")
+        return (f"the device plugin runs under RuntimeClass '{name}'; check that it exists (`kubectl get "
+                f"runtimeclass {name}`: k3s ships it when it found nvidia-container-runtime at start) and that the "
+                "node's containerd config has the 'nvidia' runtime (k3s: `grep nvidia /var/lib/rancher/k3s/agent/"
+                "etc/containerd/config.toml`; install the NVIDIA container toolkit, then restart k3s)")
+    if config.cluster.mode == "eks":
+        return ("the device plugin registered no GPU: check its logs for 'could not load NVML' (the node's AMI must "
+                "be an NVIDIA one, whose containerd defaults to the NVIDIA runtime: gpuNodeGroups.<name>.amiType)")
+    return ("the device plugin registered no GPU: check its logs for 'could not load NVML' (if the nodes' default "
+            "runtime is not NVIDIA's, set cluster.nodeDefaultRuntime: runc so the pods get gpu.runtimeClassName)")

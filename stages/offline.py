@@ -15,11 +15,11 @@ from pathlib import Path
 
 import cluster_targets
 import workload_kinds
-from catalog.images import CHART_IMAGES, OPERATOR_IMAGES
+from catalog.images import CHART_IMAGES, OPERATOR_IMAGES, operator_images
 from catalog import versions
 from conventions.images import Lock, LockError, normalized, on_registry, read_lock, site_repository, site_tag
 from stack_config import Problem, StackConfig
-from stack_config.derived import base_image, dcgm_exporter_enabled, kueue_enabled
+from stack_config.derived import base_image, dcgm_exporter_enabled, kueue_enabled, site_architecture
 
 ROOT = Path(__file__).resolve().parent.parent
 LOCK_DIR = "stacks/mirror"
@@ -65,7 +65,8 @@ def required_images(config: StackConfig) -> list[str]:
         if kueue_enabled(config):
             images.update(normalized(source) for source in OPERATOR_IMAGES[versions.KUEUE_MANIFEST])
         for operator in sorted(operators & set(OPERATOR_MANIFESTS)):
-            images.update(normalized(source) for source in OPERATOR_IMAGES[OPERATOR_MANIFESTS[operator]])
+            images.update(normalized(source)
+                          for source in operator_images(OPERATOR_MANIFESTS[operator], site_architecture(config)))
     if config.image.build:
         base = base_image(config)
         if base is not None and not (config.image.offline and on_registry(base, config.image.offline.site_registry)):

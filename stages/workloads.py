@@ -35,7 +35,15 @@ from conventions.names import (
 )
 from conventions.quantities import quantity_gib
 from stack_config import StackConfig, WorkloadConfig
-from stack_config.derived import gpu_resource_of, gpus_per_pod, group_quota, kueue_enabled, pods_per_job
+from stack_config.derived import (
+    gpu_resource_of,
+    gpus_per_pod,
+    group_quota,
+    kueue_enabled,
+    pods_per_job,
+    runtime_class_name,
+    site_architecture,
+)
 from stages.gpu import Gpu
 from stages.offline import OFFLINE_MANIFEST_DIR, site_images
 from workload_kinds import KubernetesWorkloadKind, SwarmContext, SwarmWorkloadKind, WorkloadContext
@@ -72,7 +80,7 @@ def build_workloads(config: StackConfig, cluster: Cluster, image_ref: pulumi.Inp
                                else None),
         aws_opts=cluster.aws_opts if cluster.aws else None,
         site_images=site_images(config).refs, manifest_dir=f"{OFFLINE_MANIFEST_DIR}/{config.stack}",
-        platform_priority=cluster.platform_priority,
+        platform_priority=cluster.platform_priority, architecture=site_architecture(config),
     ))
     training_ns = build_namespace(config, cluster, k8s_kinds, operators)
     storage = build_storage(config, cluster, training_ns, image_ref)
@@ -223,7 +231,8 @@ def pod_shape(config: StackConfig, workload: WorkloadConfig, cluster: Cluster, i
         node_selector=target.node_selector(config, group), tolerations=target.tolerations(config, group),
         termination_grace_period_seconds=workload.termination_grace_period_seconds,
         storage_volume=storage_volume, mount_path=config.storage.mount_path, checkpoint_dir=checkpoints,
-        module=f"trainer.{workload.entrypoint}", trainer_args=args,
+        module=f"trainer.{workload.entrypoint}", trainer_args=args, runtime_class_name=runtime_class_name(config),
+        device_shm=workload.gpu_resource == "shared" and config.sharing_for(group).mode == "mps",
         program=tuple(workload.command) if workload.image is not None and workload.command else None,
     )
 

@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from catalog import versions
-from catalog.node_allocatable import instance_allocatable
+from catalog.node_allocatable import GPU_NODE_DAEMONS, instance_allocatable
 from components import kueue
 from components.kueue import QUEUE_LABEL, cluster_queue_spec, derive_manifest, integrations_for
 from conventions.names import EFA_RESOURCE, SHARED_GPU_RESOURCE, WHOLE_GPU_RESOURCE
@@ -29,7 +29,9 @@ def test_quota_of_whole_gpus_is_max_nodes_times_gpus_plus_the_catalog_allocatabl
     config = parse(BASE)  # g6.xlarge (1 GPU), maxSize 2
     per_node = instance_allocatable("g6.xlarge", 200)
     quota = group_quota(config, "train")
-    assert quota == {WHOLE_GPU_RESOURCE: 2.0, "cpu": 2 * per_node["cpu"], "memory": 2 * per_node["memory"],
+    # less what the platform's DaemonSets request on each node (issue 26: quota vs DaemonSets)
+    assert quota == {WHOLE_GPU_RESOURCE: 2.0, "cpu": 2 * (per_node["cpu"] - GPU_NODE_DAEMONS["cpu"]),
+                     "memory": 2 * (per_node["memory"] - GPU_NODE_DAEMONS["memory"]),
                      "ephemeral-storage": 2 * per_node["ephemeral-storage"]}
 
 
@@ -75,14 +77,15 @@ def _documents(text: str) -> list[dict[str, Any]]:
     return [doc for doc in yaml.safe_load_all(text) if doc]
 
 
-def test_derived_manifest_changes_only_the_config_and_the_deployment() -> None:
+def test_derived_manifest_changes_only_the_config_the_deployment_and_the_webhooks() -> None:
     upstream = (ROOT / versions.KUEUE_MANIFEST).read_text()
-    derived = derive_manifest(upstream, ["batch/job"], "7m")
+    derived = derive_manifest(upstream, ["batch/job"], "7m", namespaces=["training-dev"])
     before, after = upstream.split("\n---\n"), derived.split("\n---\n")
-    assert len(before) == len(after)
-    changed = [i for i, (a, b) in enumerate(zip(before, after, strict=True)) if a != b]
+    assert len(before) + 1 == len(after)  # + the manager's PodDisruptionBudget
+    assert yaml.safe_load(after[-1])["kind"] == "PodDisruptionBudget"
+    changed = [i for i, (a, b) in enumerate(zip(before, after[:-1], strict=True)) if a != b]
     kinds = sorted(yaml.safe_load(after[i])["kind"] for i in changed)
-    assert kinds == ["ConfigMap", "Deployment"]
+    assert kinds == ["ConfigMap", "Deployment", "MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"]
     docs = {(d["kind"], d["metadata"]["name"]): d for d in _documents(derived)}
     config = yaml.safe_load(docs[("ConfigMap", kueue.CONFIG_MAP)]["data"][kueue.CONFIG_KEY])
     assert config["integrations"] == {"frameworks": ["batch/job"]}
@@ -195,7 +198,13 @@ def test_a_quota_that_differs_from_the_node_groups_fails() -> None:
         if resource["name"] == SHARED_GPU_RESOURCE:
             resource["nominalQuota"] = "16"
     result = _queued(plan, objects)
-    assert any("nvidia.com/gpu.shared nominalQuota 16, but node group g6 provides 8" in f.rule
+    assert any("nvidia.com/gpu.shared nominalQuota 16, but node group g6 leaves training 8" in f.rule
+               for f in result.findings), result.findings
+    for resource in cq.obj["spec"]["resourceGroups"][0]["flavors"][0]["resources"]:
+        if resource["name"] == SHARED_GPU_RESOURCE:
+            resource["nominalQuota"] = "4"
+    result = _queued(plan, objects)
+    assert any("nvidia.com/gpu.shared nominalQuota 4, but node group g6 provides 8" in f.rule
                for f in result.findings), result.findings
 
 

@@ -30,12 +30,13 @@ from tools import plan as gtp_plan
 
 SITE = "registry.edge-site.internal:5000"
 EDGE_IMAGES = [
-    "docker.io/easydl/elasticjob-controller:master",
     "docker.io/kubebuilder/kube-rbac-proxy:v0.13.1",
+    # edge's nodes are arm64: DLRover's arm64 release images, not the manifest's `:master` ones (issue 26)
+    "ghcr.io/intelligent-machine-learning/dlrover_controller_aarch64:v0.6.1",
+    "ghcr.io/intelligent-machine-learning/release_dlrover_master_py310_aarch64:v0.6.1",
     "nvcr.io/nvidia/k8s-device-plugin:v0.20.0",
     "quay.io/prometheus-operator/prometheus-config-reloader:v0.85.0",
     "quay.io/prometheus/prometheus:v3.6.0",
-    "registry.cn-hangzhou.aliyuncs.com/intell-ai/dlrover:master",
     "registry.k8s.io/nfd/node-feature-discovery:v0.19.0",
 ]
 
@@ -115,7 +116,7 @@ def test_the_list_is_the_same_from_an_online_plan_of_the_same_stack(tmp_path: Pa
     """Online, the rendered cluster names the upstream images (DLRover's job-master image only as a flag)."""
     online = plan_modified(tmp_path, "edge", lambda config: config["gtp:image"].pop("offline"))
     found = rendered_images(online)
-    assert "registry.cn-hangzhou.aliyuncs.com/intell-ai/dlrover:master" in found
+    assert "ghcr.io/intelligent-machine-learning/release_dlrover_master_py310_aarch64:v0.6.1" in found
     assert sorted(found - {"<computed>"}) == EDGE_IMAGES
 
 
@@ -163,7 +164,9 @@ def test_make_mirror_copies_every_image_and_locks_the_digests_skopeo_reports(
     for source in EDGE_IMAGES:
         copy = f"{site_repository(source, SITE, 'mirror')}:{parse(source).tag}"
         expected_calls += [["copy", "--all", "--preserve-digests", f"docker://{source}", f"docker://{copy}"],
-                           ["inspect", "--raw", f"docker://{copy}"]]
+                           ["inspect", "--raw", f"docker://{copy}"],
+                           # a single manifest: its platform comes from the image config
+                           ["inspect", "--config", f"docker://{copy}"]]
         manifest = json.dumps({"schemaVersion": 2, "copy": f"docker://{copy}"}).encode()
         expected_lock[source] = f"{site_repository(source, SITE, 'mirror')}@sha256:{hashlib.sha256(manifest).hexdigest()}"
     assert calls == expected_calls
@@ -299,8 +302,10 @@ def test_the_vendored_operator_manifest_stays_byte_exact_and_the_copy_is_rewritt
     assert len(files) == 1 and files[0].startswith("build/offline/edge/dlrover-v0.6.1-")
     subprocess.run(["sha256sum", "--quiet", "-c", "SHA256SUMS"], cwd=ROOT / "vendor", check=True)
     text = (ROOT / files[0]).read_text()
-    assert f"--master-image={SITE}/mirror/registry.cn-hangzhou.aliyuncs.com/intell-ai/dlrover:master" in text
-    assert "easydl/elasticjob-controller" not in text.replace(f"{SITE}/mirror/docker.io/easydl/", "")
+    assert (f"--master-image={SITE}/mirror/ghcr.io/intelligent-machine-learning/release_dlrover_master_py310_aarch64:"
+            "v0.6.1") in text
+    assert f"image: {SITE}/mirror/ghcr.io/intelligent-machine-learning/dlrover_controller_aarch64:v0.6.1" in text
+    assert "easydl/elasticjob-controller" not in text and "intell-ai/dlrover:master" not in text
 
 
 def test_a_manifest_image_that_no_longer_occurs_fails_loudly() -> None:

@@ -153,11 +153,14 @@ def test_whatever_names_the_class_waits_for_it(stack: str) -> None:
 def test_no_budget_blocks_a_drain(stack: str) -> None:
     objects = rendered(stack)
     result = disruption.drains(objects)
-    # cluster-autoscaler's own (chart default), and KEDA's operator (two replicas, maxUnavailable 1) where a
-    # workload uses KEDA (dev's ScaledJob; prod's jobs run through Kueue without it).
+    # cluster-autoscaler's own (chart default), KEDA's operator (two replicas, maxUnavailable 1) where a
+    # workload uses KEDA (dev's ScaledJob; prod's jobs run through Kueue without it), and Kueue's manager (two
+    # replicas, minAvailable 1) where Kueue runs.
     keda = any(item.kind == "Deployment" and item.name == "keda-operator" for item in objects)
+    queued = any(item.kind == "Deployment" and item.name == "kueue-controller-manager" for item in objects)
     assert keda is (stack == "dev")
-    assert result.total == 1 + keda and result.findings == [], result.findings
+    assert result.total == 1 + keda + queued and result.findings == [], result.findings
+    assert any("kueue-controller-manager" in line and "1 of 2" in line for line in result.details) is queued
     assert any("keda/keda-operator" in line and "1 of 2" in line for line in result.details) is keda, result.details
 
 

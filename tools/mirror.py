@@ -11,7 +11,10 @@
 2. Each is copied with `skopeo copy --all --preserve-digests docker://<source> docker://<site copy>` (every
    platform of a multi-platform image, manifests byte-identical, so the copy has the source's digest).
 3. The copy's digest is the SHA-256 of its manifest as the site registry serves it (`skopeo inspect --raw`), and
-   the lock file (default `stacks/mirror/<stack>.lock.json`) records source → `<site copy>@sha256:<digest>`.
+   the lock file (default `stacks/mirror/<stack>.lock.json`) records source → `<site copy>@sha256:<digest>`,
+   and the platforms the copy carries (`manifest_platforms`: a manifest list's entries, else the single image's
+   config from `skopeo inspect --config`), which the simulation checks against each node group's
+   `kubernetes.io/arch` (tools/simulate/platforms.py).
 
 `--list` prints the images and the copy commands and copies nothing. `--only REF` copies just those of the stack's
 images (e.g. a newly built training image) and keeps the lock's other entries. `--stack-file` plans another copy of
@@ -23,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import json
 import re
 import subprocess
 import sys
@@ -87,10 +91,11 @@ def _key(image: str) -> tuple[str, str | None]:
 
 
 def _chart_and_operator_images() -> set[str]:
-    from catalog.images import CHART_IMAGES, OPERATOR_IMAGES
+    from catalog.images import ARM64_VARIANTS, CHART_IMAGES, OPERATOR_IMAGES
 
     return ({normalized(slot.source) for slots in CHART_IMAGES.values() for slot in slots}
-            | {normalized(image) for images in OPERATOR_IMAGES.values() for image in images})
+            | {normalized(image) for images in OPERATOR_IMAGES.values() for image in images}
+            | {normalized(image) for image in ARM64_VARIANTS.values()})
 
 
 def site_copy(source: str, site_registry: str, prefix: str) -> str:
@@ -118,6 +123,7 @@ def mirror(images: Sequence[str], site_registry: str, prefix: str, *, skopeo: st
            run: Runner = subprocess.run, log: Callable[[str], None] = print) -> Lock:
     """Copy every image, then read back each copy's manifest digest; a failed copy stops with its stderr."""
     pinned: dict[str, str] = {}
+    platforms: dict[str, tuple[str, ...]] = {}
     for source in images:
         destination = site_copy(source, site_registry, prefix)
         log(f"mirror: {source} -> {destination}")
@@ -132,7 +138,42 @@ def mirror(images: Sequence[str], site_registry: str, prefix: str, *, skopeo: st
         manifest = raw.stdout if isinstance(raw.stdout, bytes) else raw.stdout.encode()
         digest = "sha256:" + hashlib.sha256(manifest).hexdigest()
         pinned[source] = f"{site_repository(source, site_registry, prefix)}@{digest}"
-    return Lock(site_registry, pinned)
+        found = manifest_platforms(manifest, lambda: run(config_command(skopeo, destination), capture_output=True))
+        if found:
+            platforms[source] = found
+    return Lock(site_registry, pinned, platforms)
+
+
+def config_command(skopeo: str, destination: str) -> list[str]:
+    return [skopeo, "inspect", "--config", f"docker://{destination}"]
+
+
+def manifest_platforms(manifest: bytes, read_config: Callable[[], Any]) -> tuple[str, ...]:
+    """The platforms an image carries: each entry of a manifest list / OCI index (`platform.os/architecture
+    [/variant]`; attestation entries, `unknown/unknown`, skipped), or a single image's config (`os`,
+    `architecture`, `variant`, read by `read_config`, a `skopeo inspect --config` run). () when neither says."""
+    try:
+        document = json.loads(manifest)
+    except ValueError:
+        return ()
+    entries = document.get("manifests") if isinstance(document, dict) else None
+    if entries:
+        found = []
+        for entry in entries:
+            platform = entry.get("platform") or {}
+            if platform.get("os") in (None, "unknown") or platform.get("architecture") in (None, "unknown"):
+                continue
+            found.append("/".join(str(part) for part in (platform["os"], platform["architecture"],
+                                                          platform.get("variant")) if part))
+        return tuple(sorted(set(found)))
+    done = read_config()
+    try:
+        config = json.loads(done.stdout) if done.returncode == 0 and done.stdout else {}
+    except ValueError:
+        return ()
+    if not isinstance(config, dict) or not config.get("os") or not config.get("architecture"):
+        return ()
+    return ("/".join(str(part) for part in (config["os"], config["architecture"], config.get("variant")) if part),)
 
 
 def _text(value: Any) -> str:

@@ -22,6 +22,7 @@ from components.training_pod import ElasticRange, PodShape, RunPolicy, pod_templ
 from conventions.kubernetes import app_labels
 from conventions.names import PROMETHEUS_URL
 from stack_config import Problem, StackConfig, WorkloadConfig
+from stack_config.derived import startup_bound_seconds
 from workload_kinds.base import Deployment, KubernetesWorkloadKind, WorkloadContext
 
 API_VERSION = "kubeflow.org/v1"
@@ -29,19 +30,45 @@ POD_LABEL = "training.kubeflow.org/job-name"
 """Label the training-operator puts on every pod of a PyTorchJob."""
 
 
+TORCH_READ_TIMEOUT_DEFAULT = 60
+"""torch 2.13's c10d rendezvous backend: `read_timeout` defaults to 60 s (torch/distributed/elastic/rendezvous/
+c10d_rendezvous_backend.py:148), and the TCPStore client retries an unresolvable or refusing host only until then
+(torch/csrc/distributed/c10d/socket.cpp `SocketConnectOp::tryConnect`: a getaddrinfo failure is retried until the
+connect deadline, then `throwTimeoutError`)."""
+TORCH_JOIN_TIMEOUT_DEFAULT = 600
+"""torch 2.13 dynamic_rendezvous.py:144 `join` default 600 s."""
+
+
+def rendezvous_conf(timeout_seconds: int) -> list[dict[str, str]]:
+    """`elasticPolicy.rdzvConf` (handed to torchrun as PET_RDZV_CONF, training-operator v1.9.4
+    pkg/controller.v1/pytorch/elastic.go:171-184): every worker waits for the rendezvous host as long as the stack
+    lets a pod start. The host is `<job>-worker-0` (elastic.go:149-150), a headless Service without
+    `publishNotReadyAddresses` (pkg/controller.v1/common/service.go:229-233), so its name resolves only once
+    worker-0 is Ready; with torch's 60 s the others fail and restart every ~70 s while a node is still coming."""
+    return [{"key": "read_timeout", "value": str(timeout_seconds)},
+            {"key": "join_timeout", "value": str(max(timeout_seconds, TORCH_JOIN_TIMEOUT_DEFAULT))}]
+
+
 def pytorch_job_body(name: str, shape: PodShape, *, num_nodes: int, elastic: ElasticRange | None,
-                     run_policy: RunPolicy, scaled: bool = False) -> dict[str, Any]:
+                     run_policy: RunPolicy, scaled: bool = False,
+                     rendezvous_timeout_seconds: int = TORCH_READ_TIMEOUT_DEFAULT) -> dict[str, Any]:
     """A PyTorchJob: a Master alone for one node, otherwise Workers only with `elasticPolicy` (the operator then
     hands torchrun a c10d rendezvous on the first worker through PET_* env; pkg/controller.v1/pytorch/elastic.go
     at v1.9.4). A fixed-size multi-node job is elastic with min = max = num_nodes, so no Master exists and the
     operator injects no `init-pytorch` container (see the module docstring).
 
     An elastic job starts with `maxNodes` workers and keeps training while `minNodes` are up; when KEDA scales
-    it (`scaled`), it starts with `minNodes` and KEDA adds workers through the `/scale` subresource."""
+    it (`scaled`), it starts with `minNodes` and KEDA adds workers through the `/scale` subresource.
+
+    With Workers, the rendezvous waits `rendezvous_timeout_seconds` (`rendezvous_conf`: the stack's start-up bound), and `run_policy.backoff_limit`
+    counts per worker: training-operator sums the container restarts of every running pod against the job's
+    `backoffLimit` (pkg/core/job.go:95-132 `PastBackoffLimit`), so one restart of each worker (a rendezvous
+    re-formed after a node loss) would otherwise fail a 4-worker job at the default 3."""
     args = torchrun_args(shape.num_gpus, shape.trainer_args, module=shape.module, program=shape.program)
     labels = app_labels(name)
     template = pod_template(shape, command=["torchrun"], args=args, labels=labels)
-    policy: dict[str, Any] = {"backoffLimit": run_policy.backoff_limit}
+    workers = elastic.max_nodes if elastic is not None else num_nodes  # 1: a Master alone
+    policy: dict[str, Any] = {"backoffLimit": run_policy.backoff_limit * workers}
     if run_policy.ttl_seconds_after_finished is not None:
         policy["ttlSecondsAfterFinished"] = run_policy.ttl_seconds_after_finished
     policy["cleanPodPolicy"] = run_policy.clean_pod_policy
@@ -49,13 +76,15 @@ def pytorch_job_body(name: str, shape: PodShape, *, num_nodes: int, elastic: Ela
     if elastic is not None:
         # No `metrics`: KEDA (keda_scaling.py) is the only autoscaler; two HPAs on one target fight.
         spec["elasticPolicy"] = {"minReplicas": elastic.min_nodes, "maxReplicas": elastic.max_nodes,
-                                 "rdzvBackend": "c10d", "maxRestarts": elastic.max_restarts}
+                                 "rdzvBackend": "c10d", "maxRestarts": elastic.max_restarts,
+                                 "rdzvConf": rendezvous_conf(rendezvous_timeout_seconds)}
         start = elastic.min_nodes if scaled else elastic.max_nodes
         spec["pytorchReplicaSpecs"] = {"Worker": {"replicas": start, "restartPolicy": "OnFailure",
                                                   "template": template}}
     elif num_nodes > 1:
         # Fixed size: no maxRestarts (torchrun's default 0); a failed pod is retried by runPolicy.backoffLimit.
-        spec["elasticPolicy"] = {"minReplicas": num_nodes, "maxReplicas": num_nodes, "rdzvBackend": "c10d"}
+        spec["elasticPolicy"] = {"minReplicas": num_nodes, "maxReplicas": num_nodes, "rdzvBackend": "c10d",
+                                 "rdzvConf": rendezvous_conf(rendezvous_timeout_seconds)}
         spec["pytorchReplicaSpecs"] = {"Worker": {"replicas": num_nodes, "restartPolicy": "OnFailure",
                                                   "template": template}}
     else:
@@ -97,7 +126,8 @@ class PyTorchJobKind(KubernetesWorkloadKind):
         workload, autoscaling = context.workload, context.workload.autoscaling
         body = pytorch_job_body(workload.name, context.shape, num_nodes=workload.num_nodes,
                                 elastic=elastic_range(workload), run_policy=run_policy(workload),
-                                scaled=autoscaling.mode == "scaledobject")
+                                scaled=autoscaling.mode == "scaledobject",
+                                rendezvous_timeout_seconds=startup_bound_seconds(context.config))
         body["metadata"]["labels"] = {**body["metadata"]["labels"], **context.queue_labels}
         job = TrainingJob(context.resource_name("job"), TrainingJobArgs(
             body=body, provider=context.provider,

@@ -136,25 +136,33 @@ POLICY = RunPolicy(backoff_limit=3, ttl_seconds_after_finished=60, clean_pod_pol
 def test_multi_node_pytorch_job_is_workers_only_so_the_operator_injects_no_init_container():
     """training-operator v1.9.4 adds `init-pytorch` (no securityContext: refused by a `restricted` namespace)
     to Worker pods whenever a Master replica exists (pkg/controller.v1/pytorch/initcontainer.go)."""
-    body = pytorch_job_body("job", make_shape(), num_nodes=3, elastic=None, run_policy=POLICY)
+    body = pytorch_job_body("job", make_shape(), num_nodes=3, elastic=None, run_policy=POLICY,
+                            rendezvous_timeout_seconds=900)
     replicas = body["spec"]["pytorchReplicaSpecs"]
     assert set(replicas) == {"Worker"} and replicas["Worker"]["replicas"] == 3
-    assert body["spec"]["elasticPolicy"] == {"minReplicas": 3, "maxReplicas": 3, "rdzvBackend": "c10d"}
+    assert body["spec"]["elasticPolicy"] == {"minReplicas": 3, "maxReplicas": 3, "rdzvBackend": "c10d",
+                                             "rdzvConf": [{"key": "read_timeout", "value": "900"},
+                                                          {"key": "join_timeout", "value": "900"}]}
     assert body["spec"]["nprocPerNode"] == "8"
-    assert body["spec"]["runPolicy"] == {"backoffLimit": 3, "ttlSecondsAfterFinished": 60, "cleanPodPolicy": "None"}
+    # backoffLimit per worker: the operator sums the restarts of all pods (issue 26 finding 3)
+    assert body["spec"]["runPolicy"] == {"backoffLimit": 9, "ttlSecondsAfterFinished": 60, "cleanPodPolicy": "None"}
     assert all(r["restartPolicy"] == "OnFailure" for r in replicas.values())
 
 
 def test_single_node_pytorch_job_has_no_worker_replica():
     body = pytorch_job_body("job", make_shape(), num_nodes=1, elastic=None, run_policy=POLICY)
     assert set(body["spec"]["pytorchReplicaSpecs"]) == {"Master"}
+    assert body["spec"]["runPolicy"]["backoffLimit"] == 3 and "elasticPolicy" not in body["spec"]
 
 
 def test_elastic_pytorch_job_is_workers_only_with_c10d_and_no_metrics():
     body = pytorch_job_body("job", make_shape(), num_nodes=1, elastic=ElasticRange(2, 4, 10), run_policy=POLICY)
     assert set(body["spec"]["pytorchReplicaSpecs"]) == {"Worker"}
     assert body["spec"]["elasticPolicy"] == {"minReplicas": 2, "maxReplicas": 4, "rdzvBackend": "c10d",
-                                             "maxRestarts": 10}
+                                             "maxRestarts": 10,
+                                             "rdzvConf": [{"key": "read_timeout", "value": "60"},
+                                                          {"key": "join_timeout", "value": "600"}]}
+    assert body["spec"]["runPolicy"]["backoffLimit"] == 3 * 4
     assert "metrics" not in body["spec"]["elasticPolicy"]  # KEDA is the only autoscaler
 
 

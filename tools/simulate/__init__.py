@@ -7,9 +7,18 @@ Parts (each a module with `check(...) -> list[CheckResult]`):
   Deployment, DaemonSet, StatefulSet, Job), with the controllers' injections;
 - `admission`: Pod Security Standards (baseline / restricted, every control) per namespace label, ResourceQuota at
   the largest allowed scale, LimitRange defaults;
+- `webhooks`: every fail-closed admission webhook: what it intercepts waits for its server, and no cluster-wide
+  pod/workload webhook rests on one replica;
 - `disruption`: every PriorityClass a pod names exists; no PodDisruptionBudget blocks a node drain;
+- `runtime`: every pod that needs the NVIDIA container runtime (GPU pods, the device plugin, GFD, the MPS daemon)
+  runs under it on the nodes it lands on (the nodes' default runtime, or its RuntimeClass's handler);
+- `device_mounts`: no pod volume hides a mount the device plugin gives an MPS client (/dev/shm, the pipe directory);
+- `platforms`: every image of a pod carries the architecture of the nodes it lands on (the mirror lock's record,
+  the catalog's);
 - `scheduling`: every pod fits a node group (labels, taints, allocatable minus kube-reserved and DaemonSets);
 - `autoscaler`: scale from zero — the cluster-autoscaler's template node from the ASG tags only;
+- `rendezvous`: every multi-node job's rendezvous host is reachable within its timeout at the stack's worst start
+  skew, and the operator's restart accounting leaves room for one re-formed rendezvous;
 - `storage`: who may write each volume against the pod's uid/gid/fsGroup;
 - `queries`: the KEDA queries (verified against a real Prometheus by the test suite).
 """
@@ -17,12 +26,30 @@ Parts (each a module with `check(...) -> list[CheckResult]`):
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from conventions.images import Lock, upstream_of
+from stack_config.derived import startup_bound_seconds
+from stages import offline
 from tools.cluster import ClusterObject, by_source
 from tools.plan_record import Plan
-from tools.simulate import admission, autoscaler, disruption, nodes, queries, queue, scheduling, storage
+from tools.simulate import (
+    admission,
+    autoscaler,
+    device_mounts,
+    disruption,
+    nodes,
+    platforms,
+    queries,
+    queue,
+    rendezvous,
+    runtime,
+    scheduling,
+    storage,
+    webhooks,
+)
 from tools.simulate.model import CheckResult, ExpandedPod, Finding
 from tools.simulate.pods import expand_pods
 
@@ -35,18 +62,44 @@ def simulate(plan: Plan, objects: list[ClusterObject]) -> dict[str, Any]:
     pods = expand_pods(objects, plan)
     results += admission.check(plan, objects, pods)
     results += disruption.check(objects, pods)
-    # EKS's own add-on pods (aws-node...) are not in cluster.yaml but take room on every node.
-    expanded = [*pods, *nodes.addon_pods(plan)]
-    groups = nodes.node_groups(plan, objects, expanded)
+    results += webhooks.check(plan, objects, pods)
+    # EKS's own add-on pods (aws-node...) are not in cluster.yaml but take room on every node. Queued jobs' pods
+    # are scheduled as Kueue creates them: with their flavor's node labels and tolerations.
+    expanded = [*queue.admitted_pods(objects, pods), *nodes.addon_pods(plan)]
+    classes = runtime.runtime_classes(objects, nodes._mode(plan))
+    groups = nodes.node_groups(plan, objects, expanded, classes)
     if groups:
+        results.append(runtime.check(pods, groups, classes, nodes._lands))
+        results.append(device_mounts.check(pods, groups, nodes._lands))
+        results.append(platforms.check(pods, groups, nodes._lands, *_site_images(plan)))
         results.append(scheduling.check(expanded, groups))
         results.append(autoscaler.check(expanded, groups, objects))
     results += queue.check(objects, pods, groups)
+    results += rendezvous.check(objects, _startup_bound(plan))
     results += storage.check(plan, objects, pods)
     results += queries.check(objects)
     return {"stack": plan.stack, "objects": dict(sorted(by_source(objects).items())),
             "checks": {result.name: result.as_json() for result in results},
             "ok": all(not result.findings and result.passed == result.total for result in results)}
+
+
+def _site_images(plan: Plan) -> tuple[Callable[[str], str | None], Lock | None]:
+    """An offline stack's site reference → upstream image, and its mirror lock (None: online, or no lock yet)."""
+    config = plan.config
+    settings = getattr(getattr(config, "image", None), "offline", None)
+    if settings is None:
+        return (lambda image: None), None
+    lock, _ = offline._read(config)
+    pinned = {site: source for source, site in offline.site_images(config).refs.items()}
+    return (lambda image: pinned.get(image) or upstream_of(image, settings.site_registry, settings.prefix)), lock
+
+
+def _startup_bound(plan: Plan) -> int | None:
+    """The stack's start-up bound (stack_config.derived.startup_bound_seconds); None without a Kubernetes config."""
+    config = plan.config
+    if config is None or getattr(config.cluster, "mode", "eks") == "swarm":
+        return None
+    return startup_bound_seconds(config)
 
 
 def write(report: dict[str, Any], directory: Path) -> None:

@@ -36,9 +36,17 @@ from catalog.cpu_instances import CPU_INSTANCE_TYPES
 from catalog.eks_max_pods import MAX_PODS
 from catalog.gpu_instances import GPU_INSTANCE_TYPES, bottlerocket
 from catalog.node_allocatable import instance_allocatable, smallest  # noqa: F401 (re-exported)
-from conventions.names import EFA_RESOURCE, NODE_GROUP_LABEL, SHARED_GPU_RESOURCE, WHOLE_GPU_RESOURCE
+from conventions.names import (
+    EFA_RESOURCE,
+    NODE_GROUP_LABEL,
+    NVIDIA_RUNTIME_HANDLER,
+    SHARED_GPU_RESOURCE,
+    WHOLE_GPU_RESOURCE,
+)
 from tools.cluster import ClusterObject
 from tools.plan_record import Plan, Resource
+from stack_config.derived import node_default_runtime
+from tools.simulate import runtime
 from tools.simulate.model import ExpandedPod
 from tools.simulate.scheduling import Resources, _show, placement_misses, pod_requests
 
@@ -47,6 +55,16 @@ NODE_GROUP_TYPE = "aws:eks/nodeGroup:NodeGroup"
 LAUNCH_TEMPLATE_TYPE = "aws:ec2/launchTemplate:LaunchTemplate"
 ASG_TAG_TYPE = "aws:autoscaling/tag:Tag"
 DEFAULT_CONFIG_ENV = "DEFAULT_CONFIG"
+
+
+@dataclass(frozen=True)
+class Sharing:
+    strategy: str
+    """`none`, `mps`, `time-slicing`."""
+    replicas: int
+    renamed: bool
+    resource: str
+    """The resource the plugin advertises for the node's GPUs."""
 
 
 @dataclass
@@ -79,6 +97,12 @@ class NodeGroup:
     free: Resources = field(default_factory=dict)
     """Allocatable minus the DaemonSet pods' requests."""
     notes: list[str] = field(default_factory=list)
+    default_runtime: str = NVIDIA_RUNTIME_HANDLER
+    """containerd's default runtime handler on its nodes (tools/simulate/runtime.py says whose)."""
+    runtime_handlers: frozenset[str] = frozenset({"runc", NVIDIA_RUNTIME_HANDLER})
+    """The handlers its containerd has."""
+    sharing: Sharing | None = None
+    """How the NVIDIA device plugin landing here shares its GPUs (None: no plugin of ours advertises them)."""
 
     def describe(self) -> str:
         shown = ", ".join(f"{name} {_show(name, value)}" for name, value in sorted(self.free.items()))
@@ -134,6 +158,9 @@ def eks_groups(plan: Plan) -> list[NodeGroup]:
         tags = {str(tag.inputs["tag"]["key"]): str(tag.inputs["tag"]["value"]) for tag in plan.by_type(ASG_TAG_TYPE)
                 if resource.urn in tag.depends_on}
         groups.append(NodeGroup(
+            # The NVIDIA AMIs make `nvidia` containerd's default (tools/simulate/runtime.py); CPU AMIs have runc only.
+            default_runtime=NVIDIA_RUNTIME_HANDLER if gpu else "runc",
+            runtime_handlers=frozenset({"runc", NVIDIA_RUNTIME_HANDLER} if gpu else {"runc"}),
             name=name, role="gpu" if gpu else "system", labels=labels, taints=taints,
             allocatable=smallest(instance_allocatable(t, disk) for t in types),
             min_size=int(scaling.get("minSize", 0)), max_size=int(scaling.get("maxSize", 1)), instance_types=types,
@@ -153,10 +180,12 @@ def existing_groups(config: Any) -> list[NodeGroup]:
         selector = dict(group.node_selector) or {NODE_GROUP_LABEL: name}
         labels = {**nl.kubernetes_labels(architecture=group.architecture or "amd64"), **selector}
         groups.append(NodeGroup(
+            default_runtime=node_default_runtime(config) or "runc",
             name=name, role="gpu", labels=labels, taints=[], allocatable=dict(unknown), min_size=group.min_size,
             max_size=group.max_size, gpu_model=group.gpu_model, num_gpus=group.gpus_per_node or 0,
             gpu_memory_gib=0.0, notes=[note + "; labels: the declared nodeSelector"]))
     groups.append(NodeGroup(name="site", role="site", labels=nl.kubernetes_labels(architecture=nl.UNKNOWN),
+                            default_runtime="runc", runtime_handlers=frozenset({"runc"}),
                             taints=[], allocatable=dict(unknown), min_size=0, max_size=1,
                             notes=["the site's other nodes: no GPUs, no taints assumed; " + note]))
     return groups
@@ -180,16 +209,6 @@ def daemon_named(pods: Iterable[ExpandedPod], command: str) -> list[ExpandedPod]
 
 def _lands(pod: ExpandedPod, group: NodeGroup) -> bool:
     return not placement_misses(pod, group)
-
-
-@dataclass(frozen=True)
-class Sharing:
-    strategy: str
-    """`none`, `mps`, `time-slicing`."""
-    replicas: int
-    renamed: bool
-    resource: str
-    """The resource the plugin advertises for the node's GPUs."""
 
 
 def parse_sharing(text: str, where: str) -> Sharing:
@@ -236,10 +255,13 @@ def _node_sharing(group: NodeGroup, configs: Mapping[str, Sharing], default: str
 
 
 def enrich(groups: list[NodeGroup], pods: list[ExpandedPod], objects: list[ClusterObject], *,
-           site_nfd: bool = False) -> list[NodeGroup]:
+           site_nfd: bool = False, classes: Mapping[str, str] | None = None) -> list[NodeGroup]:
     """Add the add-ons' labels and resources, then take the landing DaemonSets' requests off `free` (in place).
 
-    `site_nfd`: an adopted cluster that runs its own NFD (gpu.nodeFeatureDiscovery: existing)."""
+    `site_nfd`: an adopted cluster that runs its own NFD (gpu.nodeFeatureDiscovery: existing). `classes`: the
+    RuntimeClasses that exist (name → handler); GFD and the device plugin do their work only under the NVIDIA
+    runtime (tools/simulate/runtime.py)."""
+    classes = dict(classes or {})
     nfd = daemon_named(pods, "nfd-worker")
     gfd = daemon_named(pods, "gpu-feature-discovery")
     plugins = daemon_named(pods, "nvidia-device-plugin")
@@ -252,7 +274,13 @@ def enrich(groups: list[NodeGroup], pods: list[ExpandedPod], objects: list[Clust
         landed_plugins = [p for p in plugins if _lands(p, group)]
         configs, default = plugin_configs(landed_plugins[0], objects) if landed_plugins else ({}, None)
         sharing = _node_sharing(group, configs, default)
-        if any(_lands(p, group) for p in gfd):
+        blind = [p for p in landed_plugins if not runtime.runs_nvidia(p.pod, group, classes)]
+        if blind:
+            # Without the NVIDIA runtime the plugin loads no NVML and registers no resource (device plugin
+            # v0.20.0 internal/rm: no devices found), and GFD writes no GPU labels.
+            group.notes.append("the NVIDIA device plugin runs without the NVIDIA runtime here: no GPU advertised")
+            landed_plugins = []
+        if any(_lands(p, group) and runtime.runs_nvidia(p.pod, group, classes) for p in gfd):
             group.labels.update(nl.gfd_labels(num_gpus=group.num_gpus, gpu_model=group.gpu_model or "",
                                               gpu_memory_gib=group.gpu_memory_gib, sharing_strategy=sharing.strategy,
                                               replicas=sharing.replicas, renamed=sharing.renamed))
@@ -260,6 +288,7 @@ def enrich(groups: list[NodeGroup], pods: list[ExpandedPod], objects: list[Clust
             group.allocatable[WHOLE_GPU_RESOURCE] = float(group.num_gpus)
             group.notes.append("Bottlerocket's own device plugin: whole GPUs")
         elif landed_plugins:
+            group.sharing = sharing
             if sharing.resource == WHOLE_GPU_RESOURCE:
                 group.allocatable[WHOLE_GPU_RESOURCE] = float(group.num_gpus * sharing.replicas)
             else:
@@ -304,7 +333,8 @@ def addon_pods(plan: Plan) -> list[ExpandedPod]:
     return [AWS_NODE] if _mode(plan) == "eks" else []
 
 
-def node_groups(plan: Plan, objects: list[ClusterObject], pods: list[ExpandedPod]) -> list[NodeGroup]:
+def node_groups(plan: Plan, objects: list[ClusterObject], pods: list[ExpandedPod],
+                classes: Mapping[str, str] | None = None) -> list[NodeGroup]:
     """The stack's node groups (EKS from the plan, adopted clusters from the config), enriched; [] for a Swarm."""
     config = plan.config
     mode = _mode(plan)
@@ -315,7 +345,9 @@ def node_groups(plan: Plan, objects: list[ClusterObject], pods: list[ExpandedPod
     else:
         return []
     site_nfd = mode == "existing" and getattr(config.gpu, "node_feature_discovery", "install") == "existing"
-    return enrich(groups, pods, objects, site_nfd=site_nfd)
+    if classes is None:
+        classes = runtime.runtime_classes(objects, mode)
+    return enrich(groups, pods, objects, site_nfd=site_nfd, classes=classes)
 
 
 __all__ = ["AWS_NODE", "NodeGroup", "addon_pods", "SHARED_GPU_RESOURCE", "Sharing", "enrich", "node_groups", "parse_sharing"]

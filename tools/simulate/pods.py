@@ -350,8 +350,13 @@ def _elasticjob(item: ClusterObject, objects: list[ClusterObject]) -> list[Expan
     # `dlrover-master` replica template if it has one, else the default; POD_IP env on its first container;
     # ReconcileJobMasterPod → newElasticJobMaster → pkg/common/resource.go NewPod: labels, the job's labels and
     # annotations, namespace = the job's.
-    master_image = _flag(_deployment_args(objects, "elasticjob-controller"), "master-image") \
-        or DLROVER_MASTER_IMAGE_DEFAULT
+    # The controller's container is found by its `--master-image` flag: on arm64 sites it runs DLRover's
+    # `dlrover_controller_aarch64` image, not the manifest's `elasticjob-controller` (catalog/images.py).
+    master_image = next((flag for item_ in objects if item_.kind == "Deployment"
+                         for container in _get(item_.obj, ("spec", "template", "spec", "containers")) or []
+                         if (flag := _flag([str(a) for a in (container.get("command") or [])
+                                            + (container.get("args") or [])], "master-image"))),
+                        None) or DLROVER_MASTER_IMAGE_DEFAULT
     own = (replica_specs.get(DLROVER_MASTER_TYPE) or {}).get("template")
     template = copy.deepcopy(own) if isinstance(own, Mapping) else dlrover_master_template(item.obj, master_image)
     master = pod_from_template(template, namespace, f"elasticjob-{name}-{DLROVER_MASTER_TYPE}-0")
