@@ -144,8 +144,8 @@ def mirror(images: Sequence[str], site_registry: str, prefix: str, *, skopeo: st
     return Lock(site_registry, pinned, platforms)
 
 
-def config_command(skopeo: str, destination: str) -> list[str]:
-    return [skopeo, "inspect", "--config", f"docker://{destination}"]
+def config_command(skopeo: str | Sequence[str], destination: str) -> list[str]:
+    return [*_argv(skopeo), "inspect", "--config", f"docker://{destination}"]
 
 
 def manifest_platforms(manifest: bytes, read_config: Callable[[], Any]) -> tuple[str, ...]:
@@ -235,7 +235,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.only and target.is_file():
         kept = read_lock(target)
         if kept.site_registry == lock.site_registry:
-            lock = Lock(lock.site_registry, {**kept.images, **lock.images})
+            lock = Lock(lock.site_registry, {**kept.images, **lock.images}, {**kept.platforms, **lock.platforms})
     target.parent.mkdir(parents=True, exist_ok=True)
     target.write_text(lock.to_json())
     print(f"mirror: {len(lock.images)} image(s) locked in {target}")
