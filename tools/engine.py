@@ -123,11 +123,11 @@ def _stop_process(process: subprocess.Popen, timeout_s: float = STOP_TIMEOUT_S) 
         process.wait(10)
 
 
-def mounts_under(path: Path) -> list[str]:
-    """Mount points at or below `path` (deepest first), from /proc/self/mounts."""
+def mounts_under(path: Path, mounts: Path = Path("/proc/self/mounts")) -> list[str]:
+    """Mount points at or below `path` (deepest first), from the mount table."""
     prefix = str(path.resolve())
     found = []
-    for line in Path("/proc/self/mounts").read_text().splitlines():
+    for line in mounts.read_text().splitlines():
         target = line.split()[1].replace("\\040", " ")
         if target == prefix or target.startswith(prefix + "/"):
             found.append(target)
