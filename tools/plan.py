@@ -307,28 +307,26 @@ def warn_placeholders(plan: Plan) -> None:
     """Stand-in values plan fine offline; the real engine refuses them (stages.config.load_stack_config)."""
     from stack_config.placeholders import find_placeholders
 
-    stand_ins = list(find_placeholders(plan.config)) if plan.config is not None else []
-    for problem in stand_ins:
-        print(f"warning: placeholder {problem}", file=sys.stderr)
-    if stand_ins:
-        print(f"warning: stack '{plan.stack}' has {len(stand_ins)} placeholder(s): `pulumi up` refuses to run until "
-              "they are replaced", file=sys.stderr)
     from stages.config import unpinned_build_inputs
-
-    unpinned = unpinned_build_inputs(plan.config) if plan.config is not None else []
-    for problem in unpinned:
-        print(f"warning: unpinned {problem}", file=sys.stderr)
-    if unpinned:
-        print(f"warning: stack '{plan.stack}' builds from {len(unpinned)} unpinned input(s): `pulumi preview` and "
-              "`up` refuse to run until they are pinned", file=sys.stderr)
     from stages.offline import offline_problems
 
-    unmirrored = offline_problems(plan.config) if plan.config is not None else []
-    for problem in unmirrored:
-        print(f"warning: offline {problem}", file=sys.stderr)
-    if unmirrored:
-        print(f"warning: offline stack '{plan.stack}' is not fully mirrored: `pulumi up` refuses to run until "
-              "`make mirror` wrote a lock that pins every image", file=sys.stderr)
+    config = plan.config
+    # (label of each line, the problems, the summary): what `pulumi up` will refuse, said now as warnings.
+    refusals = [
+        ("placeholder", list(find_placeholders(config)) if config is not None else [],
+         "stack '{stack}' has {n} placeholder(s): `pulumi up` refuses to run until they are replaced"),
+        ("unpinned", unpinned_build_inputs(config) if config is not None else [],
+         "stack '{stack}' builds from {n} unpinned input(s): `pulumi preview` and `up` refuse to run until they are "
+         "pinned"),
+        ("offline", offline_problems(config) if config is not None else [],
+         "offline stack '{stack}' is not fully mirrored: `pulumi up` refuses to run until `make mirror` wrote a lock "
+         "that pins every image"),
+    ]
+    for label, problems, summary in refusals:
+        for problem in problems:
+            print(f"warning: {label} {problem}", file=sys.stderr)
+        if problems:
+            print("warning: " + summary.format(stack=plan.stack, n=len(problems)), file=sys.stderr)
 
 
 def plan_one(stack: str, *, stack_file: Path | None = None, out: Path = ROOT / "build" / "plan",
