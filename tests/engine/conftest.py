@@ -123,6 +123,13 @@ def trainer_image(engine: Engine, base: str) -> Built:
     return Built("gtp-trainer:engine-test", image_id, args, base)
 
 
+@pytest.fixture(scope="session")
+def upstream_registry(engine: Engine):
+    """One local registry the session's pushes share: the 5 GB base layer is pushed (and gzipped) once, later pushes
+    of images on it find the blob there already."""
+    return engine.registry("upstream")
+
+
 def copy_context(destination: Path) -> Path:
     """A copy of the build context to plant a defect in (the committed one is never edited)."""
     shutil.copytree(CONTEXT, destination, ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))

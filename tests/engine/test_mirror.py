@@ -18,7 +18,7 @@ from tests.conftest import ROOT
 from tests.engine.conftest import Built, timed
 from tools import cluster, mirror
 from tools import plan as gtp_plan
-from tools.engine import Engine
+from tools.engine import Engine, Registry
 
 
 def _served_digest(engine: Engine, reference: str) -> str:
@@ -28,8 +28,9 @@ def _served_digest(engine: Engine, reference: str) -> str:
 
 
 @pytest.fixture(scope="module")
-def mirrored(engine: Engine, trainer_image: Built, tmp_path_factory: pytest.TempPathFactory) -> dict:
-    upstream, site = engine.registry("upstream"), engine.registry("site")
+def mirrored(engine: Engine, trainer_image: Built, upstream_registry: Registry,
+             tmp_path_factory: pytest.TempPathFactory) -> dict:
+    upstream, site = upstream_registry, engine.registry("site")
     name = f"{upstream.address}/gtp/trainer:engine-test"
     with timed("mirror: push to upstream"):
         engine.docker("tag", trainer_image.tag, name)

@@ -115,8 +115,9 @@ def test_a_build_arg_left_out_of_the_tag_is_caught(variants: list[Variant]) -> N
     assert "build.args.BASE_IMAGE" in violations(variants, planted, set())
 
 
-def test_pushing_every_build_overwrites_no_tag(engine: Engine, variants: list[Variant]) -> None:
-    registry: Registry = engine.registry("tag-rule")
+def test_pushing_every_build_overwrites_no_tag(engine: Engine, variants: list[Variant],
+                                              upstream_registry: Registry) -> None:
+    registry = upstream_registry
     pushed: dict[str, str] = {}
     overwritten = []
     with timed("tag rule pushes"):
@@ -124,11 +125,11 @@ def test_pushing_every_build_overwrites_no_tag(engine: Engine, variants: list[Va
             if variant.image_id is None:
                 continue
             tag = image_spec.tag_for(variant.context, variant.args, variant.platform)
-            name = f"{registry.address}/gtp/trainer:{tag}"
+            name = f"{registry.address}/gtp/tag-rule:{tag}"
             engine.docker("tag", variant.image_id, name)
             engine.docker("push", name, timeout=1200)
             digest = json.loads(engine.docker("image", "inspect", name).stdout)[0]["RepoDigests"]
-            digest = next(ref.split("@")[1] for ref in digest if ref.startswith(f"{registry.address}/gtp/trainer@"))
+            digest = next(ref.split("@")[1] for ref in digest if ref.startswith(f"{registry.address}/gtp/tag-rule@"))
             if tag in pushed and pushed[tag] != digest:
                 overwritten.append(f"{variant.input}: {tag} was {pushed[tag]}, now {digest}")
             pushed[tag] = digest
