@@ -19,7 +19,15 @@ from catalog.gpu_instances import (
 from catalog.node_allocatable import allocatable
 from conventions.names import config_name
 from conventions.quantities import cpu_cores, quantity_gib
-from stack_config.derived import dcgm_exporter_enabled, gpus_per_pod, job_pods, num_ranks, runtime_class_name
+from stack_config.derived import (
+    dcgm_exporter_enabled,
+    gpus_per_pod,
+    image_variant,
+    job_pods,
+    kueue_enabled,
+    num_ranks,
+    runtime_class_name,
+)
 from stack_config.problems import Problem, did_you_mean
 from stack_config.schema import SharingConfig, StackConfig, WorkloadConfig
 
@@ -609,18 +617,51 @@ def _check_runtime_class(config: StackConfig) -> Iterator[Problem]:
                                                 "or leave createRuntimeClass false")
 
 
+def installed_components(config: StackConfig) -> frozenset[str]:
+    """The components of catalog/compatibility.py's rows and floors (`Row.component`, `Floor.uses`) this stack
+    installs (as stages/gpu.py, components/training_operators.py and stages/offline.py decide)."""
+    if config.cluster.mode == "swarm":
+        return frozenset()
+    found = set()
+    if config.cluster.mode == "eks":
+        found.add("cluster-autoscaler")
+    if config.gpu_node_groups:
+        found.add("nvidia-device-plugin")
+        if dcgm_exporter_enabled(config):
+            found.add("dcgm-exporter")
+    if image_variant(config) == "efa":
+        found.add("efa")
+    found.update(name for name, on in (("prometheus", config.gpu.metrics.prometheus),
+                                       ("grafana", config.gpu.metrics.grafana)) if on)
+    modes = {workload.autoscaling.mode for workload in config.workloads.values()}
+    if modes & {"scaledobject", "scaledjob"}:
+        found.add("keda")  # workload_kinds: pytorchjob's needs_operators, the scaledjob kind
+    kinds = {workload.kind for workload in config.workloads.values() if workload.autoscaling.mode != "scaledjob"}
+    found.update({"pytorchjob": "training-operator", "trainjob": "trainer"}[kind] for kind in kinds
+                 if kind in ("pytorchjob", "trainjob"))
+    if kueue_enabled(config):
+        found.add("kueue")
+    return frozenset(found)
+
+
 def _check_compatibility(config: StackConfig) -> Iterator[Problem]:
-    """catalog/compatibility.py: every row this stack uses holds for its pins (and its kubernetesVersion)."""
+    """catalog/compatibility.py: every row this stack uses holds for its pins (and its kubernetesVersion), and no
+    component it installs is below a CVE floor."""
     values = {**compatibility.pin_values(), "kubernetesVersion": config.kubernetes_version}
+    installed = installed_components(config)
 
     def uses(row: compatibility.Row) -> bool:
-        # The autoscaler runs only on EKS; the operator pairings hold for the pins, whatever the stack runs.
-        return "kubernetesVersion" not in row.pins or config.cluster.mode == "eks"
+        # The stack sets the cluster's Kubernetes version only on EKS; pairings of pins hold whatever it runs.
+        if "kubernetesVersion" in row.pins and config.cluster.mode != "eks":
+            return False
+        return not row.component or row.component in installed
 
     for row, why in compatibility.problems(values, uses):
         path = "kubernetesVersion" if "kubernetesVersion" in row.pins else f"catalog.versions.{row.pins[0]}"
         yield Problem(path, f"{' × '.join(f'{pin} {values[pin]}' for pin in row.pins)} break compatibility row "
                             f"'{row.name}': {why} (source: {row.source})")
+    for floor, why in compatibility.floor_problems(values, lambda floor: floor.uses in installed):
+        yield Problem(f"catalog.versions.{floor.pin}", why)
 
 
 def _check_metrics(config: StackConfig) -> Iterator[Problem]:
@@ -716,7 +757,7 @@ _RULES = (
     (_check_workloads_fit_together, ("workloads", "gpuNodeGroups", "gpu", "cluster", "kueue")),
     (_check_metrics, ("gpu",)),
     (_check_runtime_class, ("gpu", "cluster")),
-    (_check_compatibility, ("cluster",)),
+    (_check_compatibility, ("cluster", "gpuNodeGroups", "gpu", "workloads", "kueue")),
     (_check_kueue, ("kueue", "workloads", "cluster")),
     (each_workload(_check_autoscaling), ("workloads", "gpu", "cluster")),
     (_check_storage, ("storage", "cluster")),
