@@ -264,6 +264,15 @@ ROWS: tuple[Row, ...] = (
         "the plugin loads into torch's own NCCL (2.29.7, CUDA 13 build) inside aws-ofi-nccl 1.21.1's NCCL range; "
         "aws-ofi-nccl states no CUDA range of its own, so the CUDA pairing is NCCL's, which torch's wheel fixes.",
         lambda values: _efa_carries_torchs_nccl(values), component="efa"),
+    Row("dlrover-python-controller", ("DLROVER_VERSION", "DLROVER_PYTHON"),
+        {"DLROVER_VERSION": "v0.6.1", "DLROVER_PYTHON": "0.6.1"},
+        "intelligent-machine-learning/dlrover v0.6.1: the controller's manifest (go/elasticjob/config) and the "
+        "python package (setup.py:34 version=\"0.6.1\") are released from the one tag; docs/deployment/controller.md:8 "
+        "names no Kubernetes range (\"Ensure you have Kubernetes installed\")",
+        "the image's dlrover (the job master and dlrover-run) is the controller's release; DLRover documents no "
+        "Kubernetes range to check.",
+        lambda values: None if values["DLROVER_PYTHON"] == values["DLROVER_VERSION"].lstrip("v") else (
+            f"the image's dlrover {values['DLROVER_PYTHON']} is not the controller's {values['DLROVER_VERSION']}")),
     Row("torch-cuda-base-image", ("TORCH_VERSION", "PYTORCH_BASE_IMAGE"),
         {"TORCH_VERSION": "2.13.0", "PYTORCH_BASE_IMAGE": versions.PYTORCH_BASE_IMAGE},
         "torch 2.13.0 METADATA Requires-Dist cuda-toolkit[...]==13.0.3 (CUDA 13.0); Docker Hub pytorch/pytorch tag "
@@ -306,7 +315,8 @@ def pin_values() -> dict[str, str]:
             **{pin: getattr(versions, pin).version for pin in CHART_PINS},
             "KEDA_APP": chart_app_version(versions.KEDA.path),
             "EFA_INSTALLER": versions.EFA_INSTALLER.version, "TORCH_VERSION": versions.TORCH_VERSION,
-            "PYTORCH_BASE_IMAGE": versions.PYTORCH_BASE_IMAGE}
+            "PYTORCH_BASE_IMAGE": versions.PYTORCH_BASE_IMAGE,
+            "DLROVER_VERSION": versions.DLROVER_VERSION, "DLROVER_PYTHON": versions.DLROVER_PYTHON}
 
 
 CHART_PINS = ("NVIDIA_DEVICE_PLUGIN", "DCGM_EXPORTER", "EFA_DEVICE_PLUGIN", "PROMETHEUS", "GRAFANA", "KEDA")
@@ -436,8 +446,6 @@ NO_ROW: dict[str, str] = {
     "EKS_ADDONS": "EKS offers each add-on build for the Kubernetes versions it supports (`aws eks "
                   "describe-addon-versions`, read when pinning, versions.py) and refuses another at CreateAddon",
     "EKS_KUBE_PROXY": "one build per supported minor, picked by kubernetesVersion (versions.eks_addon_version)",
-    "DLROVER_VERSION": "DLRover v0.6.1 documents no Kubernetes range, and no other pin builds against it",
-    "DLROVER_PYTHON": "the image's dlrover, released from the same tag as the controller (DLROVER_VERSION)",
     "TRAINER_VERSION": "this project's own trainer package",
     "BASE_IMAGES": "the x86_64 entry is PYTORCH_BASE_IMAGE (row torch-cuda-base-image); the arm64 ones are unpinned "
                    "(None) until a digest is verified",

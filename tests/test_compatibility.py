@@ -177,6 +177,12 @@ def test_the_base_image_row_fails_on_another_torch_or_cuda() -> None:
     assert "is not torch 2.14.0-cuda13.0" in row.violated(_values(TORCH_VERSION="2.14.0"))
 
 
+def test_the_dlrover_row_fails_when_the_images_dlrover_is_another_release() -> None:
+    row = _row("dlrover-python-controller")
+    assert row.violated(_values()) is None
+    assert row.violated(_values(DLROVER_PYTHON="0.6.0")) == "the image's dlrover 0.6.0 is not the controller's v0.6.1"
+
+
 def test_readme_states_the_device_plugins_driver_and_toolkit_minimums() -> None:
     """Row device-plugin-driver and the toolkit's floor: the platform pins neither, the sites must meet them."""
     readme = (compatibility.ROOT / "README.md").read_text()
