@@ -314,6 +314,7 @@ def pin_values() -> dict[str, str]:
             "CLUSTER_AUTOSCALER_APP": chart_app_version(versions.CLUSTER_AUTOSCALER.path),
             **{pin: getattr(versions, pin).version for pin in CHART_PINS},
             "KEDA_APP": chart_app_version(versions.KEDA.path),
+            "DCGM_EXPORTER_APP": chart_app_version(versions.DCGM_EXPORTER.path),
             "EFA_INSTALLER": versions.EFA_INSTALLER.version, "TORCH_VERSION": versions.TORCH_VERSION,
             "PYTORCH_BASE_IMAGE": versions.PYTORCH_BASE_IMAGE,
             "DLROVER_VERSION": versions.DLROVER_VERSION, "DLROVER_PYTHON": versions.DLROVER_PYTHON}
@@ -359,6 +360,9 @@ class Floor:
     what: str
     source: str
     """What was read, and where."""
+    introduced: str | None = None
+    """The first release with the vulnerable code, where the code was read to show older ones lack it (an advisory
+    often says "all versions up to"); None: every older release counts as affected."""
     uses: str = ""
     """The installed component (stack_config/rules.py `installed_components`) that exposes a stack to it."""
     accepted: Mapping[str, str] = field(default_factory=dict)
@@ -366,9 +370,11 @@ class Floor:
     the floor fails again. An entry is a recorded, reviewed risk, not a fix."""
 
 
-def below_floor(version: str, fixed_in: tuple[str, ...]) -> bool:
-    """Whether `version` lacks the fix (see `Floor.fixed_in`)."""
+def below_floor(version: str, fixed_in: tuple[str, ...], introduced: str | None = None) -> bool:
+    """Whether `version` has the vulnerable code and lacks the fix (see `Floor.fixed_in`, `Floor.introduced`)."""
     have = version_tuple(version)
+    if introduced is not None and have < version_tuple(introduced):
+        return False
     fixes = sorted(version_tuple(fix) for fix in fixed_in)
     same_line = [fix for fix in fixes if fix[:2] == have[:2]]
     return have < (same_line[0] if same_line else fixes[-1])
@@ -398,6 +404,20 @@ FLOORS: tuple[Floor, ...] = (
                               "podIdentity), but it does not stop another principal that may create one, so "
                               "until the bump only cluster admins may create TriggerAuthentications and "
                               "ClusterTriggerAuthentications (README, KEDA)"}),
+    Floor("dcgm-exporter", "DCGM_EXPORTER_APP", ("4.8.2",), "CVE-2026-47483",
+          "unauthenticated /debug/pprof endpoints on the metrics port: denial of service and information disclosure",
+          "NVIDIA/product-security 2026/5857/5857.md (Security Bulletin: NVIDIA DCGM Exporter - July 2026: DCGM "
+          "Exporter affected \"0.0 to 4.8.2\", updated version 4.8.2); NVIDIA/dcgm-exporter: the pprof handlers "
+          "first appear in tag 4.5.1-4.8.0 internal/pkg/server/server.go:26 and :104-107 (commit 3cb017b), tag "
+          "4.4.1-4.6.0 (the vendored chart's appVersion) has none (`git grep pprof` finds only go.mod:77 and "
+          "go.sum), and 4.5.3-4.8.2 makes them opt-in (pkg/cmd/app.go:354-357 --enable-pprof)",
+          introduced="4.8.0", uses="dcgm-exporter"),
+    Floor("NVIDIA Container Toolkit", None, ("1.19.1",), "CVE-2026-24260",
+          "time-of-check time-of-use race: code execution, escalation of privileges, data tampering (CVSS 8.5); GPU "
+          "Operator up to 26.3.1 bundles affected toolkits",
+          "NVIDIA/product-security 2026/5850/5850.md (Security Bulletin: NVIDIA Container Toolkit - June 2026: \"All "
+          "versions up to and including 1.19.0\", updated version 1.19.1)",
+          uses="nvidia-device-plugin"),
     Floor("NVIDIA Container Toolkit", None, ("1.17.8",), "CVE-2025-23266",
           "container escape through the toolkit's createContainer hooks (NVIDIAScape); GPU Operator up to 25.3.0 "
           "bundles affected toolkits",
@@ -411,7 +431,6 @@ NO_ADVISORY: dict[str, str] = {
     "NVIDIA_DEVICE_PLUGIN": "no CVE or GHSA for k8s-device-plugin itself: v0.20.0's CHANGELOG.md names none, its "
                             "history only dependency bumps (e.g. grpc for CVE-2023-32731, long before v0.20.0), and "
                             "the searches found only scanner reports on its base image",
-    "DCGM_EXPORTER": "no CVE or GHSA for dcgm-exporter found in the pages corpus (its repository was not read)",
     "KUEUE_VERSION": "no CVE or GHSA id: Kueue v0.19 notes (CHANGELOG/CHANGELOG-0.19.md:197-206, :343-348) fix a "
                      "MultiKueue path-kubeconfig file read (#12223, in v0.19.0) and KueueViz WebSocket issues "
                      "without an id; v0.19.2 has both fixes, and the platform deploys neither MultiKueue nor KueueViz",
@@ -432,7 +451,7 @@ def floor_problems(values: Mapping[str, str],
         if floor.pin is None or not uses(floor):
             continue
         value = values[floor.pin]
-        if below_floor(value, floor.fixed_in) and value not in floor.accepted:
+        if below_floor(value, floor.fixed_in, floor.introduced) and value not in floor.accepted:
             found.append((floor, f"{floor.pin} {value} is below {floor.component}'s floor "
                                  f"{' / '.join(floor.fixed_in)} for {floor.advisory} ({floor.what}; source: "
                                  f"{floor.source}): move the pin to a fixed release"))

@@ -186,7 +186,8 @@ def test_the_dlrover_row_fails_when_the_images_dlrover_is_another_release() -> N
 def test_readme_states_the_device_plugins_driver_and_toolkit_minimums() -> None:
     """Row device-plugin-driver and the toolkit's floor: the platform pins neither, the sites must meet them."""
     readme = (compatibility.ROOT / "README.md").read_text()
-    toolkit = next(floor for floor in compatibility.FLOORS if floor.component == "NVIDIA Container Toolkit")
+    toolkit = max((floor for floor in compatibility.FLOORS if floor.component == "NVIDIA Container Toolkit"),
+                  key=lambda floor: compatibility.version_tuple(floor.fixed_in[0]))
     edge = readme[readme.index("### Edge on k3s / Jetson"):readme.index("## Workload kinds")]
     swarm = readme[readme.index("## Docker Swarm sites"):readme.index("## Air-gapped site")]
     for text in ("NVIDIA driver >= 384.81", "toolkit\n  >= 1.7.0 (1.11.0 on Jetson) for device plugin v0.20.0",
@@ -204,13 +205,12 @@ def test_no_pin_is_below_a_floor_unless_accepted() -> None:
 @pytest.mark.parametrize("index", range(len(compatibility.FLOORS)))
 def test_each_floor_fails_a_pin_below_it_and_passes_one_at_it(index: int) -> None:
     floor = compatibility.FLOORS[index]
-    if floor.pin is None:
-        assert compatibility.below_floor("1.17.7", floor.fixed_in) and not compatibility.below_floor("1.17.8",
-                                                                                                     floor.fixed_in)
-        return
     oldest = min(floor.fixed_in, key=compatibility.version_tuple)
     major, minor, patch = compatibility.version_tuple(oldest)
     below = f"{major}.{minor}.{patch - 1}" if patch else f"{major}.{minor - 1}.9"
+    if floor.pin is None:  # site-provided: README states it (test_readme_states_...)
+        assert compatibility.below_floor(below, floor.fixed_in) and not compatibility.below_floor(oldest, floor.fixed_in)
+        return
     found = compatibility.floor_problems(_values(**{floor.pin: below}), lambda f: f is floor)
     assert len(found) == 1 and found[0][1].startswith(f"{floor.pin} {below} is below {floor.component}'s floor")
     assert floor.advisory in found[0][1]
@@ -222,6 +222,15 @@ def test_a_floor_checks_each_release_line_against_its_own_fix() -> None:
     fixed = ("2.17.3", "2.18.3", "2.19.0")
     assert compatibility.below_floor("2.18.2", fixed) and not compatibility.below_floor("2.18.3", fixed)
     assert compatibility.below_floor("2.16.9", fixed) and not compatibility.below_floor("2.20.2", fixed)
+
+
+def test_a_release_older_than_the_vulnerable_code_is_not_below_the_floor() -> None:
+    """dcgm-exporter 4.6.0 (the vendored chart) predates the /debug/pprof handlers CVE-2026-47483 is about."""
+    floor = next(f for f in compatibility.FLOORS if "CVE-2026-47483" in f.advisory)
+    assert compatibility.pin_values()["DCGM_EXPORTER_APP"] == "4.6.0"
+    assert not compatibility.below_floor("4.6.0", floor.fixed_in, floor.introduced)
+    assert compatibility.below_floor("4.8.1", floor.fixed_in, floor.introduced)
+    assert compatibility.below_floor("4.6.0", floor.fixed_in)  # what the bulletin's "0.0 to 4.8.2" alone would say
 
 
 def test_the_keda_critical_is_accepted_for_todays_pin_only() -> None:
@@ -258,5 +267,5 @@ def test_every_pin_in_versions_has_a_row_or_a_reason() -> None:
 def test_every_gpu_stack_pin_has_a_floor_or_says_why_not() -> None:
     gpu_stack = {"NVIDIA_DEVICE_PLUGIN", "DCGM_EXPORTER", "KUEUE_VERSION", "TRAINING_OPERATOR_VERSION",
                  "KUBEFLOW_TRAINER_VERSION", "DLROVER_VERSION", "EFA_INSTALLER", "KEDA"}
-    floored = {"KEDA"} if any(f.pin == "KEDA_APP" for f in compatibility.FLOORS) else set()
+    floored = {pin.removesuffix("_APP") for pin in (f.pin for f in compatibility.FLOORS) if pin}
     assert gpu_stack - floored - set(compatibility.NO_ADVISORY) == set()
