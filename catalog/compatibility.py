@@ -244,6 +244,13 @@ ROWS: tuple[Row, ...] = (
         "(.github/workflows/integration-tests.yaml:29-44, e2e-test-train-api.yaml:15)",
         "every supported minor is 1.28 or newer.",
         _kubernetes_within("training-operator v1.9.4", "1.28"), component="training-operator"),
+    Row("jobset-kubernetes", ("JOBSET_VERSION", "kubernetesVersion"), {"JOBSET_VERSION": "v0.12.0"},
+        "kubernetes-sigs/jobset v0.12.0 site/content/en/docs/installation/_index.md:25 (\"A Kubernetes cluster running "
+        "one of the last 3 Kubernetes minor versions\"); the tag is of 2026-05-08 and builds against k8s.io/api "
+        "v0.36.0 (go.mod:13), so the last three were 1.34-1.36",
+        "Trainer v2.3.0 runs its TrainJobs as JobSets with the v0.12.0 controller it bundles: a stack running "
+        "TrainJobs on 1.32 or 1.33 would run JobSet outside its documented window, and is refused.",
+        _kubernetes_within("JobSet v0.12.0", "1.34", "1.36"), component="trainer"),
     # --- GPU stack ----------------------------------------------------------------------------------------------
     Row("device-plugin-driver", ("NVIDIA_DEVICE_PLUGIN",), {"NVIDIA_DEVICE_PLUGIN": "0.20.0"},
         "NVIDIA/k8s-device-plugin v0.20.0 README.md:71-78 \"Prerequisites\" (\"NVIDIA drivers ~= 384.81\"; "
@@ -404,6 +411,12 @@ FLOORS: tuple[Floor, ...] = (
                               "podIdentity), but it does not stop another principal that may create one, so "
                               "until the bump only cluster admins may create TriggerAuthentications and "
                               "ClusterTriggerAuthentications (README, KEDA)"}),
+    Floor("KEDA", "KEDA_APP", ("2.20.0",), "GHSA-6w3m-4hhp-775q",
+          "moderate: injection into the PostgreSQL scaler's generated connection string",
+          "kedacore/keda v2.20.2 CHANGELOG.md:197 (v2.20.0: \"PostgreSQL Scaler: Quote whitespace-containing "
+          "connection parameters in generated connection strings\", #7784; commit 703de9dec); the GHSA id, its "
+          "severity and \"patched 2.20\" from third-party advisory digests found with the code search",
+          uses="keda"),
     Floor("dcgm-exporter", "DCGM_EXPORTER_APP", ("4.8.2",), "CVE-2026-47483",
           "unauthenticated /debug/pprof endpoints on the metrics port: denial of service and information disclosure",
           "NVIDIA/product-security 2026/5857/5857.md (Security Bulletin: NVIDIA DCGM Exporter - July 2026: DCGM "

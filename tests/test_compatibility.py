@@ -32,7 +32,7 @@ def test_every_row_fails_when_one_of_its_pins_moves(row: str) -> None:
 
 
 def test_the_autoscaler_row_fails_on_another_kubernetes_minor(tmp_path: Path) -> None:
-    found = compatibility.problems(_values(kubernetesVersion="1.33"))
+    found = compatibility.problems(_values(kubernetesVersion="1.33"), lambda row: row.component != "trainer")
     assert [r.name for r, _ in found] == ["cluster-autoscaler-kubernetes"]
     with pytest.raises(ConfigError, match=r"kubernetesVersion: CLUSTER_AUTOSCALER_APP 1\.34\.1 × kubernetesVersion "
                                           r"1\.33 break compatibility row 'cluster-autoscaler-kubernetes': .*built for "
@@ -71,6 +71,7 @@ KUBERNETES_RANGES = {
     "kueue-kubernetes": ("1.29", "1.28", r"Kueue v0\.19\.2 supports Kubernetes >= 1\.29, the cluster runs 1\.28"),
     "trainer-kubernetes": ("1.31", "1.30", r"Kubeflow Trainer v2\.3\.0 supports Kubernetes >= 1\.31"),
     "training-operator-kubernetes": ("1.28", "1.27", r"training-operator v1\.9\.4 supports Kubernetes >= 1\.28"),
+    "jobset-kubernetes": ("1.34", "1.33", r"JobSet v0\.12\.0 supports Kubernetes 1\.34–1\.36, the cluster runs 1\.33"),
     "cluster-autoscaler-kubernetes": ("1.34", "1.35", r"built for Kubernetes 1\.34, the cluster runs 1\.35"),
 }
 
@@ -89,14 +90,14 @@ def test_keda_rows_also_refuse_a_kubernetes_newer_than_kedas_window() -> None:
 
 
 def test_every_kubernetes_version_supported_satisfies_the_rows_except_the_documented_ones() -> None:
-    """The table against the minors a stack may set: only KEDA 2.20 (tested 1.33-1.35) and the autoscaler (its own
-    minor) leave any out."""
+    """The table against the minors a stack may set: only KEDA 2.20 (tested 1.33-1.35), JobSet v0.12.0 (the last
+    three minors at its release, 1.34-1.36) and the autoscaler (its own minor) leave any out."""
     from catalog import versions
 
     refused = {version: sorted(row.name for row, _ in compatibility.problems(_values(kubernetesVersion=version)))
                for version in versions.SUPPORTED_KUBERNETES_VERSIONS}
-    assert refused == {"1.32": ["cluster-autoscaler-kubernetes", "keda-kubernetes"],
-                       "1.33": ["cluster-autoscaler-kubernetes"], "1.34": [],
+    assert refused == {"1.32": ["cluster-autoscaler-kubernetes", "jobset-kubernetes", "keda-kubernetes"],
+                       "1.33": ["cluster-autoscaler-kubernetes", "jobset-kubernetes"], "1.34": [],
                        "1.35": ["cluster-autoscaler-kubernetes"]}
 
 
