@@ -644,15 +644,22 @@ def installed_components(config: StackConfig) -> frozenset[str]:
     return frozenset(found)
 
 
-def _check_compatibility(config: StackConfig) -> Iterator[Problem]:
-    """catalog/compatibility.py: every row this stack uses holds for its pins (and its kubernetesVersion), and no
-    component it installs is below a CVE floor."""
+CLUSTER_COMPONENTS = frozenset({"cluster-autoscaler"})
+"""Components `installed_components` decides from `cluster` alone."""
+
+
+def _compatibility(config: StackConfig, components_from_cluster: bool) -> Iterator[Problem]:
     values = {**compatibility.pin_values(), "kubernetesVersion": config.kubernetes_version}
     installed = installed_components(config)
 
+    def ours(component: str) -> bool:
+        # Pin pairings and the cluster's own components need only `cluster` to parse; the others need the sections
+        # that say what the stack installs (two rules, so a typo elsewhere still leaves the first reported).
+        return (not component or component in CLUSTER_COMPONENTS) is components_from_cluster
+
     def uses(row: compatibility.Row) -> bool:
         # The stack sets the cluster's Kubernetes version only on EKS; pairings of pins hold whatever it runs.
-        if "kubernetesVersion" in row.pins and config.cluster.mode != "eks":
+        if not ours(row.component) or ("kubernetesVersion" in row.pins and config.cluster.mode != "eks"):
             return False
         return not row.component or row.component in installed
 
@@ -660,8 +667,19 @@ def _check_compatibility(config: StackConfig) -> Iterator[Problem]:
         path = "kubernetesVersion" if "kubernetesVersion" in row.pins else f"catalog.versions.{row.pins[0]}"
         yield Problem(path, f"{' × '.join(f'{pin} {values[pin]}' for pin in row.pins)} break compatibility row "
                             f"'{row.name}': {why} (source: {row.source})")
-    for floor, why in compatibility.floor_problems(values, lambda floor: floor.uses in installed):
+    for floor, why in compatibility.floor_problems(values, lambda floor: ours(floor.uses) and floor.uses in installed):
         yield Problem(f"catalog.versions.{floor.pin}", why)
+
+
+def _check_compatibility(config: StackConfig) -> Iterator[Problem]:
+    """catalog/compatibility.py: the rows relating pins (and the autoscaler's, on EKS) hold."""
+    return _compatibility(config, components_from_cluster=True)
+
+
+def _check_installed_compatibility(config: StackConfig) -> Iterator[Problem]:
+    """catalog/compatibility.py: the rows of every component this stack installs hold for its pins and its
+    kubernetesVersion, and none of them is below a CVE floor."""
+    return _compatibility(config, components_from_cluster=False)
 
 
 def _check_metrics(config: StackConfig) -> Iterator[Problem]:
@@ -757,7 +775,8 @@ _RULES = (
     (_check_workloads_fit_together, ("workloads", "gpuNodeGroups", "gpu", "cluster", "kueue")),
     (_check_metrics, ("gpu",)),
     (_check_runtime_class, ("gpu", "cluster")),
-    (_check_compatibility, ("cluster", "gpuNodeGroups", "gpu", "workloads", "kueue")),
+    (_check_compatibility, ("cluster",)),
+    (_check_installed_compatibility, ("cluster", "gpuNodeGroups", "gpu", "workloads", "kueue")),
     (_check_kueue, ("kueue", "workloads", "cluster")),
     (each_workload(_check_autoscaling), ("workloads", "gpu", "cluster")),
     (_check_storage, ("storage", "cluster")),

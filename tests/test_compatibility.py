@@ -270,3 +270,14 @@ def test_every_gpu_stack_pin_has_a_floor_or_says_why_not() -> None:
                  "KUBEFLOW_TRAINER_VERSION", "DLROVER_VERSION", "EFA_INSTALLER", "KEDA"}
     floored = {pin.removesuffix("_APP") for pin in (f.pin for f in compatibility.FLOORS) if pin}
     assert gpu_stack - floored - set(compatibility.NO_ADVISORY) == set()
+
+
+def test_a_section_that_fails_to_parse_leaves_the_pin_rows_reported(tmp_path: Path) -> None:
+    """The rows relating pins (and the autoscaler's) need only `cluster`: a typo in `workloads` does not hide them."""
+    def edit(config: dict) -> None:
+        config["gtp:kubernetesVersion"] = "1.33"
+        next(iter(config["gtp:workloads"].values()))["numNodes"] = "two"
+
+    with pytest.raises(ConfigError) as error:
+        plan_modified(tmp_path, "dev", edit)
+    assert "numNodes" in str(error.value) and "compatibility row 'cluster-autoscaler-kubernetes'" in str(error.value)
