@@ -182,9 +182,9 @@ ROWS: tuple[Row, ...] = (
         "the autoscaler simulates the scheduler of its own minor: it must be the cluster's minor.",
         _autoscaler_matches, component="cluster-autoscaler"),
     # --- Kubernetes minor × each vendored chart's declared range (Chart.yaml `kubeVersion`) ---------------------
-    # The vendored folders are byte-exact copies of the upstream chart at its tag (vendor/SOURCES.md; the
-    # device plugin's Chart.yaml was compared with NVIDIA/k8s-device-plugin v0.20.0
-    # deployments/helm/nvidia-device-plugin/Chart.yaml, identical, kubeVersion at line 7).
+    # The vendored folders are byte-exact copies of the upstream chart at its tag (vendor/SOURCES.md); the
+    # device plugin's and dcgm-exporter's Chart.yaml were also compared with the upstream tag (identical). The
+    # others' sources name the vendored file, which is what the row reads.
     Row("nvidia-device-plugin-kubernetes", ("NVIDIA_DEVICE_PLUGIN", "kubernetesVersion"),
         {"NVIDIA_DEVICE_PLUGIN": "0.20.0"},
         "NVIDIA/k8s-device-plugin v0.20.0 deployments/helm/nvidia-device-plugin/Chart.yaml:7 (kubeVersion "
@@ -193,30 +193,28 @@ ROWS: tuple[Row, ...] = (
         "Helm installs the chart only on a cluster inside its kubeVersion: every supported minor is.",
         _chart_admits_kubernetes("NVIDIA_DEVICE_PLUGIN"), component="nvidia-device-plugin"),
     Row("dcgm-exporter-kubernetes", ("DCGM_EXPORTER", "kubernetesVersion"), {"DCGM_EXPORTER": "4.6.0"},
-        "NVIDIA/dcgm-exporter tag 4.4.1-4.6.0 deployment/Chart.yaml:5 (kubeVersion \">= 1.19.0-0\"; vendored as "
+        "NVIDIA/dcgm-exporter tag 4.4.1-4.6.0 deployment/Chart.yaml:5 (kubeVersion \">= 1.19.0-0\"; identical to "
         "vendor/charts/dcgm-exporter-4.6.0/Chart.yaml)",
         "Helm installs the chart only on a cluster inside its kubeVersion: every supported minor is.",
         _chart_admits_kubernetes("DCGM_EXPORTER"), component="dcgm-exporter"),
     Row("efa-device-plugin-kubernetes", ("EFA_DEVICE_PLUGIN", "kubernetesVersion"), {"EFA_DEVICE_PLUGIN": "v0.5.20"},
-        "aws/eks-charts de5fdc1d stable/aws-efa-k8s-device-plugin/Chart.yaml (vendored as "
-        "vendor/charts/aws-efa-k8s-device-plugin-v0.5.20/Chart.yaml): no kubeVersion; the chart's README states no "
-        "Kubernetes range",
+        "vendor/charts/aws-efa-k8s-device-plugin-v0.5.20/Chart.yaml and README.md (aws/eks-charts de5fdc1d "
+        "stable/aws-efa-k8s-device-plugin): no kubeVersion, and the README states no Kubernetes range",
         "no declared range to check; a bump re-reads the chart for one (this row then fails until it is checked).",
         _chart_admits_kubernetes("EFA_DEVICE_PLUGIN"), component="efa"),
     Row("prometheus-kubernetes", ("PROMETHEUS", "kubernetesVersion"), {"PROMETHEUS": "27.39.0"},
-        "prometheus-community/helm-charts tag prometheus-27.39.0 charts/prometheus/Chart.yaml:6 (kubeVersion "
-        "\">=1.19.0-0\") and its alertmanager subchart (tag alertmanager-1.26.0) Chart.yaml:12 (\">=1.25.0-0\"); "
-        "kube-state-metrics, node-exporter and pushgateway declare none (vendor/charts/prometheus-27.39.0)",
+        "vendor/charts/prometheus-27.39.0/Chart.yaml:6 (kubeVersion \">=1.19.0-0\"; prometheus-community/helm-charts "
+        "tag prometheus-27.39.0) and charts/alertmanager/Chart.yaml:12 (\">=1.25.0-0\"; tag alertmanager-1.26.0); "
+        "the kube-state-metrics, node-exporter and pushgateway subcharts declare none",
         "Helm installs the chart only on a cluster inside every kubeVersion it and its subcharts declare.",
         _chart_admits_kubernetes("PROMETHEUS"), component="prometheus"),
     Row("grafana-kubernetes", ("GRAFANA", "kubernetesVersion"), {"GRAFANA": "10.1.4"},
-        "grafana/helm-charts tag grafana-10.1.4 charts/grafana/Chart.yaml:5 (kubeVersion \"^1.8.0-0\"; vendored as "
-        "vendor/charts/grafana-10.1.4/Chart.yaml)",
+        "vendor/charts/grafana-10.1.4/Chart.yaml:5 (kubeVersion \"^1.8.0-0\"; grafana/helm-charts tag "
+        "grafana-10.1.4 charts/grafana)",
         "Helm installs the chart only on a cluster inside its kubeVersion (any 1.x from 1.8).",
         _chart_admits_kubernetes("GRAFANA"), component="grafana"),
     Row("keda-chart-kubernetes", ("KEDA", "kubernetesVersion"), {"KEDA": "2.20.2"},
-        "kedacore/charts tag v2.20.2 keda/Chart.yaml:7 (kubeVersion \">=v1.23.0-0\"; vendored as "
-        "vendor/charts/keda-2.20.2/Chart.yaml)",
+        "vendor/charts/keda-2.20.2/Chart.yaml:7 (kubeVersion \">=v1.23.0-0\"; kedacore/charts tag v2.20.2 keda)",
         "Helm installs the chart only on a cluster inside its kubeVersion; KEDA's own tested window is narrower "
         "(row keda-kubernetes).",
         _chart_admits_kubernetes("KEDA"), component="keda"),
@@ -255,8 +253,8 @@ ROWS: tuple[Row, ...] = (
     Row("device-plugin-driver", ("NVIDIA_DEVICE_PLUGIN",), {"NVIDIA_DEVICE_PLUGIN": "0.20.0"},
         "NVIDIA/k8s-device-plugin v0.20.0 README.md:71-78 \"Prerequisites\" (\"NVIDIA drivers ~= 384.81\"; "
         "\"nvidia-docker >= 2.0 || nvidia-container-toolkit >= 1.7.0 (>= 1.11.0 to use integrated GPUs on "
-        "Tegra-based systems)\"; \"nvidia-container-runtime configured as the default low-level runtime\" -- or a "
-        "runtime class, gpu.runtimeClassName)",
+        "Tegra-based systems)\"; \"nvidia-container-runtime configured as the default low-level runtime\", which "
+        "gpu.runtimeClassName stands in for on adopted k3s clusters)",
         "the platform pins no driver or toolkit: EKS's NVIDIA AMIs bring both, an adopted cluster or a Swarm site "
         "installs them. README's site preconditions name these minimums (and the toolkit's CVE floor, FLOORS), "
         "tests/test_compatibility.py checks they do.",
@@ -282,8 +280,8 @@ ROWS: tuple[Row, ...] = (
             f"the image's dlrover {values['DLROVER_PYTHON']} is not the controller's {values['DLROVER_VERSION']}")),
     Row("torch-cuda-base-image", ("TORCH_VERSION", "PYTORCH_BASE_IMAGE"),
         {"TORCH_VERSION": "2.13.0", "PYTORCH_BASE_IMAGE": versions.PYTORCH_BASE_IMAGE},
-        "torch 2.13.0 METADATA Requires-Dist cuda-toolkit[...]==13.0.3 (CUDA 13.0); Docker Hub pytorch/pytorch tag "
-        "2.13.0-cuda13.0-cudnn9-runtime",
+        "torch 2.13.0 METADATA Requires-Dist cuda-toolkit[...]==13.0.3 (CUDA 13.0); the pinned pytorch/pytorch tag "
+        "2.13.0-cuda13.0-cudnn9-runtime (catalog/versions.py PYTORCH_BASE_IMAGE)",
         "the x86_64 base carries the torch release and the CUDA minor torch's wheels are built for.",
         lambda values: _base_carries_torch(values)),
 )
