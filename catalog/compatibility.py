@@ -404,11 +404,18 @@ FLOORS: tuple[Floor, ...] = (
           uses="keda",
           accepted={"2.20.2": "no KEDA 2.21 chart is vendored yet (a new chart, its images in catalog/images.py, "
                               "2.21's breaking changes to token audiences, and its tested window 1.34-1.36 all "
-                              "move with it); the platform itself creates no TriggerAuthentication with Vault "
-                              "Kubernetes auth or boundServiceAccountToken (components/keda_scaling.py uses "
-                              "podIdentity), but it does not stop another principal that may create one, so "
-                              "until the bump only cluster admins may create TriggerAuthentications and "
-                              "ClusterTriggerAuthentications (README, KEDA)"}),
+                              "move with it). Exploiting it needs create on triggerauthentications or "
+                              "clustertriggerauthentications, which the platform grants no one short of cluster "
+                              "admin: the only EKS access entries are the deployer and adminRoleArns, both "
+                              "AmazonEKSClusterAdminPolicy (components/eks_cluster.py:206-211); the chart's "
+                              "keda:edit role aggregates into edit/admin only with rbac.aggregateToDefaultRoles, "
+                              "false by default (vendor/charts/keda-2.20.2/values.yaml:327, "
+                              "templates/manager/clusterrole.yaml:164-186) and not set by "
+                              "components/training_operators.py; no RoleBinding the platform creates names "
+                              "keda.sh; and its own TriggerAuthentication uses podIdentity "
+                              "(components/keda_scaling.py), neither Vault nor boundServiceAccountToken. RBAC "
+                              "granted outside the stack is not covered: README says to keep it to cluster admins "
+                              "until the bump"}),
     Floor("KEDA", "KEDA_APP", ("2.20.0",), "GHSA-6w3m-4hhp-775q",
           "moderate: injection into the PostgreSQL scaler's generated connection string",
           "kedacore/keda v2.20.2 CHANGELOG.md:197 (v2.20.0: \"PostgreSQL Scaler: Quote whitespace-containing "
