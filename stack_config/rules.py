@@ -19,7 +19,15 @@ from catalog.gpu_instances import (
 from catalog.node_allocatable import allocatable
 from conventions.names import config_name
 from conventions.quantities import cpu_cores, quantity_gib
-from stack_config.derived import dcgm_exporter_enabled, gpus_per_pod, job_pods, num_ranks, runtime_class_name
+from stack_config.derived import (
+    dcgm_exporter_enabled,
+    gpus_per_pod,
+    image_variant,
+    job_pods,
+    kueue_enabled,
+    num_ranks,
+    runtime_class_name,
+)
 from stack_config.problems import Problem, did_you_mean
 from stack_config.schema import SharingConfig, StackConfig, WorkloadConfig
 
@@ -609,18 +617,69 @@ def _check_runtime_class(config: StackConfig) -> Iterator[Problem]:
                                                 "or leave createRuntimeClass false")
 
 
-def _check_compatibility(config: StackConfig) -> Iterator[Problem]:
-    """catalog/compatibility.py: every row this stack uses holds for its pins (and its kubernetesVersion)."""
+def installed_components(config: StackConfig) -> frozenset[str]:
+    """The components of catalog/compatibility.py's rows and floors (`Row.component`, `Floor.uses`) this stack
+    installs (as stages/gpu.py, components/training_operators.py and stages/offline.py decide)."""
+    if config.cluster.mode == "swarm":
+        return frozenset()
+    found = set()
+    if config.cluster.mode == "eks":
+        found.add("cluster-autoscaler")
+    if config.gpu_node_groups:
+        found.add("nvidia-device-plugin")
+        if dcgm_exporter_enabled(config):
+            found.add("dcgm-exporter")
+    if image_variant(config) == "efa":
+        found.add("efa")
+    found.update(name for name, on in (("prometheus", config.gpu.metrics.prometheus),
+                                       ("grafana", config.gpu.metrics.grafana)) if on)
+    modes = {workload.autoscaling.mode for workload in config.workloads.values()}
+    if modes & {"scaledobject", "scaledjob"}:
+        found.add("keda")  # workload_kinds: pytorchjob's needs_operators, the scaledjob kind
+    kinds = {workload.kind for workload in config.workloads.values() if workload.autoscaling.mode != "scaledjob"}
+    found.update({"pytorchjob": "training-operator", "trainjob": "trainer"}[kind] for kind in kinds
+                 if kind in ("pytorchjob", "trainjob"))
+    if kueue_enabled(config):
+        found.add("kueue")
+    return frozenset(found)
+
+
+CLUSTER_COMPONENTS = frozenset({"cluster-autoscaler"})
+"""Components `installed_components` decides from `cluster` alone."""
+
+
+def _compatibility(config: StackConfig, components_from_cluster: bool) -> Iterator[Problem]:
     values = {**compatibility.pin_values(), "kubernetesVersion": config.kubernetes_version}
+    installed = installed_components(config)
+
+    def ours(component: str) -> bool:
+        # Pin pairings and the cluster's own components need only `cluster` to parse; the others need the sections
+        # that say what the stack installs (two rules, so a typo elsewhere still leaves the first reported).
+        return (not component or component in CLUSTER_COMPONENTS) is components_from_cluster
 
     def uses(row: compatibility.Row) -> bool:
-        # The autoscaler runs only on EKS; the operator pairings hold for the pins, whatever the stack runs.
-        return "kubernetesVersion" not in row.pins or config.cluster.mode == "eks"
+        # The stack sets the cluster's Kubernetes version only on EKS; pairings of pins hold whatever it runs.
+        if not ours(row.component) or ("kubernetesVersion" in row.pins and config.cluster.mode != "eks"):
+            return False
+        return not row.component or row.component in installed
 
     for row, why in compatibility.problems(values, uses):
         path = "kubernetesVersion" if "kubernetesVersion" in row.pins else f"catalog.versions.{row.pins[0]}"
         yield Problem(path, f"{' × '.join(f'{pin} {values[pin]}' for pin in row.pins)} break compatibility row "
                             f"'{row.name}': {why} (source: {row.source})")
+    for floor, why in compatibility.floor_problems(values, lambda floor: ours(floor.uses) and floor.uses in installed):
+        yield Problem(f"catalog.versions.{floor.pin}", why)
+
+
+def _check_compatibility(config: StackConfig) -> Iterator[Problem]:
+    """catalog/compatibility.py: the rows relating pins (and the autoscaler's, on EKS) hold."""
+    return _compatibility(config, components_from_cluster=True)
+
+
+def _check_installed_compatibility(config: StackConfig) -> Iterator[Problem]:
+    """catalog/compatibility.py: the rows of every component this stack installs hold for its pins and its
+    kubernetesVersion, and none of them is below a CVE floor."""
+    return _compatibility(config, components_from_cluster=False)
 
 
 def _check_metrics(config: StackConfig) -> Iterator[Problem]:
@@ -717,6 +776,7 @@ _RULES = (
     (_check_metrics, ("gpu",)),
     (_check_runtime_class, ("gpu", "cluster")),
     (_check_compatibility, ("cluster",)),
+    (_check_installed_compatibility, ("cluster", "gpuNodeGroups", "gpu", "workloads", "kueue")),
     (_check_kueue, ("kueue", "workloads", "cluster")),
     (each_workload(_check_autoscaling), ("workloads", "gpu", "cluster")),
     (_check_storage, ("storage", "cluster")),
