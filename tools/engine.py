@@ -50,6 +50,7 @@ PACKAGES: dict[str, str] = {
     "/usr/sbin/debootstrap": "debootstrap",
 }
 START_TIMEOUT_S = 60
+MIN_FREE_GB = 15
 STOP_TIMEOUT_S = 30
 
 
@@ -198,6 +199,10 @@ class Engine:
             raise EngineError(f"{DOCKERD} is missing: run `python -m tools.engine install` (root) first")
         for folder in ("data", "exec", "run", "cli"):
             (self.root / folder).mkdir(parents=True, exist_ok=True)
+        free_gb = shutil.disk_usage(self.root).free / 1e9
+        if free_gb < MIN_FREE_GB:
+            raise EngineError(f"{free_gb:.1f} GB free under {self.root}; the engine tests need about {MIN_FREE_GB} GB "
+                              "(a 5 GB base, its pushes to two local registries, the builds)")
         log = self.root / "dockerd.log"
         # A short exec root: containerd's shim sockets live under it and a unix socket path is limited to 108 bytes.
         command = [DOCKERD, "--data-root", str(self.root / "data"), "--exec-root", str(self.root / "exec"),
@@ -260,10 +265,22 @@ class Engine:
         self.docker(*command, str(context), timeout=timeout)
         return self.docker("image", "inspect", "--format", "{{.Id}}", tag).stdout.decode().strip()
 
+    def prune(self, keep: set[str]) -> None:
+        """Remove every image but `keep` (tags) and BuildKit's cache: a run's builds and planted variants would
+        otherwise pile up under the engine root, run after run (the base is what is worth keeping)."""
+        listed = self.docker("image", "ls", "--format", "{{.Repository}}:{{.Tag}}").stdout.decode().split()
+        doomed = [tag for tag in listed if tag not in keep and not tag.endswith(":<none>")]
+        if doomed:
+            self.docker("image", "rm", "--force", *doomed, check=False, timeout=600)
+        self.docker("image", "prune", "--force", check=False, timeout=600)
+        self.docker("builder", "prune", "--all", "--force", check=False, timeout=600)
+
     def stop(self) -> None:
-        """Stop registries and the daemon, unmount what it left, and fail if a process or mount survives."""
+        """Stop registries (their storage is scratch: deleted) and the daemon, unmount what it left, and fail if a
+        process or mount survives."""
         for registry in self.registries:
             registry.stop()
+            shutil.rmtree(registry.root, ignore_errors=True)
         self.registries.clear()
         if self.process:
             with contextlib.suppress(Exception):

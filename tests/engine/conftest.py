@@ -7,6 +7,7 @@ cannot be (not root), the session skips with one line saying so; in CI (CI=true)
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -83,6 +84,10 @@ def engine() -> Iterator[Engine]:
         pytest.skip(f"no Docker Engine here ({str(error).splitlines()[0]}); run `make engine-test` as root")
     yield started
     with timed("engine stop"):
+        # Keep only the base between runs (GTP_ENGINE_ROOT is reused): images, planted variants and BuildKit's cache
+        # of one run would fill the disk over a few runs (measured: 23 GB after a day's runs).
+        with contextlib.suppress(EngineError):
+            started.prune(keep={f"{engine_base.REPOSITORY}:{engine_base.base_key(engine_base.torch_closure())}"})
         started.stop()
     (started.root / "timings.json").write_text(json.dumps(TIMINGS, indent=1))
     left = leftovers(started.root)

@@ -83,17 +83,20 @@ def test_healthcheck_fails_clearly_when_asked_for_a_gpu(engine: Engine, trainer_
 # --- torchrun, checkpoint, resume ----------------------------------------------------------------------------
 
 
-def _train(engine: Engine, image: str, shared: Path, max_steps: int) -> list[dict]:
+def _run_training(engine: Engine, image: str, shared: Path, max_steps: int):
     shape = pod_shape()
     checkpoints = f"{shape.mount_path}/checkpoints/engine-test"
     args = trainer_args(model="cnn", max_steps=max_steps, batch_size=8, checkpoint_dir=checkpoints,
                         checkpoint_every=2, metrics=False, extra=["--num-samples=256", "--log-every=1"])
     # The image's ENTRYPOINT (torchrun) with the pod's arguments; --standalone: one pod, no operator.
-    done = engine.docker("run", "--rm", *pod_run_flags(shape, shared), image,
+    return engine.docker("run", "--rm", *pod_run_flags(shape, shared), image,
                          *torchrun_args(2, args, standalone=True), check=False, timeout=600)
-    records = [json.loads(line) for line in done.stdout.decode().splitlines() if line.startswith("{")]
+
+
+def _train(engine: Engine, image: str, shared: Path, max_steps: int) -> list[dict]:
+    done = _run_training(engine, image, shared, max_steps)
     assert done.returncode == 0, done.stderr.decode(errors="replace")[-3000:]
-    return records
+    return [json.loads(line) for line in done.stdout.decode().splitlines() if line.startswith("{")]
 
 
 def test_torchrun_trains_checkpoints_and_resumes(engine: Engine, trainer_image: Built, tmp_path: Path) -> None:
@@ -110,6 +113,20 @@ def test_torchrun_trains_checkpoints_and_resumes(engine: Engine, trainer_image: 
     resumed = [record for record in second if record.get("event") == "resumed"]
     assert resumed and resumed[0]["step"] == 4, second[:5]
     assert [record for record in second if record.get("event") == "done"][-1]["step"] == 6
+
+
+def test_an_image_without_a_package_the_trainer_needs_fails_the_run(engine: Engine, trainer_image: Built,
+                                                                     tmp_path: Path) -> None:
+    """The defect the first real run found (the image relied on its base for numpy), planted back: training fails."""
+    tag = plant(tmp_path, engine, trainer_image, "WORKDIR /workspace\n",
+                "RUN python -m pip uninstall --yes --break-system-packages numpy\nWORKDIR /workspace\n",
+                "gtp-planted:no-numpy")
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    os.chown(shared, 10001, 10001)
+    done = _run_training(engine, tag, shared, max_steps=2)
+    assert done.returncode != 0
+    assert "No module named 'numpy'" in done.stderr.decode(errors="replace")
 
 
 # --- labels --------------------------------------------------------------------------------------------------
