@@ -29,7 +29,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -315,16 +315,6 @@ def leftovers(root: Path) -> list[str]:
             if marker in cmdline:
                 found.append(f"{proc.name}: {cmdline.strip()[:200]}")
     return found
-
-
-@contextlib.contextmanager
-def running(root: Path | None = None) -> Iterator[Engine]:
-    engine = Engine(root or engine_root())
-    engine.start()
-    try:
-        yield engine
-    finally:
-        engine.stop()
 
 
 def main(argv: Sequence[str] | None = None) -> int:

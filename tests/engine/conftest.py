@@ -13,7 +13,7 @@ import os
 import shutil
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -109,7 +109,6 @@ class Built:
     args: dict[str, str]
     base: str
     context: Path = CONTEXT
-    extra: dict = field(default_factory=dict)
 
 
 def build_args(base: str, **overrides: str) -> dict[str, str]:
@@ -174,6 +173,3 @@ def pod_run_flags(shape: PodShape, shared: Path | None = None) -> list[str]:
             flags += ["--tmpfs", f"{mount['mountPath']}:rw,nosuid,nodev,size={size.replace('Gi', 'g')}"]
     return flags
 
-
-__all__ = ["Built", "build_args", "copy_context", "pod_shape", "pod_run_flags", "timed", "torchrun_args",
-           "trainer_args", "REVISION", "SOURCE", "CONTEXT"]
