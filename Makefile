@@ -16,7 +16,7 @@ help:
 	@echo "make plan STACK=dev        offline plan of a stack (sets itself up)"
 	@echo "make plan-all               offline plan of every stack, in one process"
 	@echo "make test                  the whole suite: pytest + make check"
-	@echo "make test-fast             the quick tier: no torchrun, no whole-stack plans, no engine"
+	@echo "make test-fast             the tests not marked slow or engine (pytest only, no scanners)"
 	@echo "make engine-test           the real Docker Engine: build images/trainer, run it, tag rule, mirror (root)"
 	@echo "make plan-diff STACK=dev BASE=origin/main   what a change does to a stack"
 	@echo "make check                 scanners: Checkov, kubernetes-validate, policy pack, yamllint, hadolint, zizmor, actionlint"
