@@ -42,7 +42,7 @@ $(VENV)/bin/helm: tools/vendor.py | $(STAMP)
 	$(PY) -m tools.vendor helm $@ && touch $@
 
 # The real Prometheus that tests/simulate/test_prometheus.py runs the KEDA queries through. A system package, so
-# it needs root (sudo when not root); `make setup` never does. .ci/run installs it the same way in CI.
+# it needs root (sudo when not root); `make setup` never does, `make test` does as root (tools.system_packages).
 prometheus-local:
 	@command -v prometheus >/dev/null && { prometheus --version 2>&1 | head -1; exit 0; }; \
 	if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi; \
@@ -66,7 +66,9 @@ plan-diff: setup
 check: setup
 	$(PY) -m tools.check --checkov $(CURDIR)/$(CHECKOV_VENV)/bin/checkov
 
+# Installs (as root) or names (otherwise) the Debian packages its tests run: prometheus and skopeo.
 test: setup
+	$(PY) -m tools.system_packages test
 	GTP_CHECKOV=$(CURDIR)/$(CHECKOV_VENV)/bin/checkov $(PY) -m pytest -n $(PYTEST_WORKERS) -m "not engine" tests
 	$(MAKE) --no-print-directory check
 

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -57,3 +58,39 @@ def test_mirror_only_refuses_an_image_the_stack_does_not_run(capsys: pytest.Capt
     error = capsys.readouterr().err
     assert "--only 127.0.0.1:5000/not/ours:1: not an image of stack 'edge'" in error
     assert "Traceback" not in error
+
+
+def test_system_packages_installs_only_what_is_missing_as_root() -> None:
+    from tools import system_packages
+
+    calls: list[list[str]] = []
+
+    def run(command, **_kwargs):
+        calls.append(command)
+        return subprocess.CompletedProcess(command, 0, "", "")
+
+    wanted = system_packages.missing(["prometheus", "skopeo"])
+    assert system_packages.install(["prometheus", "skopeo"], is_root=True, run=run) == wanted
+    if wanted:
+        assert calls[-1][-len(wanted):] == wanted and calls[0][:2] == ["apt-get", "update"]
+    else:
+        assert calls == []
+
+
+def test_system_packages_names_the_command_when_not_root(monkeypatch: pytest.MonkeyPatch) -> None:
+    from tools import system_packages
+
+    fake = {"nothing-here": system_packages.SystemPackage("/nonexistent/bin/x", "nothing-here", "a test needs it")}
+    monkeypatch.setattr(system_packages, "PACKAGES", fake)
+    with pytest.raises(system_packages.MissingPackages,
+                       match=r"nothing-here: a test needs it\): run `sudo apt-get install -y --no-install-recommends "
+                             r"nothing-here`"):
+        system_packages.install(["nothing-here"], is_root=False)
+    assert system_packages.main(["unknown"]) == 2
+
+
+def test_every_suite_names_known_packages() -> None:
+    from tools import system_packages
+
+    for suite, names in system_packages.SUITES.items():
+        assert set(names) <= set(system_packages.PACKAGES), suite

@@ -223,7 +223,7 @@ def _oci_layout(path: Path, tag: str) -> str:
     return manifest_blob["digest"]
 
 
-@pytest.mark.skipif(shutil.which("skopeo") is None, reason="skopeo is not installed (.ci/run installs it)")
+@pytest.mark.skipif(shutil.which("skopeo") is None, reason="skopeo is not installed (`make test` installs it as root)")
 def test_real_skopeo_preserves_the_digest_the_lock_records(tmp_path: Path) -> None:
     """The real binary, between two local OCI layouts: `copy --all --preserve-digests`, then `inspect --raw` of
     the copy hashes to the source's manifest digest (what `tools.mirror.mirror` records)."""

@@ -33,22 +33,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tools import system_packages
+
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_ENGINE_ROOT = ROOT / "build" / "engine"
 DOCKER_CLI = "/usr/bin/docker"
 """Debian's 20.10 CLI: BuildKit builds without the buildx plugin a newer CLI on PATH would demand."""
 DOCKERD = "/usr/sbin/dockerd"
 REGISTRY = "/usr/bin/docker-registry"
-
-# Binary -> the Debian package that ships it: what `install` adds when the binary is missing.
-PACKAGES: dict[str, str] = {
-    DOCKERD: "docker.io",
-    "/usr/bin/containerd": "containerd",
-    "/usr/sbin/runc": "runc",
-    REGISTRY: "docker-registry",
-    "/usr/bin/skopeo": "skopeo",
-    "/usr/sbin/debootstrap": "debootstrap",
-}
 START_TIMEOUT_S = 60
 MIN_FREE_GB = 15
 STOP_TIMEOUT_S = 30
@@ -63,27 +55,13 @@ def engine_root(environ: Mapping[str, str] = os.environ) -> Path:
     return Path(environ.get("GTP_ENGINE_ROOT") or DEFAULT_ENGINE_ROOT).resolve()
 
 
-def missing_packages() -> list[str]:
-    """Debian packages whose binaries are not installed, in a stable order."""
-    return sorted({package for binary, package in PACKAGES.items() if not Path(binary).exists()})
-
-
 def install() -> list[str]:
-    """apt-get install whatever is missing; returns what was installed. Needs root."""
-    missing = missing_packages()
-    if not missing:
-        return []
-    if os.geteuid() != 0:
-        raise EngineError(f"the Docker Engine tests need the Debian packages {', '.join(missing)}: run "
-                          f"`sudo apt-get install -y --no-install-recommends {' '.join(missing)}` (or make engine-test "
-                          "as root)")
-    environ = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-    for command in (["apt-get", "update", "-q"],
-                    ["apt-get", "install", "-y", "-q", "--no-install-recommends", *missing]):
-        done = subprocess.run(command, env=environ, capture_output=True, text=True, check=False)
-        if done.returncode != 0:
-            raise EngineError(f"{' '.join(command)} failed (exit {done.returncode}): {done.stderr.strip()[-2000:]}")
-    return missing
+    """apt-get install what the engine tests need and is missing (tools.system_packages); returns what was
+    installed. Not root: EngineError with the command to run."""
+    try:
+        return system_packages.install(system_packages.SUITES["engine"])
+    except system_packages.MissingPackages as error:
+        raise EngineError(str(error)) from error
 
 
 def host_ca_bundle(environ: Mapping[str, str] = os.environ) -> Path | None:

@@ -6,8 +6,8 @@ HTTP servers that speak dcgm-exporter 4.x's exposition with pod attribution, and
 query over its HTTP API. The job's relabelling rewrites the address to the Service annotation's port (9400), so
 each fake exporter listens on its own loopback address at that port, like a pod IP.
 
-Needs the `prometheus` binary: `.ci/run` installs it; locally `make prometheus-local`. That is Debian's package
-(2.42 on bookworm) while the chart deploys v3.6.0; the parts this exercises agree between them: scrape.go
+Needs the `prometheus` binary: `make test` installs it as root (tools.system_packages); else `make
+prometheus-local`. That is Debian's package (2.42 on bookworm) while the chart deploys v3.6.0; the parts this exercises agree between them: scrape.go
 `mutateSampleLabels` (honor_labels) is the same code, and relabel.go `NewRegexp` differs only in 3.x's `(?s:`
 (`.` also matches a newline), which none of the chart's rules or these label values can tell apart. Old failure #5 (the query
 filtered on `exported_namespace`/`exported_pod`) is `test_the_old_exported_labels_query_returns_nothing`.
@@ -54,7 +54,7 @@ def prometheus_binary() -> str:
     found = shutil.which("prometheus")
     if found is None:
         pytest.fail("the `prometheus` binary is missing: run `make prometheus-local` (installs Debian's prometheus "
-                    "package; .ci/run does it in CI)")
+                    "package; `make test` does it as root)")
     return found
 
 
