@@ -77,7 +77,7 @@ test-fast: setup
 
 # A real Docker Engine (Debian's docker.io, installed with apt when missing: root), local registries, the CPU
 # stand-in base, the real build of images/trainer and the tests on it; everything it starts is stopped again.
-# GTP_ENGINE_ROOT (default build/engine) keeps the base image and BuildKit's cache between runs.
+# GTP_ENGINE_ROOT (default build/engine) keeps the 5 GB base image between runs (and nothing else).
 engine-test: setup
 	$(PY) -m tools.engine test
 

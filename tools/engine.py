@@ -15,7 +15,8 @@ folder. Docker treats 127.0.0.0/8 registries as insecure (plain HTTP) by default
 `registries.conf` of `Engine.registries_conf()`.
 
 Everything lives under `GTP_ENGINE_ROOT` (default `build/engine`): CI points it outside the clone so that the CPU
-base image (`tools.engine_base`) and BuildKit's cache are reused across runs on one machine.
+base image (`tools.engine_base`) is reused across runs on one machine; a run's other images, BuildKit's cache and the
+registries' storage are removed at its end (`Engine.prune`, `Engine.stop`).
 """
 
 from __future__ import annotations
