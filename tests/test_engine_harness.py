@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import subprocess
 from pathlib import Path
 
@@ -94,3 +95,28 @@ def test_every_suite_names_known_packages() -> None:
 
     for suite, names in system_packages.SUITES.items():
         assert set(names) <= set(system_packages.PACKAGES), suite
+
+
+def test_verify_lock_names_an_entry_the_site_serves_differently_or_not_at_all() -> None:
+    from conventions.images import Lock
+
+    served = {"site:5000/mirror/registry.example-5000/a/b:1": b'{"manifest": "a"}'}
+    digest = "sha256:" + hashlib.sha256(served["site:5000/mirror/registry.example-5000/a/b:1"]).hexdigest()
+
+    def run(command, **_kwargs):
+        reference = command[-1].removeprefix("docker://")
+        if reference in served:
+            return subprocess.CompletedProcess(command, 0, served[reference], b"")
+        return subprocess.CompletedProcess(command, 1, b"", b"manifest unknown")
+
+    good = Lock("site:5000", {"registry.example:5000/a/b:1": f"site:5000/mirror/registry.example-5000/a/b@{digest}"})
+    assert mirror.verify_lock(good, "mirror", run=run) == []
+    zeros = f"sha256:{'0' * 64}"
+    wrong = Lock("site:5000", {"registry.example:5000/a/b:1": f"site:5000/mirror/registry.example-5000/a/b@{zeros}"})
+    assert mirror.verify_lock(wrong, "mirror", run=run) == [
+        f"registry.example:5000/a/b:1: the lock pins {zeros}, the site serves {digest} at "
+        "site:5000/mirror/registry.example-5000/a/b:1"]
+    missing = Lock("site:5000", {"registry.example:5000/c/d:2": f"site:5000/mirror/registry.example-5000/c/d@{digest}"})
+    [problem] = mirror.verify_lock(missing, "mirror", run=run)
+    assert problem.startswith("registry.example:5000/c/d:2: the site does not serve "
+                              "site:5000/mirror/registry.example-5000/c/d:2: skopeo inspect") and "manifest unknown" in problem

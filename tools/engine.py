@@ -275,12 +275,6 @@ class Engine:
         if left:
             raise EngineError(f"mounts left under {self.root}: {left}")
 
-    def __enter__(self) -> Engine:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
-
 
 def leftovers(root: Path) -> list[str]:
     """Processes whose command line names `root` (dockerd, containerd, shims, registries): none after `stop`."""

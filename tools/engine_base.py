@@ -32,9 +32,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
 
 from catalog import versions
-from tools.engine import Engine, EngineError
+from tools.engine import DOCKER_CLI, Engine, EngineError
 
 SUITE = "bookworm"
 """Debian 12: its python3 is 3.11, the minor of the .venv whose torch files go into the base."""
@@ -75,10 +76,6 @@ def apt_mirror(sources_dir: Path = Path("/etc/apt")) -> str:
                       "debootstrap needs one")
 
 
-def _key(name: str) -> str:
-    return re.sub(r"[-_.]+", "-", name).lower()
-
-
 def torch_closure() -> list[metadata.Distribution]:
     """torch and every distribution it requires, with the extras it asks for (e.g. `cuda-toolkit[cudart]`), as
     installed for this Python, sorted by name."""
@@ -87,14 +84,14 @@ def torch_closure() -> list[metadata.Distribution]:
     pending: list[tuple[str, str]] = [("torch", "")]
     while pending:
         name, extra = pending.pop()
-        if (_key(name), extra) in done:
+        if (canonicalize_name(name), extra) in done:
             continue
-        done.add((_key(name), extra))
+        done.add((canonicalize_name(name), extra))
         try:
             distribution = metadata.distribution(name)
         except metadata.PackageNotFoundError as error:
             raise EngineError(f"{name} is not installed in {sys.prefix}: run `make setup` first") from error
-        found[_key(name)] = distribution
+        found[canonicalize_name(name)] = distribution
         for line in distribution.requires or []:
             requirement = Requirement(line)
             if requirement.marker is None or requirement.marker.evaluate({"extra": extra}):
@@ -200,7 +197,7 @@ def build(engine: Engine, log=print) -> str:
     log(f"engine base: rootfs in {time.monotonic() - started:.0f} s; importing torch {versions.TORCH_VERSION} "
         f"from {sys.prefix} ({len(distributions)} distributions)")
     process = subprocess.Popen(
-        ["/usr/bin/docker", "import", "--change", 'CMD ["python"]', "--change", "ENV LANG=C.UTF-8",
+        [DOCKER_CLI, "import", "--change", 'CMD ["python"]', "--change", "ENV LANG=C.UTF-8",
          "--message", f"gtp CPU stand-in base: Debian {SUITE} + torch {versions.TORCH_VERSION}", "-", tag],
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=engine.env)
     try:

@@ -16,7 +16,8 @@
    config from `skopeo inspect --config`), which the simulation checks against each node group's
    `kubernetes.io/arch` (tools/simulate/platforms.py).
 
-`--list` prints the images and the copy commands and copies nothing. `--only REF` copies just those of the stack's
+`--list` prints the images and the copy commands and copies nothing; `--verify` checks every lock entry against what
+the site registry serves under the copy's tag (exit 1 naming each that differs). `--only REF` copies just those of the stack's
 images (e.g. a newly built training image) and keeps the lock's other entries. `--stack-file` plans another copy of
 the stack's file (tests/engine mirrors between two local registries that way). skopeo is a Debian package (`apt-get install
 skopeo`); registry credentials come from skopeo's own auth file (`skopeo login <site registry>`).
@@ -34,7 +35,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from conventions.images import Lock, normalized, parse, read_lock, site_repository, site_tag
+from conventions.images import Lock, LockError, normalized, parse, read_lock, site_repository, site_tag
 from tools.plan_record import COMPUTED, ROOT
 
 POD_CONTAINER_LISTS = ("containers", "initContainers", "ephemeralContainers")
@@ -131,17 +132,38 @@ def mirror(images: Sequence[str], site_registry: str, prefix: str, *, skopeo: st
         if done.returncode != 0:
             raise RuntimeError(f"skopeo copy {source} -> {destination} failed (exit {done.returncode}): "
                                f"{_text(done.stderr).strip()}")
-        raw = run(inspect_command(skopeo, destination), capture_output=True)
-        if raw.returncode != 0 or not raw.stdout:
-            raise RuntimeError(f"skopeo inspect {destination} failed (exit {raw.returncode}): "
-                               f"{_text(raw.stderr).strip()}")
-        manifest = raw.stdout if isinstance(raw.stdout, bytes) else raw.stdout.encode()
+        manifest = served_manifest(destination, skopeo=skopeo, run=run)
         digest = "sha256:" + hashlib.sha256(manifest).hexdigest()
         pinned[source] = f"{site_repository(source, site_registry, prefix)}@{digest}"
         found = manifest_platforms(manifest, lambda: run(config_command(skopeo, destination), capture_output=True))
         if found:
             platforms[source] = found
     return Lock(site_registry, pinned, platforms)
+
+
+def served_manifest(reference: str, *, skopeo: str | Sequence[str] = "skopeo", run: Runner = subprocess.run) -> bytes:
+    """The manifest bytes a registry serves for `reference` (its digest is their SHA-256); RuntimeError if none."""
+    raw = run(inspect_command(skopeo, reference), capture_output=True)
+    if raw.returncode != 0 or not raw.stdout:
+        raise RuntimeError(f"skopeo inspect {reference} failed (exit {raw.returncode}): {_text(raw.stderr).strip()}")
+    return raw.stdout if isinstance(raw.stdout, bytes) else raw.stdout.encode()
+
+
+def verify_lock(lock: Lock, prefix: str, *, skopeo: str | Sequence[str] = "skopeo",
+                run: Runner = subprocess.run) -> list[str]:
+    """Every lock entry against what the site registry serves under the copy's tag: one problem per entry whose
+    digest differs (a re-pushed tag, a hand-edited lock) or that the site does not serve."""
+    problems = []
+    for source, pinned in sorted(lock.images.items()):
+        tagged = site_copy(source, lock.site_registry, prefix)
+        try:
+            served = "sha256:" + hashlib.sha256(served_manifest(tagged, skopeo=skopeo, run=run)).hexdigest()
+        except RuntimeError as error:
+            problems.append(f"{source}: the site does not serve {tagged}: {error}")
+            continue
+        if served != pinned.split("@", 1)[1]:
+            problems.append(f"{source}: the lock pins {pinned.split('@', 1)[1]}, the site serves {served} at {tagged}")
+    return problems
 
 
 def config_command(skopeo: str | Sequence[str], destination: str) -> list[str]:
@@ -195,6 +217,8 @@ def main(argv: list[str] | None = None) -> int:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--stack", required=True)
     parser.add_argument("--list", action="store_true", help="print the images and copy commands; copy nothing")
+    parser.add_argument("--verify", action="store_true",
+                        help="check the lock against what the site registry serves; copy nothing")
     parser.add_argument("--skopeo", default="skopeo", help="the skopeo binary (default: skopeo on PATH)")
     parser.add_argument("--lock", type=Path, help="lock file to write (default: the stack's image.offline.lockFile)")
     parser.add_argument("--registries-conf", type=Path, metavar="FILE",
@@ -221,6 +245,18 @@ def main(argv: list[str] | None = None) -> int:
               "(README: Air-gapped site)", file=sys.stderr)
         return 2
     skopeo = [args.skopeo, *(["--registries-conf", str(args.registries_conf)] if args.registries_conf else [])]
+    if args.verify:
+        path = args.lock or ROOT / lock_path(config)
+        try:
+            problems = verify_lock(read_lock(path), offline.prefix, skopeo=skopeo)
+        except (OSError, LockError) as error:
+            print(f"mirror: {error}", file=sys.stderr)
+            return 2
+        for problem in problems:
+            print(f"mirror: {problem}", file=sys.stderr)
+        print(f"mirror: {path}: " + ("every image is what the site serves" if not problems
+                                     else f"{len(problems)} image(s) differ"))
+        return 1 if problems else 0
     if args.list:
         for source in images:
             print(" ".join(copy_command(skopeo, source, site_copy(source, offline.site_registry,

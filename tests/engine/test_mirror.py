@@ -22,9 +22,8 @@ from tools.engine import Engine, Registry
 
 
 def _served_digest(engine: Engine, reference: str) -> str:
-    raw = subprocess.run(["skopeo", "--registries-conf", str(engine.registries_conf()), "inspect", "--raw",
-                          f"docker://{reference}"], capture_output=True, check=True).stdout
-    return "sha256:" + hashlib.sha256(raw).hexdigest()
+    skopeo = ["skopeo", "--registries-conf", str(engine.registries_conf())]
+    return "sha256:" + hashlib.sha256(mirror.served_manifest(reference, skopeo=skopeo)).hexdigest()
 
 
 @pytest.fixture(scope="module")
@@ -76,18 +75,17 @@ def test_the_edge_plan_runs_only_the_site_copy_by_digest(mirrored: dict) -> None
     assert not [image for image in images if image.startswith(mirrored["upstream"].address)], images
 
 
-def test_a_lock_that_pins_another_digest_is_caught(engine: Engine, mirrored: dict, tmp_path: Path) -> None:
-    """The check above can fail: a lock whose digest the site does not serve under the copy's tag."""
-    lock = json.loads(mirrored["lock"].read_text())
+def test_verify_lock_holds_the_lock_to_what_the_site_serves(engine: Engine, mirrored: dict, tmp_path: Path) -> None:
+    """The real lock verifies clean; the same lock with another digest is caught, naming the image."""
+    assert mirrored["done"].returncode == 0, mirrored["done"].stderr
+    skopeo = ["skopeo", "--registries-conf", str(engine.registries_conf())]
+    lock = read_lock(mirrored["lock"])
+    assert mirror.verify_lock(lock, "mirror", skopeo=skopeo) == []
+    data = json.loads(mirrored["lock"].read_text())
     source = mirrored["source"]
-    repository = lock["images"][source].split("@")[0]
-    lock["images"][source] = f"{repository}@sha256:{'0' * 64}"
-    tampered = read_lock_from(tmp_path, lock)
-    tagged = mirror.site_copy(source, tampered.site_registry, "mirror")
-    assert _served_digest(engine, tagged) != tampered.images[source].split("@")[1]
-
-
-def read_lock_from(folder: Path, data: dict):
-    path = folder / "lock.json"
-    path.write_text(json.dumps(data))
-    return read_lock(path)
+    data["images"][source] = f"{data['images'][source].split('@')[0]}@sha256:{'0' * 64}"
+    tampered = tmp_path / "lock.json"
+    tampered.write_text(json.dumps(data))
+    problems = mirror.verify_lock(read_lock(tampered), "mirror", skopeo=skopeo)
+    assert problems == [f"{source}: the lock pins sha256:{'0' * 64}, the site serves "
+                        f"{lock.images[source].split('@')[1]} at {mirror.site_copy(source, lock.site_registry, 'mirror')}"]

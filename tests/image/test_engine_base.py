@@ -7,6 +7,7 @@ import re
 from pathlib import Path
 
 import pytest
+from packaging.utils import canonicalize_name
 
 from catalog import versions
 from components import image_spec
@@ -36,8 +37,7 @@ def test_the_contract_is_stated_in_the_dockerfile() -> None:
 def test_torch_closure_follows_the_extras_torch_asks_for() -> None:
     """torch requires `cuda-toolkit[cudart,...]`: without following extras the base lacked libcudart and torch
     failed to import (the first real build)."""
-    names = {re.sub(r"[-_.]+", "-", distribution.metadata["Name"]).lower()
-             for distribution in engine_base.torch_closure()}
+    names = {canonicalize_name(distribution.metadata["Name"]) for distribution in engine_base.torch_closure()}
     assert {"torch", "cuda-toolkit", "nvidia-cuda-runtime", "nvidia-cublas", "typing-extensions"} <= names
 
 
