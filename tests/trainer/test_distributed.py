@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
 import subprocess
+import time
 from pathlib import Path
+
+import pytest
 
 from trainer_harness import (BASE_FLAGS, PYTHON, LiveProcess, Result, complete_steps, free_port, parse_records, run,
                              torchrun_command, trainer_env)
@@ -215,3 +219,50 @@ def test_bench_under_torchrun_reports_busbw_and_throughput(tmp_path):
     runs = load(str(tmp_path)).runs
     assert len(runs) == 1 and runs[0].world_size == 2 and runs[0].busbw_gbps_by_size == {
         4096: report["allreduce"][0]["busbw_gbps"], 262144: report["allreduce"][1]["busbw_gbps"]}
+
+
+WATCHDOG_S = 6.0
+"""The SIGSTOP test's --watchdog-timeout: steps take ~0.1 s, so 6 s without one is a hang."""
+AGENT_SHUTDOWN_S = 30.0
+"""torch 2.13 LocalElasticAgent stops the remaining workers with SIGTERM, then SIGKILL after 30 s
+(torch/distributed/elastic/agent/server/local_elastic_agent.py:517-527 `_shutdown`); a stopped process ignores the
+SIGTERM until then."""
+RESTART_STARTUP_S = 30.0
+"""A new round's rendezvous, process group and resume on this machine (measured: a few seconds)."""
+
+
+@pytest.mark.slow
+def test_sigstop_of_one_rank_watchdog_exits_and_the_gang_resumes_bit_identical(tmp_path, baseline_digest):
+    """A stopped rank hangs its peer in the next collective; the peer's watchdog exits it after --watchdog-timeout,
+    torchrun restarts both from the newest complete checkpoint, and the run ends where an uninterrupted one does."""
+    checkpoint_dir = tmp_path / "ck"
+    flags = [*BASE_FLAGS, "--checkpoint-dir", str(checkpoint_dir), "--watchdog-timeout", f"{WATCHDOG_S:g}"]
+    live = LiveProcess(torchrun_command(2, flags, max_restarts=1), trainer_env(TRAINER_DEBUG_STEP_SLEEP_S="0.1"),
+                       tmp_path)
+    victim = live.wait_for(lambda record: record.get("event") == "step" and record["rank"] == 1
+                           and record["step"] >= 10)
+    stopped_at = time.monotonic()
+    os.kill(victim["pid"], signal.SIGSTOP)
+    try:
+        fired = live.wait_for(lambda record: record.get("event") == "watchdog", timeout=4 * WATCHDOG_S)
+        fired_at = time.monotonic()
+        resumed = live.wait_for(lambda record: record.get("event") == "resumed" and record["rank"] == 0,
+                                timeout=AGENT_SHUTDOWN_S + RESTART_STARTUP_S + 30)
+        resumed_at = time.monotonic()
+        result = live.finish(timeout=120)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(victim["pid"], signal.SIGKILL)
+    finished_at = time.monotonic()
+    detect, restart, total = fired_at - stopped_at, resumed_at - fired_at, finished_at - stopped_at
+    print(f"\nSIGSTOP test (watchdog {WATCHDOG_S:g} s): watchdog fired after {detect:.1f} s, gang resumed "
+          f"{restart:.1f} s later (restart time), finished {total:.1f} s after the stop")
+    assert fired["rank"] == 0 and fired["stalled_s"] >= WATCHDOG_S
+    assert "a hung collective or a stalled rank; exiting so the launcher restarts the gang" in fired["message"]
+    assert "Sending process" in result.stderr  # torchrun's agent stopped the group (api.py `_close`)
+    assert detect <= 2 * WATCHDOG_S
+    assert restart <= AGENT_SHUTDOWN_S + RESTART_STARTUP_S
+    assert detect + restart <= 2 * WATCHDOG_S + AGENT_SHUTDOWN_S + RESTART_STARTUP_S
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert 4 <= resumed["step"] <= victim["step"] and resumed["step"] % 4 == 0  # a --checkpoint-every 4 save
+    assert result.done()["param_digest"] == baseline_digest

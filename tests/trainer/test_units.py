@@ -24,6 +24,7 @@ from trainer.config import PermanentError, TrainConfig, build_parser, parse_conf
     ({"gpt_dim": 10, "gpt_heads": 4}, r"--gpt-dim \(10\) must be a positive multiple of --gpt-heads \(4\)"),
     ({"warmup_steps": 100, "max_steps": 100}, r"--warmup-steps must be in \[0, --max-steps\)"),
     ({"metrics_port": 70000}, r"--metrics-port must be in 1\.\.65535"),
+    ({"watchdog_timeout": -1}, r"--watchdog-timeout must be >= 0 \(0 = off\), got -1"),
 ])
 def test_config_rejects_with_actionable_text(kwargs, message):
     with pytest.raises(ValueError, match=message):
@@ -218,3 +219,53 @@ def test_parse_records_reads_what_emit_writes_and_skips_the_rest(capsys):
     print('{"event": "cut short')
     emit({"event": "done", "step": 2})
     assert parse_records(capsys.readouterr().out) == [{"event": "step", "step": 1}, {"event": "done", "step": 2}]
+
+
+def test_metrics_expose_the_last_step_time_for_the_stall_alert():
+    """components/alert_rules.py `TrainingStepStalled` measures time since `trainer_last_step_timestamp_seconds`:
+    set at start (a rank that never steps is caught too) and at every step."""
+    import time as time_module
+
+    from prometheus_client.parser import text_string_to_metric_families
+
+    from trainer.telemetry import Metrics
+
+    def value(metrics: Metrics) -> float:
+        families = text_string_to_metric_families(metrics.exposition())
+        return next(s.value for f in families for s in f.samples if s.name == "trainer_last_step_timestamp_seconds")
+
+    before = time_module.time()
+    metrics = Metrics(0, rank=3, serve=False)
+    started = value(metrics)
+    assert before - 1 <= started <= time_module.time() + 1
+    time_module.sleep(0.05)
+    metrics.observe_step(1, 0.01, 8)
+    assert value(metrics) > started
+    assert 'trainer_step{rank="3"} 1.0' in metrics.exposition()
+
+
+def test_watchdog_fires_once_after_the_timeout_with_a_clear_line(capsys):
+    from trainer.telemetry import parse_records
+    from trainer.watchdog import EXIT_WATCHDOG, StepWatchdog
+
+    now = [100.0]
+    exits: list[int] = []
+    dog = StepWatchdog(10.0, rank=1, clock=lambda: now[0], on_expire=exits.append)
+    now[0] = 500.0
+    assert not dog.check()  # not armed before the first step (start-up has its own timeouts)
+    dog.beat(7)
+    now[0] += 9.9
+    assert not dog.check()
+    with dog.paused():  # a checkpoint save: no deadline inside
+        now[0] += 60
+        assert not dog.check()
+    now[0] += 9.9
+    assert not dog.check()  # re-armed from the save's end
+    now[0] += 0.2
+    assert dog.check() and exits == [EXIT_WATCHDOG] == [3]
+    assert not dog.check() and exits == [3]  # once
+    line = parse_records(capsys.readouterr().out)[-1]
+    assert line["event"] == "watchdog" and line["rank"] == 1 and line["step"] == 7
+    assert line["message"].startswith("no training step completed for 10.1 s (--watchdog-timeout 10): a hung "
+                                      "collective or a stalled rank; exiting so the launcher restarts the gang")
+

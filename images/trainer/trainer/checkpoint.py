@@ -221,8 +221,10 @@ class CheckpointManager:
             raise RuntimeError(f"async checkpoint failed: {self._finalize_error}") from self._finalize_error
 
     # ---- load ---------------------------------------------------------------------------------------------
-    def latest(self) -> CheckpointEntry | None:
-        return latest_complete(scan(self.directory))
+    def complete_entries(self) -> dict[int, CheckpointEntry]:
+        """This rank's view: the complete checkpoints by step. Ranks may see different sets (per-pod scratch, a
+        lagging shared file system), so the loop agrees on one step before loading (Trainer.resume)."""
+        return {entry.step: entry for entry in scan(self.directory) if entry.complete}
 
     def load(self, entry: CheckpointEntry, model, optimizer, scheduler) -> TrainingProgress:
         """Restore model, optimizer, scheduler, progress and (same rank present in the checkpoint) RNG state."""

@@ -65,6 +65,10 @@ class TrainConfig:
     backend: BackendName = _field("auto", "Process-group backend: auto (nccl with CUDA, else gloo), nccl, gloo. "
                                   "Default: auto.")
     metrics_port: int | None = _field(None, "Serve Prometheus metrics on port P + LOCAL_RANK. Default: off.")
+    watchdog_timeout: float = _field(600.0, "Exit (code 3, a 'watchdog' log line) when no step completes for X "
+                                     "seconds, so the launcher restarts the gang from the last complete checkpoint "
+                                     "(trainer/watchdog.py); armed from the first step, paused while "
+                                     "checkpointing. 0 = off. Default: 600.")
     log_every: int = _field(10, "Emit a JSON log line every N steps (and on the last step). Default: 10.")
     gpt_layers: int = _field(2, "gpt: transformer blocks. Default: 2.")
     gpt_dim: int = _field(64, "gpt: embedding width (multiple of --gpt-heads). Default: 64.")
@@ -104,6 +108,7 @@ class TrainConfig:
                             "token data for gpt")
         if self.metrics_port is not None:
             need(1 <= self.metrics_port <= 65535, f"--metrics-port must be in 1..65535, got {self.metrics_port}")
+        need(self.watchdog_timeout >= 0, f"--watchdog-timeout must be >= 0 (0 = off), got {self.watchdog_timeout}")
         need(self.log_every >= 1, f"--log-every must be >= 1, got {self.log_every}")
         if self.init_weights is not None and not self.init_weights.endswith((".pt", ".pth", ".safetensors")):
             problems.append(f"--init-weights must be a .pt/.pth or .safetensors file, got {self.init_weights!r}")
@@ -126,8 +131,9 @@ def build_parser() -> argparse.ArgumentParser:
         prog="python -m trainer.train",
         description="Distributed PyTorch trainer (DDP or FSDP2, DCP checkpoints, JSON-lines logs). Run under "
                     "torchrun / dlrover-run or with a PyTorchJob env (MASTER_ADDR, MASTER_PORT, WORLD_SIZE, RANK).",
-        epilog="Exit codes: 0 success, 2 permanent error (bad flags/data/weights), 143 stopped by SIGTERM after the "
-               "checkpoint completed (130 for SIGINT), 1 anything else.",
+        epilog="Exit codes: 0 success, 2 permanent error (bad flags/data/weights), 3 the hang watchdog ended a "
+               "stalled run (--watchdog-timeout), 143 stopped by SIGTERM after the checkpoint completed (130 for "
+               "SIGINT), 1 anything else.",
     )
     for spec in dataclasses.fields(TrainConfig):
         doc = spec.metadata["doc"]

@@ -90,11 +90,13 @@ def init_distributed(requested_backend: str, timeout_s: float = 600.0) -> DistCo
     return DistContext(rank=rank, local_rank=local_rank, world_size=world_size, backend=backend, device=device)
 
 
-def all_ranks_agree(flag: bool) -> bool:
-    """True on every rank when any rank says True (one tiny blocking all-reduce)."""
-    tensor = torch.tensor([1 if flag else 0], dtype=torch.int32)
-    dist.all_reduce(tensor, op=dist.ReduceOp.MAX)
-    return bool(tensor.item())
+def gather_ints(value: int) -> list[int]:
+    """Every rank's ``value``, indexed by rank, on every rank (one tiny blocking all-gather of CPU tensors: the
+    default group is gloo, or cpu:gloo,cuda:nccl, so gloo carries it). A world of one gets ``[value]``."""
+    mine = torch.tensor([value], dtype=torch.int64)
+    everyone = [torch.zeros(1, dtype=torch.int64) for _ in range(dist.get_world_size())]
+    dist.all_gather(everyone, mine)
+    return [int(tensor.item()) for tensor in everyone]
 
 
 def exit_process(code: int) -> None:

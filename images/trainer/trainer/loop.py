@@ -13,17 +13,20 @@ import torch.distributed as dist
 from torch import nn
 from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
 
-from trainer.checkpoint import CheckpointManager, TrainingProgress
+from trainer.checkpoint import CheckpointEntry, CheckpointManager, TrainingProgress
 from trainer.config import TrainConfig, debug_env
 from trainer.data import SampleStream, append_sample_log, global_batch, micro_batch_slice
-from trainer.distributed import DistContext
+from trainer.distributed import DistContext, gather_ints
 from trainer.models import compute_loss, cosine_schedule, state_digest
 from trainer.telemetry import Metrics, ProgressBar, base_fields, emit, gpu_fields
+from trainer.watchdog import StepWatchdog
 
 
 STOP_CHECK_CALIBRATION_STEPS = 5
 STOP_CHECK_PERIOD_S = 0.5
 STOP_CHECK_MAX_EVERY = 50
+NO_CHECKPOINT = -1
+"""A rank's newest complete step when it sees none (below every real step, so the agreed minimum is "none")."""
 
 
 class StopSignals:
@@ -102,11 +105,12 @@ class Trainer:
         self.sample_log = debug_env("TRAINER_DEBUG_SAMPLE_LOG")
         self.step_sleep_s = float(debug_env("TRAINER_DEBUG_STEP_SLEEP_S") or 0)
         self.checkpoint_blocked_s = 0.0
+        self.watchdog = StepWatchdog(config.watchdog_timeout, ctx.rank)
 
     def resume(self) -> None:
         if self.checkpoints is None:
             return
-        entry = self.checkpoints.latest()
+        entry = self._agreed_checkpoint()
         if entry is None:
             return
         self.progress = self.checkpoints.load(entry, self.model, self.optimizer, self.scheduler)
@@ -115,6 +119,35 @@ class Trainer:
         emit({"event": "resumed", **base_fields(self.ctx.rank), "step": self.progress.step,
               "global_sample_index": self.progress.global_sample_index, "checkpoint": str(entry.path),
               "world_size": self.ctx.world_size})
+
+    def _agreed_checkpoint(self) -> CheckpointEntry | None:
+        """The checkpoint every rank loads (the same one on all), or None: every rank starts fresh.
+
+        Ranks need not see the same directory: per-pod scratch (``storage.kind: none``), or a shared file system
+        whose view lags on one node (NFS attribute caching). dcp.load is a collective, so ranks that picked
+        different steps, or one that found none, would hang until the collective timeout or mix states. So: gather
+        each rank's newest complete step (-1 for none); the oldest of them is the newest step all ranks may have;
+        it is loaded only if every rank has it complete in its own view, else all start fresh (a loss of work, never
+        a bad state or a hang). Any disagreement is logged once, by rank 0, as ``checkpoint_views_differ``.
+        """
+        complete = self.checkpoints.complete_entries()
+        newest_by_rank = gather_ints(max(complete, default=NO_CHECKPOINT))
+        step = min(newest_by_rank)
+        if len(set(newest_by_rank)) == 1:
+            return complete.get(step)  # one view everywhere: no checkpoint, or the same newest step on every rank
+        # Every rank decides from the same gathered list, so every rank takes (or skips) this collective.
+        has_step_by_rank = (gather_ints(int(step in complete)) if step != NO_CHECKPOINT
+                            else [0] * self.ctx.world_size)
+        chosen = complete[step] if all(has_step_by_rank) else None
+        if self.ctx.is_main:
+            emit({"event": "checkpoint_views_differ", **base_fields(self.ctx.rank),
+                  "checkpoint_dir": str(self.checkpoints.directory),
+                  "newest_complete_step_by_rank": [None if seen == NO_CHECKPOINT else seen for seen in newest_by_rank],
+                  "candidate_step": None if step == NO_CHECKPOINT else step,
+                  "has_candidate_by_rank": [bool(has) for has in has_step_by_rank],
+                  "chosen_step": None if chosen is None else chosen.step,
+                  "action": "resume" if chosen is not None else "fresh_start"})
+        return chosen
 
     def _autocast(self):
         # bf16 autocast only on GPU: CPU autocast would change numerics (and bit-exactness) for no speed gain.
@@ -159,6 +192,10 @@ class Trainer:
     def _save(self, blocking: bool) -> None:
         if self.checkpoints is None:
             return
+        with self.watchdog.paused():  # a slow save is not a hang (trainer/watchdog.py)
+            self._save_now(blocking)
+
+    def _save_now(self, blocking: bool) -> None:
         started = time.perf_counter()
         if self.checkpoints.last_started_step == self.progress.step:
             if blocking:
@@ -183,6 +220,7 @@ class Trainer:
         # ``stop_check_every`` steps, chosen so that a SIGTERM is acted on within about STOP_CHECK_PERIOD_S.
         stop_check_every = 1
         calibration_start = (self.progress.step, time.perf_counter())
+        self.watchdog.start()
         while self.progress.step < config.max_steps:
             started = time.perf_counter()
             check_stop = self.progress.step % stop_check_every == 0
@@ -199,6 +237,7 @@ class Trainer:
                     (time.perf_counter() - calibration_start[1]) / STOP_CHECK_CALIBRATION_STEPS)
             step_time = time.perf_counter() - started
             step = self.progress.step
+            self.watchdog.beat(step)
             samples = config.batch_size * config.grad_accum_steps
             self.metrics.observe_step(step, step_time, samples)
             if step % config.log_every == 0 or step == config.max_steps:

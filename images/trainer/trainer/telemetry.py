@@ -52,7 +52,8 @@ def gpu_fields(device: torch.device) -> dict:
 class Metrics:
     """Prometheus gauges on ``port`` (a private registry, so several trainers in one process never collide)."""
 
-    def __init__(self, port: int | None, rank: int) -> None:
+    def __init__(self, port: int | None, rank: int, serve: bool = True) -> None:
+        """`serve` false: build the registry without an HTTP server (tests read it with `exposition`)."""
         self.enabled = port is not None
         if not self.enabled:
             return
@@ -66,11 +67,25 @@ class Metrics:
                                 list(labels), registry=self.registry).labels(**labels)
         self.step = Gauge("trainer_step", "Optimizer steps completed", list(labels),
                           registry=self.registry).labels(**labels)
+        # Set at start and after every step: Prometheus' stall alert (components/alert_rules.py
+        # `TrainingStepStalled`) measures the time since it, which a flat step counter can't give for a window
+        # that depends on the step time.
+        self.last_step_time = Gauge("trainer_last_step_timestamp_seconds",
+                                    "Unix time of the last completed optimizer step (or of the start)", list(labels),
+                                    registry=self.registry).labels(**labels)
+        self.last_step_time.set_to_current_time()
         self.checkpoint_step = Gauge("trainer_last_checkpoint_step", "Step of the newest complete checkpoint",
                                      list(labels), registry=self.registry).labels(**labels)
         self.samples = Counter("trainer_samples", "Samples consumed by this rank", list(labels),
                                registry=self.registry).labels(**labels)
-        start_http_server(port, registry=self.registry)
+        if serve:
+            start_http_server(port, registry=self.registry)
+
+    def exposition(self) -> str:
+        """The registry in Prometheus' text format, as /metrics serves it."""
+        from prometheus_client import generate_latest
+
+        return generate_latest(self.registry).decode() if self.enabled else ""
 
     def observe_step(self, step: int, step_time_s: float, samples: int) -> None:
         if not self.enabled:
@@ -78,6 +93,7 @@ class Metrics:
         self.step_time.set(step_time_s)
         self.throughput.set(samples / step_time_s if step_time_s > 0 else 0.0)
         self.step.set(step)
+        self.last_step_time.set_to_current_time()
         self.samples.inc(samples)
 
     def observe_checkpoint(self, step: int | None) -> None:

@@ -11,8 +11,9 @@ Elastic (1 to 4 nodes, c10d rendezvous; DLRover's ``dlrover-run`` takes the same
 
 Kubeflow PyTorchJob: each pod runs ``python -m trainer.train ...`` with MASTER_ADDR, MASTER_PORT, WORLD_SIZE, RANK.
 
-Exit codes: 0 done, 2 permanent error (flags, data, weights), 143/130 stopped by SIGTERM/SIGINT after the
-checkpoint completed, 1 anything else.
+Exit codes: 0 done, 2 permanent error (flags, data, weights), 3 the hang watchdog ended a stalled run (no step for
+--watchdog-timeout seconds; trainer/watchdog.py), 143/130 stopped by SIGTERM/SIGINT after the checkpoint
+completed, 1 anything else.
 """
 
 from __future__ import annotations
@@ -54,6 +55,7 @@ def main(argv: list[str] | None = None) -> int:
     trainer = Trainer(config, ctx, model, dataset, signals)
     trainer.resume()
     stopped_by = trainer.train()
+    trainer.watchdog.stop()
     if stopped_by:
         emit({"event": "preempted", **base_fields(ctx.rank), "step": trainer.progress.step, "signal": stopped_by,
               "checkpoint_step": trainer.checkpoints.last_complete_step if trainer.checkpoints else None})
