@@ -19,16 +19,20 @@ import pulumi
 
 from cluster_targets.base import Cluster, ClusterTarget
 from components.swarm_access import SwarmAccess, SwarmAccessArgs
-from conventions.names import NODE_GROUP_LABEL, Platform
+from conventions.names import Platform
 from stack_config import Problem, StackConfig
 from stack_config.derived import job_pods
-from stack_config.rules import snake
+from stack_config.storage_kinds import kinds_on
 
 SSH_HOST = re.compile(r"^ssh://[A-Za-z0-9._-]+@[A-Za-z0-9.-]+(:\d{1,5})?$")
 SECRET_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
-SWARM_STORAGE = ("nfs", "host-path", "none")
-KUBERNETES_ONLY_CLUSTER_KEYS = ("endpointPublicAccess", "publicAccessCidrs", "adminRoleArns", "deployerRoleArn",
-                                "context")
+SWARM_STORAGE = kinds_on("swarm")  # stack_config/storage_kinds.py
+SWARM_NODE_GROUP_LABEL = "gtp.dev.node-group"
+"""The node label a group's servers carry by default. Not Kubernetes' `gtp.dev/node-group`: Swarm refuses a
+placement constraint whose label key holds a `/` (measured on Engine 20.10.24 by `make swarm-test`: service create
+answers `key 'node.labels.gtp.dev/node-group' is invalid`), although `docker node update --label-add` accepts it."""
+SWARM_LABEL_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9._-]*$")
+"""Label keys a placement constraint accepts (letters, digits, '.', '_', '-'): no '/'."""
 
 
 class SwarmTarget(ClusterTarget):
@@ -37,7 +41,7 @@ class SwarmTarget(ClusterTarget):
 
     def node_selector(self, config: StackConfig, group: str) -> dict[str, str]:
         """Swarm node labels of the group's servers (`docker node update --label-add <key>=<value> <node>`)."""
-        return dict(config.gpu_node_groups[group].node_selector) or {NODE_GROUP_LABEL: group}
+        return dict(config.gpu_node_groups[group].node_selector) or {SWARM_NODE_GROUP_LABEL: group}
 
     def tolerations(self, config: StackConfig, group: str) -> list[dict[str, str]]:
         return []  # Swarm has no taints; placement constraints alone pick the servers
@@ -50,9 +54,6 @@ class SwarmTarget(ClusterTarget):
         elif not SSH_HOST.match(cluster.swarm.manager_host):
             yield Problem("cluster.swarm.managerHost", f"{cluster.swarm.manager_host!r} is not an SSH endpoint like "
                           "'ssh://<user>@<host>[:<port>]' (the Docker API is only reached over SSH)")
-        for key in KUBERNETES_ONLY_CLUSTER_KEYS:
-            if getattr(cluster, snake(key)):
-                yield Problem(f"cluster.{key}", "only applies to Kubernetes clusters, not a Docker Swarm")
         if config.kubeconfig is not None:
             yield Problem("kubeconfig", "is set, but mode 'swarm' reaches its manager over SSH: remove the secret")
         yield from self._check_gpus(config)
@@ -70,7 +71,6 @@ class SwarmTarget(ClusterTarget):
                                          "on a Swarm: set them false (run dcgm-exporter on the servers yourself)")
 
     def _check_gpus(self, config: StackConfig) -> Iterator[Problem]:
-        sharings = [("gpu.sharing", config.gpu.sharing)]
         for name, group in config.gpu_node_groups.items():
             path = f"gpuNodeGroups.{name}"
             for key, value in (("gpusPerNode", group.gpus_per_node), ("gpuModel", group.gpu_model),
@@ -78,19 +78,11 @@ class SwarmTarget(ClusterTarget):
                 if value is None:
                     yield Problem(f"{path}.{key}", "is required on a Swarm (the servers' GPUs can't be discovered "
                                                    "offline)")
-            for key in ("instanceTypes", "amiType", "capacityReservationId"):
-                if getattr(group, snake(key)):
-                    yield Problem(f"{path}.{key}", "only applies to EKS node groups, not a Docker Swarm")
-            if group.mig_strategy != "none":
-                yield Problem(f"{path}.migStrategy", f"{group.mig_strategy!r}: MIG needs the NVIDIA device plugin on "
-                                                     "Kubernetes; on a Swarm use none")
-            if group.sharing is not None:
-                sharings.append((f"{path}.sharing", group.sharing))
-        for path, sharing in sharings:
-            if sharing.mode != "none":
-                yield Problem(f"{path}.mode", f"{sharing.mode!r}: a Swarm task owns whole servers (no MPS, no "
-                                              "time-slicing: the NVIDIA runtime shows every GPU to every container); "
-                                              "use none")
+            for key in group.node_selector:
+                if not SWARM_LABEL_KEY.match(key):
+                    yield Problem(f"{path}.nodeSelector.{key}", f"{key!r} can't be a Swarm placement constraint's "
+                                  "label key (the manager refuses keys with '/' and other characters; allowed: "
+                                  "letters, digits, '.', '_', '-'), like 'site.gpu'")
         for name, workload in config.workloads.items():
             path = f"workloads.{name}"
             group = config.gpu_node_groups.get(workload.node_group or "")

@@ -11,6 +11,8 @@ network:
 torch decides who hosts a c10d store by matching the endpoint against the machine's hostname and addresses
 (`torch/distributed/elastic/rendezvous/utils.py` `_matches_machine_hostname`); through a service VIP that match
 fails and nobody would host it, which is why `is_host` is stated explicitly and the head service uses `dnsrr`.
+With `is_host` explicit the endpoint mode is not what makes it work: on the real Swarm of `make swarm-test` the
+rendezvous formed with the head in `vip` mode too; `dnsrr` keeps the name on the task itself, with no IPVS between.
 
 Each task reserves all GPUs of its server as Swarm generic resources (`NVIDIA-GPU=<n>`): a second task can't
 land on a server whose GPUs are taken, and `max_replicas: 1` keeps one task of a service per server. When a task
@@ -82,6 +84,9 @@ class SwarmJobShape:
     stop_grace_seconds: int
     """SIGTERM → SIGKILL: time to write a checkpoint."""
     extra_env: Mapping[str, pulumi.Input[str]] = field(default_factory=dict)
+    cpu_stand_in: bool = False
+    """`cluster.swarm.cpuStandIn`: `gpus_per_node` CPU processes per task, no GPU expected, no generic resource
+    reserved (the CPU test Swarm)."""
 
 
 def storage_mount(kind: str, *, job_name: str, mount_path: str, nfs_server: str | None = None,
@@ -102,7 +107,8 @@ def storage_mount(kind: str, *, job_name: str, mount_path: str, nfs_server: str 
 
 def torchrun_args(shape: SwarmJobShape, *, is_host: bool) -> list[str]:
     """torchrun on one server: every visible GPU, c10d rendezvous at the head service."""
-    return [f"--nnodes={shape.min_nodes}:{shape.max_nodes}", "--nproc-per-node=gpu",
+    processes = str(shape.gpus_per_node) if shape.cpu_stand_in else "gpu"
+    return [f"--nnodes={shape.min_nodes}:{shape.max_nodes}", f"--nproc-per-node={processes}",
             "--rdzv-backend=c10d", f"--rdzv-endpoint={head_service_name(shape.job_name)}:{RENDEZVOUS_PORT}",
             f"--rdzv-id={shape.job_name}", f"--rdzv-conf=is_host={str(is_host).lower()}",
             f"--max-restarts={shape.max_restarts}", "-m", shape.module]
@@ -127,7 +133,8 @@ def task_command(shape: SwarmJobShape, *, is_host: bool) -> list[str] | pulumi.O
 
 def healthcheck_args_for(shape: SwarmJobShape) -> list[str]:
     # 90 % of the tmpfs size: tmpfs reports its size rounded to pages, never more than the limit.
-    return ["-m", "trainer.healthcheck", f"--expect-gpus={shape.gpus_per_node}",
+    gpus = 0 if shape.cpu_stand_in else shape.gpus_per_node
+    return ["-m", "trainer.healthcheck", f"--expect-gpus={gpus}",
             f"--min-shm-gib={math.floor(quantity_gib(shape.shm_size) * 0.9 * 100) / 100:g}",
             f"--checkpoint-dir={shape.checkpoint_dir}"]
 
@@ -172,6 +179,14 @@ def service_spec(shape: SwarmJobShape, *, role: str, network: pulumi.Input[str],
         {"type": "tmpfs", "target": "/dev/shm", "tmpfs_options": {"size_bytes": _bytes(shape.shm_size)}},
         {"type": "tmpfs", "target": "/tmp", "tmpfs_options": {"size_bytes": _bytes(shape.scratch_size)}},
     ]
+    reservation: dict[str, Any] = dict(amounts)
+    if not shape.cpu_stand_in:
+        # A CPU stand-in reserves none: Debian's Engine 20.10 (the test Swarm's) rejects every task that reserves a
+        # generic resource once its node is updated (moby/moby#44378; swarmkit bump_20.10 branch
+        # manager/orchestrator/constraintenforcer/constraint_enforcer.go:177-182 removes a task whose assigned
+        # resource *is* available; fixed by swarmkit 770a4d305, in v2.0.0 = Engine 23.0).
+        reservation["generic_resources"] = {
+            "discrete_resources_specs": [f"{shape.gpu_resource_name}={shape.gpus_per_node}"]}
     container: dict[str, Any] = {
         "image": shape.image,
         "commands": task_command(shape, is_host=is_host),
@@ -202,11 +217,7 @@ def service_spec(shape: SwarmJobShape, *, role: str, network: pulumi.Input[str],
             "container_spec": container,
             "networks_advanceds": [{"name": network}],
             "placement": {"constraints": list(shape.constraints), "max_replicas": 1},
-            "resources": {
-                "reservation": {**amounts, "generic_resources": {
-                    "discrete_resources_specs": [f"{shape.gpu_resource_name}={shape.gpus_per_node}"]}},
-                "limits": dict(amounts),
-            },
+            "resources": {"reservation": reservation, "limits": dict(amounts)},
             "restart_policy": {"condition": "on-failure", "delay": "10s", "max_attempts": shape.restart_attempts,
                                "window": "120s"},
         },
@@ -228,10 +239,12 @@ def _bytes(quantity: str) -> int:
     return int(quantity_gib(quantity) * 2**30)
 
 
-def network_args(job_name: str) -> dict[str, Any]:
+def network_args(job_name: str, *, encrypted: bool = True) -> dict[str, Any]:
     """The job's overlay network: encrypted (IPsec between servers; Docker's overlay driver turns it on when the
-    `encrypted` option is present) and attachable (a debugging container may join it)."""
-    return {"name": f"{job_name}-net", "driver": "overlay", "attachable": True, "options": {"encrypted": ""},
+    `encrypted` option is present; off only by `cluster.swarm.encryptOverlay: false`) and attachable (a debugging
+    container may join it)."""
+    return {"name": f"{job_name}-net", "driver": "overlay", "attachable": True,
+            "options": {"encrypted": ""} if encrypted else {},
             "labels": [{"label": "gtp.dev/job", "value": job_name}]}
 
 
@@ -250,6 +263,8 @@ class SwarmTrainingArgs:
     registry_auth: Mapping[str, pulumi.Input[str]] | None = None
     """`server_address`, `username`, `password` of the registry the servers pull the image from."""
     converge_timeout_seconds: int = 600
+    encrypt_overlay: bool = True
+    """`cluster.swarm.encryptOverlay`."""
 
 
 class SwarmTraining(pulumi.ComponentResource):
@@ -260,7 +275,8 @@ class SwarmTraining(pulumi.ComponentResource):
         super().__init__("gtp:workload:SwarmTraining", name, None, opts)
         child = pulumi.ResourceOptions(parent=self, provider=args.provider)
         shape = args.shape
-        self.network = docker.Network(f"{name}-network", **network_args(shape.job_name), opts=child)
+        self.network = docker.Network(f"{name}-network", **network_args(shape.job_name, encrypted=args.encrypt_overlay),
+                                      opts=child)
         secret_ids: dict[str, pulumi.Input[str]] = {}
         for secret_name, value in sorted(args.secrets.items()):
             secret = docker.Secret(

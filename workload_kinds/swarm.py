@@ -47,7 +47,7 @@ def job_shape(context: SwarmContext) -> SwarmJobShape:
                                     nfs_options=storage.nfs_options, host_path=storage.host_path),
         mount_path=storage.mount_path, checkpoint_dir=checkpoints,
         max_restarts=elastic.max_restarts if elastic else 0, restart_attempts=workload.backoff_limit,
-        stop_grace_seconds=workload.termination_grace_period_seconds,
+        stop_grace_seconds=workload.termination_grace_period_seconds, cpu_stand_in=swarm.cpu_stand_in,
     )
 
 
@@ -64,7 +64,8 @@ class SwarmKind(SwarmWorkloadKind):
         shape = job_shape(context)
         SwarmTraining(context.resource_name("job"), SwarmTrainingArgs(
             provider=context.provider, shape=shape, secrets=context.secrets, registry_auth=context.registry_auth,
-            converge_timeout_seconds=swarm.converge_timeout_seconds), opts=context.opts("job"))
+            converge_timeout_seconds=swarm.converge_timeout_seconds, encrypt_overlay=swarm.encrypt_overlay),
+            opts=context.opts("job"))
         head, worker = head_service_name(shape.job_name), worker_service_name(shape.job_name)
         return Deployment(watch={
             "services": f"docker service ls --filter label=gtp.dev/job={shape.job_name}",

@@ -121,6 +121,24 @@ def test_network_is_an_encrypted_attachable_overlay() -> None:
     assert args["driver"] == "overlay" and args["attachable"] is True and "encrypted" in args["options"]
 
 
+def test_encryption_is_off_only_when_the_config_says_so() -> None:
+    assert network_args("job", encrypted=False)["options"] == {}
+    assert network_args("job", encrypted=True)["options"] == {"encrypted": ""}
+
+
+def test_a_cpu_stand_in_runs_one_process_per_reserved_gpu_and_expects_no_gpu() -> None:
+    stand_in = shape(cpu_stand_in=True, gpus_per_node=2)
+    assert "--nproc-per-node=2" in torchrun_args(stand_in, is_host=False)
+    check = shlex.split(shell_command(stand_in, [], is_host=False)[2].split(" && exec ")[0])
+    assert "--expect-gpus=0" in check
+    spec = service_spec(stand_in, role="worker", network="job-net")
+    # Engine 20.10 (the test Swarm's) rejects tasks reserving generic resources: a stand-in reserves none.
+    assert "generic_resources" not in spec["task_spec"]["resources"]["reservation"]
+    site = service_spec(shape(gpus_per_node=2), role="worker", network="job-net")
+    assert site["task_spec"]["resources"]["reservation"]["generic_resources"] == {
+        "discrete_resources_specs": ["NVIDIA-GPU=2"]}
+
+
 def test_constraints_select_the_group_and_the_architecture() -> None:
     assert constraints_for({"site/gpu": "orin"}, "arm64") == ["node.labels.site/gpu==orin", "node.platform.arch==aarch64"]
 
@@ -147,6 +165,8 @@ def test_edge_swarm_plan_has_services_not_kubernetes() -> None:
         mount = service.inputs["taskSpec"]["containerSpec"]["mounts"][0]
         assert mount["volumeOptions"]["driverOptions"]["device"] == ":/export/training"
     assert worker.inputs["mode"] == {"replicated": {"replicas": 2}}
+    # The label README tells sites to set, in a key the manager accepts (no '/': make swarm-test found it refused).
+    assert head.inputs["taskSpec"]["placement"]["constraints"][0] == "node.labels.gtp.dev.node-group==gpu"
     assert plan.outputs["watch"]["swarm-finetune"]["tasks"] == "docker service ps --no-trunc swarm-finetune-head swarm-finetune-worker"
 
 
@@ -192,8 +212,9 @@ def test_the_committed_swarm_stack_is_valid() -> None:
      "task: use at most 3"),
     (lambda raw: raw["workloads"]["swarm-finetune"].update(gpuResource="shared"),
      "workloads.swarm-finetune.gpuResource: 'shared': a Swarm task reserves all GPUs of its server; use whole"),
-    (lambda raw: raw["gpu"]["sharing"].update(mode="mps", replicas=2),
-     "gpu.sharing.mode: 'mps': a Swarm task owns whole servers"),
+    (lambda raw: raw["gpu"].update(sharing={"mode": "mps", "replicas": 2}),
+     "gpu.sharing: this section has no effect here: only applies where cluster.mode is 'eks' or 'existing' (here "
+     "cluster.mode is 'swarm'); a Swarm task owns whole servers"),
     (lambda raw: raw["workloads"]["swarm-finetune"].update(gpusPerNode=2),
      "workloads.swarm-finetune.gpusPerNode: 2, but a 'gpu' server has 4 GPUs"),
     (lambda raw: raw["cluster"]["swarm"].update(managerHost="tcp://10.0.0.1:2375"),
@@ -209,10 +230,13 @@ def test_the_committed_swarm_stack_is_valid() -> None:
     (lambda raw: raw["workloads"]["swarm-finetune"].update(autoscaling={"mode": "scaledobject"}),
      "workloads.swarm-finetune.autoscaling.mode: 'scaledobject' needs KEDA"),
     (lambda raw: raw["gpuNodeGroups"]["gpu"].update(instanceTypes=["g6.xlarge"]),
-     "gpuNodeGroups.gpu.instanceTypes: only applies to EKS node groups, not a Docker Swarm"),
+     "gpuNodeGroups.gpu.instanceTypes: ['g6.xlarge'] has no effect here: only applies where cluster.mode is 'eks' "
+     "(here cluster.mode is 'swarm')"),
     (lambda raw: raw["gpuNodeGroups"]["gpu"].pop("gpusPerNode"),
      "gpuNodeGroups.gpu.gpusPerNode: is required on a Swarm"),
     (lambda raw: raw.update(kubeconfig="x"), "kubeconfig: is set, but mode 'swarm' reaches its manager over SSH"),
+    (lambda raw: raw["gpuNodeGroups"]["gpu"].update(nodeSelector={"site/gpu": "l4"}),
+     "gpuNodeGroups.gpu.nodeSelector.site/gpu: 'site/gpu' can't be a Swarm placement constraint's label key"),
     (lambda raw: raw.update(swarmSecrets=json.dumps({"bad name": "v"})),
      "swarmSecrets.bad name: is not a secret name"),
 ])
@@ -232,5 +256,5 @@ def test_swarm_kind_and_storage_are_rejected_on_kubernetes() -> None:
         parse_stack_config(raw, stack="t")
     found = [str(problem) for problem in caught.value.problems]
     for expected in ("workloads.mnist.kind: 'swarm' runs on swarm, but cluster.mode 'eks' is a kubernetes cluster",
-                     "storage.kind: 'nfs' is for a Docker Swarm", "cluster.swarm: only applies to mode 'swarm'"):
+                     "storage.kind: 'nfs' is for a Docker Swarm", "cluster.swarm: this section has no effect here: only applies where cluster.mode is 'swarm'"):
         assert any(problem.startswith(expected) for problem in found), found
