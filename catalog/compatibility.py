@@ -173,6 +173,15 @@ ROWS: tuple[Row, ...] = (
         "kubernetes-sigs/kueue v0.19.2 go.mod:15 (`github.com/kubeflow/training-operator v1.9.3`); kubeflow/trainer "
         "`git diff --stat v1.9.3 v1.9.4 -- pkg/apis/kubeflow.org/v1`: only zz_generated.openapi.go (descriptions)",
         "compatible: the PyTorchJob Go types Kueue vendors (v1.9.3) are those v1.9.4 serves."),
+    Row("provisioning-request-crd-autoscaler", ("CLUSTER_AUTOSCALER_VERSION", "CLUSTER_AUTOSCALER_APP"),
+        {"CLUSTER_AUTOSCALER_VERSION": "1.34.1", "CLUSTER_AUTOSCALER_APP": "1.34.1"},
+        "kubernetes/autoscaler tag cluster-autoscaler-1.34.1 "
+        "cluster-autoscaler/apis/config/crd/autoscaling.x-k8s.io_provisioningrequests.yaml (vendor/SOURCES.md); "
+        "vendor/charts/cluster-autoscaler-9.52.1/Chart.yaml appVersion",
+        "the vendored ProvisioningRequest CRD must be the one of the autoscaler the chart runs: the autoscaler "
+        "and Kueue's provisioning admission check read ProvisioningRequests through it.",
+        _equal("CLUSTER_AUTOSCALER_VERSION", "CLUSTER_AUTOSCALER_APP",
+               "the ProvisioningRequest CRD's autoscaler tag vs the chart's appVersion")),
     Row("cluster-autoscaler-kubernetes", ("CLUSTER_AUTOSCALER_APP", "kubernetesVersion"),
         {"CLUSTER_AUTOSCALER_APP": "1.34.1"},
         "kubernetes/autoscaler cluster-autoscaler/README.md \"Releases\" (\"We recommend using Cluster Autoscaler "
@@ -317,6 +326,7 @@ def pin_values() -> dict[str, str]:
     return {"KUEUE_VERSION": versions.KUEUE_VERSION, "KUBEFLOW_TRAINER_VERSION": versions.KUBEFLOW_TRAINER_VERSION,
             "JOBSET_VERSION": versions.JOBSET_VERSION, "TRAINING_OPERATOR_VERSION": versions.TRAINING_OPERATOR_VERSION,
             "CLUSTER_AUTOSCALER_APP": chart_app_version(versions.CLUSTER_AUTOSCALER.path),
+            "CLUSTER_AUTOSCALER_VERSION": versions.CLUSTER_AUTOSCALER_VERSION,
             **{pin: getattr(versions, pin).version for pin in CHART_PINS},
             "KEDA_APP": chart_app_version(versions.KEDA.path),
             "DCGM_EXPORTER_APP": chart_app_version(versions.DCGM_EXPORTER.path),
@@ -483,6 +493,14 @@ NO_ROW: dict[str, str] = {
     "EKS_ADDONS": "EKS offers each add-on build for the Kubernetes versions it supports (`aws eks "
                   "describe-addon-versions`, read when pinning, versions.py) and refuses another at CreateAddon",
     "EKS_KUBE_PROXY": "one build per supported minor, picked by kubernetesVersion (versions.eks_addon_version)",
+    "EKS_NODE_MONITORING_AGENT": "one build per supported minor, picked by kubernetesVersion; None until one is on "
+                                 "record, and then an EKS stack is refused (stack_config.derived "
+                                 "node_monitoring_agent_refusal)",
+    "NODE_MONITORING_AGENT": "the add-on's name, not a pin",
+    "CLUSTER_TEST_KUBERNETES": "test-only: the control plane `make cluster-test` builds (the newest 1.34 patch the Go "
+                               "module proxy serves); tests/cluster_test checks it against the stacks' minor",
+    "CLUSTER_TEST_ETCD": "test-only: kubeadm's etcd for Kubernetes 1.34 (k8s.io/kubernetes cmd/kubeadm constants.go)",
+    "KWOK_VERSION": "test-only: the fake-node controller of `make cluster-test`, not deployed by any stack",
     "TRAINER_VERSION": "this project's own trainer package",
     "BASE_IMAGES": "the x86_64 entry is PYTORCH_BASE_IMAGE (row torch-cuda-base-image); the arm64 ones are unpinned "
                    "(None) until a digest is verified",
@@ -490,6 +508,8 @@ NO_ROW: dict[str, str] = {
     "TRAINING_OPERATOR_MANIFEST": "derived from TRAINING_OPERATOR_VERSION",
     "DLROVER_MANIFEST": "derived from DLROVER_VERSION",
     "KUEUE_MANIFEST": "derived from KUEUE_VERSION",
+    "PROVISIONING_REQUEST_CRD": "a vendored file's path: its tag is CLUSTER_AUTOSCALER_VERSION (row "
+                                "provisioning-request-crd-autoscaler), its bytes checked by tools.vendor",
     "TRAINER_MANIFEST": "derived from KUBEFLOW_TRAINER_VERSION",
 }
 """Every `catalog/versions.py` pin with no row above, and why none applies."""

@@ -76,6 +76,7 @@ OPERATOR_IMAGES: dict[str, tuple[str, ...]] = {
         "registry.cn-hangzhou.aliyuncs.com/intell-ai/dlrover:master",
     ),
     versions.KUEUE_MANIFEST: ("registry.k8s.io/kueue/kueue:v0.19.2",),
+    versions.PROVISIONING_REQUEST_CRD: (),  # a CRD only (EKS stacks' cluster-autoscaler reads it): runs nothing
 }
 """Operator manifest (vendored path) → every image it runs, exactly as the file spells them (containers, and
 images passed as controller flags)."""

@@ -154,3 +154,54 @@ def nfd_labels(*, gpu_model: str | None) -> dict[str, str]:
     if gpu_model is None or gpu_model in JETSON_GPU_MODELS:
         return {}
     return {NFD_NVIDIA_PCI: "true"}
+
+
+# --- EC2 network topology (AWS cloud provider) -----------------------------------------------------------------
+# Who writes them and when: the AWS cloud-controller-manager (kubernetes/cloud-provider-aws, the `cloud-node`
+# controller EKS runs for every cluster), at node registration: `InstanceMetadata` (pkg/providers/v1/
+# instances_v2.go:162 at v1.34.3) adds `getAdditionalLabels` (:70-111), which calls ec2:DescribeInstanceTopology
+# for the instance and writes one `topology.k8s.aws/network-node-layer-<n>` per returned network node, top layer
+# first (:86 "If topology labels are already set, skip", :100-104 `layer := index + 1`). It asks only for the
+# instance types the provider expects an answer for (pkg/providers/v1/topology.go:43
+# `^(hpc|trn|p)[0-9]+[a-z]*(-[a-z0-9]+)?(\.[0-9a-z]*)$`); every other type is skipped without a label. EC2 answers
+# only for the instance types on the "Prerequisites for Amazon EC2 topology" page
+# (docs.aws.amazon.com/AWSEC2/latest/UserGuide/ec2-instance-topology-prerequisites.html, "Instance types"):
+# 3 network nodes for the g6e/g7e, hpc, p3dn/p4d/p4de/p5/p5e/p5en/p6e-gb200 and trn types below, 4 for p6-b200 /
+# p6-b300. A node of any other type (g5, g6, p3.*...) never carries them. The labels exist only once the instance
+# runs: a scale-from-zero template (cluster-autoscaler, tools/simulate/autoscaler.py) can't know their values, so
+# the simulation treats them as UNKNOWN on a template node and Kueue computes a topology-aware placement only
+# after the nodes registered (Kueue's TAS with a ProvisioningRequest admission check: components/kueue.py).
+NETWORK_NODE_LAYER_PREFIX = "topology.k8s.aws/network-node-layer-"
+NETWORK_NODE_LAYERS = tuple(f"{NETWORK_NODE_LAYER_PREFIX}{layer}" for layer in (1, 2, 3))
+"""The layers every topology-capable type has (top to bottom); p6-b200/b300 add a fourth, unused here."""
+
+_TOPOLOGY_3 = (
+    "g6e.xlarge", "g6e.2xlarge", "g6e.4xlarge", "g6e.8xlarge", "g6e.12xlarge", "g6e.16xlarge", "g6e.24xlarge",
+    "g6e.48xlarge", "g7e.2xlarge", "g7e.4xlarge", "g7e.8xlarge", "g7e.12xlarge", "g7e.24xlarge", "g7e.48xlarge",
+    "hpc6a.48xlarge", "hpc6id.32xlarge", "hpc7g.4xlarge", "hpc7g.8xlarge", "hpc7g.16xlarge", "hpc7a.12xlarge",
+    "hpc7a.24xlarge", "hpc7a.48xlarge", "hpc7a.96xlarge",
+    "p3dn.24xlarge", "p4d.24xlarge", "p4de.24xlarge", "p5.48xlarge", "p5e.48xlarge", "p5en.48xlarge",
+    "p6e-gb200.36xlarge",
+    "trn1.2xlarge", "trn1.32xlarge", "trn1n.32xlarge", "trn2.48xlarge", "trn2u.48xlarge",
+)
+_TOPOLOGY_4 = ("p6-b200.48xlarge", "p6-b300.48xlarge")
+TOPOLOGY_INSTANCE_TYPES: dict[str, int] = {**{name: 3 for name in _TOPOLOGY_3}, **{name: 4 for name in _TOPOLOGY_4}}
+"""Instance type → how many network-node layers EC2 returns for it (the prerequisites page above)."""
+
+
+def _cloud_provider_asks(instance_type: str) -> bool:
+    """cloud-provider-aws pkg/providers/v1/topology.go:43 (v1.34.3): the types it calls DescribeInstanceTopology for."""
+    return re.fullmatch(r"(hpc|trn|p)[0-9]+[a-z]*(-[a-z0-9]+)?(\.[0-9a-z]*)", instance_type) is not None
+
+
+def network_topology_layers(instance_type: str) -> int:
+    """How many `topology.k8s.aws/network-node-layer-*` labels a node of `instance_type` carries once registered:
+    0 when EC2 has no topology for the type. The g6e/g7e types are on EC2's list, but cloud-provider-aws v1.34.3
+    still labels them: `GetNodeTopology` asks EC2 for every type not yet cached as unsupported (topology.go:87-131,
+    `mightSupportTopology` :148-175) and the regex only decides whether an empty answer is an error (:116-128), so the list, not the regex, is what a node carries."""
+    return TOPOLOGY_INSTANCE_TYPES.get(instance_type, 0)
+
+
+def topology_labels(instance_type: str) -> dict[str, str]:
+    """The network labels a registered node of `instance_type` carries (values known only on the real node)."""
+    return {label: UNKNOWN for label in NETWORK_NODE_LAYERS[:min(3, network_topology_layers(instance_type))]}

@@ -58,10 +58,28 @@ EKS_KUBE_PROXY: dict[str, str] = {
 }
 
 
-def eks_addon_version(addon: str, kubernetes_version: str) -> str:
-    """The pinned build of an EKS managed add-on for a cluster of `kubernetes_version` (a supported minor)."""
+NODE_MONITORING_AGENT = "eks-node-monitoring-agent"
+# The EKS node monitoring agent add-on (aws/eks-node-monitoring-agent): it sets the AcceleratedHardwareReady,
+# KernelReady, NetworkingReady... node conditions that EKS node auto repair acts on (EKS user guide, "Automatically
+# repair nodes in EKS clusters", node-repair.html: AcceleratedHardwareReady repaired after 10m, Replace or Reboot);
+# without it repair sees only the kubelet's Ready condition. Its DaemonSet tolerates every taint
+# (charts/eks-node-monitoring-agent/values.yaml:93-95 at v1.7.0), so it runs on the tainted GPU nodes.
+# Builds per Kubernetes minor: AWS publishes them only through DescribeAddonVersions (EKS user guide, "Verify Amazon
+# EKS add-on version compatibility with a cluster", addon-compat.html); no AWS page searched for this pin lists an
+# `eksbuild` string per Kubernetes version, so none is pinned (None). An EKS stack then plans with the add-on
+# unpinned and the real engine refuses it before registering anything (stack_config.derived
+# `node_monitoring_agent_refusal`), like an unpinned base image: record here the output of `aws eks
+# describe-addon-versions --addon-name eks-node-monitoring-agent --kubernetes-version <v>` (with its date) to lift it.
+EKS_NODE_MONITORING_AGENT: dict[str, str | None] = {version: None for version in SUPPORTED_KUBERNETES_VERSIONS}
+
+
+def eks_addon_version(addon: str, kubernetes_version: str) -> str | None:
+    """The pinned build of an EKS managed add-on for a cluster of `kubernetes_version` (a supported minor); None
+    only for an add-on whose build for that minor is not on record (`EKS_NODE_MONITORING_AGENT`)."""
     if addon == "kube-proxy":
         return EKS_KUBE_PROXY[kubernetes_version]
+    if addon == NODE_MONITORING_AGENT:
+        return EKS_NODE_MONITORING_AGENT[kubernetes_version]
     return EKS_ADDONS[addon]
 
 
@@ -80,6 +98,11 @@ GRAFANA = HelmChart("https://grafana.github.io/helm-charts", "grafana", "10.1.4"
 # --- Cluster autoscaling --------------------------------------------------------------------------------
 # https://github.com/kubernetes/autoscaler/tree/master/charts/cluster-autoscaler
 CLUSTER_AUTOSCALER = HelmChart("https://kubernetes.github.io/autoscaler", "cluster-autoscaler", "9.52.1")
+# The ProvisioningRequest CRD of the autoscaler that chart runs (image tag v1.34.1 = tag cluster-autoscaler-1.34.1),
+# vendored byte-exact (vendor/SOURCES.md): the chart ships none, and Kueue's ProvisioningRequest admission check and
+# the autoscaler's `--enable-provisioning-requests` both need it (components/cluster_autoscaler.py).
+CLUSTER_AUTOSCALER_VERSION = "1.34.1"
+PROVISIONING_REQUEST_CRD = f"{VENDOR_DIR}/crds/autoscaling.x-k8s.io_provisioningrequests.yaml"
 
 # --- Training operators ---------------------------------------------------------------------------------
 # Kubeflow training-operator v1 (PyTorchJob) lives on kubeflow/trainer branch release-1.9; master is
@@ -187,3 +210,13 @@ class EfaInstaller:
 #   sha256 stays None and EFA builds stay refused until AWS's own record of 1.50.0's (or a newer release's)
 #   SHA-256 is cited here.
 EFA_INSTALLER = EfaInstaller(version="1.50.0", sha256=None, aws_ofi_nccl="1.21.1", nccl_range=("2.17.1", "2.31.2"))
+
+
+# --- The real test cluster (`make cluster-test`, tools/cluster_test) -----------------------------------
+# Built from their Go modules (tools/cluster_test/gomod/<component>/go.mod; a test checks each go.mod against
+# these). Kubernetes: the newest v1.34 patch the Go module proxy here serves (v1.34.13 answers 403), the minor of
+# the dev and prod stacks; etcd: kubeadm v1.34.12's SupportedEtcdVersion for 1.34 (cmd/kubeadm/app/constants/
+# constants.go:509), Debian's 3.4.23 being older than that apiserver supports; kwok: the newest tag.
+CLUSTER_TEST_KUBERNETES = "v1.34.12"
+CLUSTER_TEST_ETCD = "v3.6.5"
+KWOK_VERSION = "v0.8.0"

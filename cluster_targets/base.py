@@ -53,6 +53,9 @@ class Cluster:
     platform_priority: pulumi.Resource | None = None
     """The `gtp-platform` PriorityClass (stages/cluster.py); what every release naming it depends on. None on a
     Swarm."""
+    provisioning_crd: pulumi.Resource | None = None
+    """The ProvisioningRequest CRD (components/cluster_autoscaler.py) where `kueue.atomicProvisioning` chose a
+    flavor: Kueue's manager must start after it. None elsewhere."""
 
     @property
     def kubernetes(self) -> k8s.Provider:

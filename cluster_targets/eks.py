@@ -15,8 +15,10 @@ from typing import ClassVar
 import pulumi
 
 from catalog.cpu_instances import CPU_INSTANCE_TYPES
-from catalog.aws_regions import EKS_DISALLOWED_ZONE_IDS, REGIONS
+from catalog import ec2_offerings
+from catalog.aws_regions import EKS_DISALLOWED_ZONE_IDS, REGIONS, partition
 from catalog.gpu_instances import AMI_TYPE_ARCHITECTURE, GPU_INSTANCE_TYPES, bottlerocket
+from catalog.purchase_options import PURCHASE_OPTIONS, RESERVATION_INSTANCE_TYPES
 from cluster_targets.base import AwsNetwork, Cluster, ClusterTarget
 from components.cluster_access import ClusterAccess, ClusterAccessArgs
 from components.cluster_autoscaler import ClusterAutoscaler, ClusterAutoscalerArgs
@@ -36,8 +38,9 @@ from conventions.names import (
 from stack_config import Problem, StackConfig, ami_type, placement_group_enabled
 from stack_config.problems import did_you_mean
 from stack_config.rules import check_sizes
-from stack_config.derived import node_update_strategy
+from stack_config.derived import node_update_strategy, provisioning_groups
 from stack_config.schema import GpuNodeGroupConfig
+from stack_config.storage_kinds import kinds_on
 
 CLOUDWATCH_RETENTION_DAYS = (1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 731, 1096, 1827, 2192, 2557,
                              2922, 3288, 3653)
@@ -120,14 +123,11 @@ class EksTarget(ClusterTarget):
         if not sng.instance_types:
             yield Problem("cluster.systemNodeGroup.instanceTypes", "is empty: list at least one CPU instance type")
         yield from check_sizes("cluster.systemNodeGroup", sng.min_size, sng.desired_size, sng.max_size)
-        if cluster.context is not None:
-            yield Problem("cluster.context", "is only used with mode 'existing'")
-        if config.storage.kind in ("nfs", "host-path"):
+        yield from check_offerings(config)
+        if config.storage.kind not in kinds_on(self.mode):  # stack_config/storage_kinds.py: nfs, host-path
             yield Problem("storage.kind", f"{config.storage.kind!r} is for a Docker Swarm; on Kubernetes shared storage "
                                           "comes through a StorageClass (efs, fsx-lustre, existing), and Pod Security "
                                           "'restricted' forbids nfs and hostPath volumes")
-        if config.cluster.swarm is not None:
-            yield Problem("cluster.swarm", "only applies to mode 'swarm'")
         for name, group in config.gpu_node_groups.items():
             yield from check_gpu_node_group(f"gpuNodeGroups.{name}", group)
             yield from check_zone(f"gpuNodeGroups.{name}", config.region, group)
@@ -219,16 +219,16 @@ class EksTarget(ClusterTarget):
                         *[group.node_group for group in node_groups], *eks.private_endpoint_ingress,
                         *network.deployer_path],
         ))
-        ClusterAutoscaler("autoscaler", ClusterAutoscalerArgs(
+        autoscaler = ClusterAutoscaler("autoscaler", ClusterAutoscalerArgs(
             cluster_name=eks.cluster.name, cluster_name_plain=config.cluster_name, region=config.region,
-            provider=access.provider,
+            provider=access.provider, provisioning_requests=bool(provisioning_groups(config)),
         ), opts=aws_opts)
         identity = TrainingIdentity("training", TrainingIdentityArgs(
             cluster_name=eks.cluster.name, stack=config.stack, namespace=training_namespace(config.stack),
             service_account=TRAINING_SERVICE_ACCOUNT, force_destroy=lifecycle.ephemeral, protect=lifecycle.protect,
         ), opts=aws_opts)
         return Cluster(
-            target=self, provider=access.provider, aws_opts=aws_opts,
+            target=self, provider=access.provider, aws_opts=aws_opts, provisioning_crd=autoscaler.provisioning_crd,
             system_node_selector={SYSTEM_ROLE_LABEL: "system"},
             aws=AwsNetwork(
                 cluster_name=eks.cluster.name, vpc_id=network.vpc_id, private_subnet_ids=network.private_subnet_ids,
@@ -269,9 +269,8 @@ def check_node_group_names(config: StackConfig) -> Iterator[Problem]:
 
 def check_zone(path: str, region: str, group: GpuNodeGroupConfig) -> Iterator[Problem]:
     """A reservation's capacity exists in one zone only; EKS places nodes in any subnet it is given."""
-    reserved = group.capacity_reservation_id is not None or group.capacity_type == "CAPACITY_BLOCK"
     if group.availability_zone is None:
-        if reserved:
+        if group.reserved:
             yield Problem(f"{path}.availabilityZone", "is required with a capacity reservation or Capacity Block: "
                           "set the reservation's zone (aws ec2 describe-capacity-reservations "
                           "--capacity-reservation-ids <id> --query 'CapacityReservations[0].AvailabilityZone')")
@@ -281,6 +280,82 @@ def check_zone(path: str, region: str, group: GpuNodeGroupConfig) -> Iterator[Pr
     if not re.fullmatch(re.escape(region) + r"[a-z]", group.availability_zone):
         yield Problem(f"{path}.availabilityZone", f"{group.availability_zone!r} is not a regular zone of region "
                       f"{region!r} (like '{region}a'); Local and Wavelength Zones are not supported")
+
+
+def check_offerings(config: StackConfig) -> Iterator[Problem]:
+    """Every instance type of each GPU group must be offered in `region`.
+
+    "The instance types that are available vary by Region"
+    (https://docs.aws.amazon.com/ec2/latest/instancetypes/ec2-instance-regions.html; the API is
+    DescribeInstanceTypeOfferings, https://docs.aws.amazon.com/AWSEC2/latest/APIReference/API_DescribeInstanceTypeOfferings.html):
+    a node group of a type the Region lacks is created and never gets a node. The data is catalog/ec2_offerings.py
+    (generated, cited and dated there; `python -m tools.offerings` refreshes it). A Region the catalog doesn't
+    know, or an instance type it has no row for, is not judged: absence of data is not evidence. Zones are not
+    checked (see tools/offerings.py).
+    """
+    region = config.region
+    if region not in REGIONS or region not in ec2_offerings.KNOWN_REGIONS:
+        return  # an unknown `region` is reported by itself; a Region newer than the catalog is not judged
+    fields = []  # the system group's general-purpose types are not in the catalog (tools/offerings.py)
+    for name, group in config.gpu_node_groups.items():
+        # Capacity Blocks sell types that have no on-demand price in a Region (the price tables' meaning of
+        # "offered"), so a CAPACITY_BLOCK group's types are left to the reservation itself.
+        if group.capacity_type != "CAPACITY_BLOCK":
+            fields.append((f"gpuNodeGroups.{name}.instanceTypes", group.instance_types))
+    for path, instance_types in fields:
+        for index, instance_type in enumerate(instance_types):
+            offered_in = ec2_offerings.OFFERED_IN.get(instance_type)
+            if offered_in is None or region in offered_in:
+                continue  # not a catalogued type (reported by the type rules), or offered
+            yield Problem(f"{path}[{index}]", f"{instance_type!r} is not offered in region {region!r} "
+                          f"(catalog/ec2_offerings.py, as of {ec2_offerings.REGION_AS_OF[region]}); "
+                          f"{_offered_elsewhere(instance_type, region)}")
+
+
+def _offered_elsewhere(instance_type: str, region: str, shown: int = 5) -> str:
+    """The known Regions that offer it, nearest first (same partition, then same area: `eu-`, `us-`...)."""
+    offered_in = ec2_offerings.OFFERED_IN[instance_type]
+    if not offered_in:
+        return (f"none of the {len(ec2_offerings.KNOWN_REGIONS)} Regions the catalog knows offers it: choose "
+                "another instance type")
+
+    def distance(other: str) -> tuple[int, int, str]:
+        same_partition = other in REGIONS and partition(other) == partition(region)
+        return (not same_partition, other.split("-")[0] != region.split("-")[0], other)
+
+    nearest = sorted(offered_in, key=distance)
+    more = f" and {len(nearest) - shown} more" if len(nearest) > shown else ""
+    return f"offered in {', '.join(nearest[:shown])}{more}: move the stack or choose another instance type"
+
+
+def check_purchase_option(path: str, group: GpuNodeGroupConfig) -> Iterator[Problem]:
+    """The group's capacityType against catalog/purchase_options.py (each row cites its source): the instance types
+    it is sold for, whether it needs or refuses a capacity reservation, and one instance type per reservation."""
+    option = PURCHASE_OPTIONS[group.capacity_type]
+    with_reservation = [name for name, row in PURCHASE_OPTIONS.items() if row.reservation != "refused"]
+    # Each branch's source is its row's `source` and the comments in catalog/purchase_options.py.
+    if option.reservation == "refused" and group.capacity_reservation_id:
+        yield Problem(f"{path}.capacityReservationId", f"a {option.name} group can't target a capacity reservation "
+                                                       f"(it reserves On-Demand capacity); use "
+                                                       f"{' or '.join(with_reservation)}")
+    if option.reservation == "required" and not group.capacity_reservation_id:
+        yield Problem(f"{path}.capacityReservationId", f"is required for capacityType {option.name}: the Capacity "
+                                                       "Block's reservation id (cr-...)")
+    if option.instance_types is not None:
+        for index, instance_type in enumerate(group.instance_types):
+            if instance_type in GPU_INSTANCE_TYPES and instance_type not in option.instance_types:
+                yield Problem(f"{path}.instanceTypes[{index}]",
+                              f"{instance_type!r} is not offered as capacityType {option.name} (EC2 Capacity Blocks "
+                              f"for ML); allowed: {', '.join(sorted(option.instance_types))}, or capacityType "
+                              "ON_DEMAND / SPOT for this type")
+    # "You can only launch an instance into a Capacity Reservation that has matching attributes (instance type,
+    # platform, Availability Zone, and tenancy)" (EC2 User Guide, capacity-reservations-launch.html).
+    if (group.capacity_reservation_id and option.reservation != "refused"
+            and len(group.instance_types) > RESERVATION_INSTANCE_TYPES):
+        yield Problem(f"{path}.instanceTypes", f"{list(group.instance_types)} with capacityReservationId "
+                      f"{group.capacity_reservation_id!r}: a reservation is of one instance type and EC2 launches only "
+                      "that type into it (instance type, platform, zone and tenancy must match); list only the "
+                      "reservation's instance type")
 
 
 def check_gpu_node_group(path: str, group: GpuNodeGroupConfig) -> Iterator[Problem]:
@@ -308,14 +383,14 @@ def check_gpu_node_group(path: str, group: GpuNodeGroupConfig) -> Iterator[Probl
     if group.efa and any(facts.num_efa_interfaces == 0 for facts in known):
         without = [facts.name for facts in known if facts.num_efa_interfaces == 0]
         yield Problem(f"{path}.efa", f"true, but {', '.join(without)} has no EFA support")
-    if group.capacity_type == "SPOT" and group.capacity_reservation_id:
-        yield Problem(f"{path}.capacityReservationId", "a SPOT group can't target a capacity reservation; use "
-                                                       "ON_DEMAND or CAPACITY_BLOCK")
-    if group.capacity_type == "CAPACITY_BLOCK" and not group.capacity_reservation_id:
-        yield Problem(f"{path}.capacityReservationId", "is required for capacityType CAPACITY_BLOCK")
+    yield from check_purchase_option(path, group)
     if group.capacity_reservation_id and not re.match(r"^cr-[0-9a-f]{8,17}$", group.capacity_reservation_id):
         yield Problem(f"{path}.capacityReservationId", f"{group.capacity_reservation_id!r} is not a reservation "
                                                        "id like 'cr-0123456789abcdef0'")
+    # "By default, Capacity Blocks deliver low-latency, high-throughput network connectivity between the instances
+    # inside the Capacity Block, so there is no need to use a cluster placement group with a Capacity Block" (EC2
+    # User Guide, https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/capacity-blocks-using.html); for a reservation,
+    # DESIGN.md: a placement group can shrink the usable reservation.
     if group.placement_group and group.capacity_reservation_id:
         yield Problem(f"{path}.placementGroup", "true, but a capacity reservation is targeted: a placement group "
                                                 "can shrink the usable reservation, so it is never forced there")

@@ -15,7 +15,7 @@ from cluster_targets.base import Cluster, ClusterTarget
 from components.cluster_access import ClusterAccess, ClusterAccessArgs
 from conventions.names import GPU_TAINT_KEY, NODE_GROUP_LABEL
 from stack_config import Problem, StackConfig
-from stack_config.rules import snake
+from stack_config.storage_kinds import STORAGE_KINDS, kinds_on
 
 
 class ExistingTarget(ClusterTarget):
@@ -30,9 +30,6 @@ class ExistingTarget(ClusterTarget):
 
     def check(self, config: StackConfig) -> Iterator[Problem]:
         cluster = config.cluster
-        if cluster.endpoint_public_access or cluster.public_access_cidrs:
-            yield Problem("cluster.endpointPublicAccess", "only applies to mode 'eks'; an existing cluster's "
-                                                          "endpoint is not managed here")
         if config.kubeconfig is None and cluster.context is None:
             yield Problem("kubeconfig", "mode 'existing' needs the cluster's kubeconfig: run `pulumi config set "
                                         "--secret kubeconfig \"$(cat kubeconfig.yaml)\"` (or set cluster.context)")
@@ -45,18 +42,15 @@ class ExistingTarget(ClusterTarget):
                 if value is None:
                     yield Problem(f"{path}.{key}", "is required for an existing cluster (it can't be discovered "
                                                    "offline)")
-            for key in ("instanceTypes", "amiType", "capacityReservationId"):
-                if getattr(group, snake(key)):
-                    yield Problem(f"{path}.{key}", "only applies to EKS node groups, not an existing cluster")
-        if config.storage.kind in ("nfs", "host-path"):
-            yield Problem("storage.kind", f"{config.storage.kind!r} is for a Docker Swarm; on Kubernetes shared storage "
-                                          "comes through a StorageClass (efs, fsx-lustre, existing), and Pod Security "
-                                          "'restricted' forbids nfs and hostPath volumes")
-        if config.cluster.swarm is not None:
-            yield Problem("cluster.swarm", "only applies to mode 'swarm'")
-        if config.storage.kind in ("efs", "fsx-lustre"):
-            yield Problem("storage.kind", f"{config.storage.kind!r} is created in AWS next to an EKS cluster; an "
-                                          "existing cluster uses kind 'existing' with its StorageClass")
+        kind = config.storage.kind
+        if kind not in kinds_on(self.mode):  # stack_config/storage_kinds.py
+            if "eks" in STORAGE_KINDS[kind].modes:
+                yield Problem("storage.kind", f"{kind!r} is created in AWS next to an EKS cluster; an existing cluster "
+                                              "uses kind 'existing' with its StorageClass")
+            else:
+                yield Problem("storage.kind", f"{kind!r} is for a Docker Swarm; on Kubernetes shared storage comes "
+                                              "through a StorageClass (efs, fsx-lustre, existing), and Pod Security "
+                                              "'restricted' forbids nfs and hostPath volumes")
 
     def provision(self, config: StackConfig, aws_opts: pulumi.ResourceOptions) -> Cluster:
         access = ClusterAccess("cluster", ClusterAccessArgs(

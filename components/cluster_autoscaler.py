@@ -36,7 +36,36 @@ def autoscaler_policy(cluster_name: str) -> str:
     ])
 
 
-def autoscaler_values(cluster_name: str, region: str) -> dict[str, Any]:
+PROVISIONING_RULES: list[dict[str, Any]] = [
+    {"apiGroups": ["autoscaling.x-k8s.io"], "resources": ["provisioningrequests", "provisioningrequests/status"],
+     "verbs": ["watch", "list", "get", "create", "update", "patch", "delete"]},
+    {"apiGroups": [""], "resources": ["podtemplates"], "verbs": ["watch", "list", "get"]},
+]
+"""What the autoscaler needs to serve ProvisioningRequests: cluster-autoscaler/FAQ.md:581-597 at tag
+cluster-autoscaler-1.34.1 (the ClusterRole of step 4, verbatim). The 9.52.1 chart's ClusterRole has no rule for
+either (templates/clusterrole.yaml); it appends `rbac.additionalRules` (:112-114), so they go there."""
+
+PROVISIONING_ARGS: dict[str, Any] = {
+    # config/flags/flags.go:214 at cluster-autoscaler-1.34.1: off by default.
+    "enable-provisioning-requests": True,
+    # FAQ.md:579 step 3: the ProvisioningRequest client needs JSON (the CRD has no protobuf); flags.go:67 defaults
+    # to application/vnd.kubernetes.protobuf.
+    "kube-api-content-type": "application/json",
+}
+
+
+def autoscaler_values(cluster_name: str, region: str, provisioning_requests: bool = False) -> dict[str, Any]:
+    """The chart's values; `provisioning_requests` turns on the ProvisioningRequest support Kueue's atomic
+    admission check relies on (its flag, the JSON content type and the RBAC: `PROVISIONING_ARGS`,
+    `PROVISIONING_RULES`)."""
+    values = _base_values(cluster_name, region)
+    if provisioning_requests:
+        values["extraArgs"] = {**values["extraArgs"], **PROVISIONING_ARGS}
+        values["rbac"] = {**values["rbac"], "additionalRules": [dict(rule) for rule in PROVISIONING_RULES]}
+    return values
+
+
+def _base_values(cluster_name: str, region: str) -> dict[str, Any]:
     return {
         "cloudProvider": "aws",
         "awsRegion": region,
@@ -66,6 +95,9 @@ class ClusterAutoscalerArgs:
     cluster_name_plain: str
     region: str
     provider: k8s.Provider
+    provisioning_requests: bool = False
+    """Serve ProvisioningRequests (Kueue's `kueue.x-k8s.io/provisioning-request` admission check,
+    `kueue.atomicProvisioning`): install the vendored CRD first, then the autoscaler with the flag and RBAC."""
 
 
 class ClusterAutoscaler(pulumi.ComponentResource):
@@ -79,10 +111,19 @@ class ClusterAutoscaler(pulumi.ComponentResource):
             f"{name}-identity", cluster_name=args.cluster_name, namespace=NAMESPACE, service_account=SERVICE_ACCOUNT,
             role_arn=role.arn, opts=child)
         chart = versions.CLUSTER_AUTOSCALER
+        self.provisioning_crd: k8s.yaml.v2.ConfigFile | None = None
+        if args.provisioning_requests:
+            # Before the autoscaler (its ProvisioningRequest informers) and before Kueue, which sets up its
+            # provisioning controller only when the API server already serves the kind (cmd/kueue/main.go:
+            # 513-517 at v0.19.2, `ServerSupportsProvisioningRequest`; otherwise the check stays inactive).
+            self.provisioning_crd = k8s.yaml.v2.ConfigFile(
+                f"{name}-provisioning-request-crd", file=versions.PROVISIONING_REQUEST_CRD,
+                opts=pulumi.ResourceOptions(parent=self, provider=args.provider))
         self.release = pinned_release(
             f"{name}-release", chart, release_name="cluster-autoscaler", namespace=NAMESPACE,
-            values=autoscaler_values(args.cluster_name_plain, args.region),
-            opts=pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=[association]),
+            values=autoscaler_values(args.cluster_name_plain, args.region, args.provisioning_requests),
+            opts=pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=[
+                association, *([self.provisioning_crd] if self.provisioning_crd else [])]),
         )
         self.register_outputs({})
 

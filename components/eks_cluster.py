@@ -25,7 +25,10 @@ NODE_MANAGED_POLICIES = [
 ]
 # Add-ons EKS needs before any node can become Ready, and those that need running nodes.
 ADDONS_BEFORE_NODES = ("vpc-cni", "kube-proxy", "eks-pod-identity-agent")
-ADDONS_AFTER_NODES = ("coredns", "aws-ebs-csi-driver")
+ADDONS_AFTER_NODES = ("coredns", "aws-ebs-csi-driver", "eks-node-monitoring-agent")
+"""Installed once the system nodes exist (their pods need a node). `eks-node-monitoring-agent` reports the node
+conditions (AcceleratedHardwareReady...) that the node groups' `nodeRepairConfig` acts on (catalog/versions.py
+`EKS_NODE_MONITORING_AGENT`)."""
 
 
 def kubeconfig(cluster_name: str, endpoint: str, certificate_authority: str, region: str) -> str:

@@ -17,6 +17,8 @@ as non-root without host access, and node-exporter (hostPID, hostNetwork, hostPa
 from __future__ import annotations
 
 import json
+import math
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,8 +26,10 @@ from typing import Any
 
 import pulumi
 import pulumi_kubernetes as k8s
+import yaml
 
 from catalog import versions
+from components.alert_rules import ALERT_RULES_FILE
 from components.helm import pinned_release
 from conventions.kubernetes import platform_labels, pod_security_labels, restricted_container, restricted_pod
 from conventions.names import METRICS_NAMESPACE, PLATFORM_PRIORITY_CLASS, PROMETHEUS_RELEASE, PROMETHEUS_URL
@@ -38,6 +42,133 @@ PROMETHEUS_DATASOURCE_UID = "prometheus"
 """The data source uid `dashboards/gpu.json` refers to."""
 
 RESTRICTED_CONTAINER = restricted_container()
+
+DCGM_COUNTERS = """\
+# The dcgm-exporter 4.6.0 chart's default list (templates/metrics-configmap.yaml), plus what the alert rules need
+# (components/alert_rules.py): throttling, ECC and retired pages. Format: DCGM field, Prometheus type, help.
+DCGM_FI_DEV_SM_CLOCK,  gauge, SM clock frequency (in MHz).
+DCGM_FI_DEV_MEM_CLOCK, gauge, Memory clock frequency (in MHz).
+DCGM_FI_DEV_MEMORY_TEMP, gauge, Memory temperature (in C).
+DCGM_FI_DEV_GPU_TEMP,    gauge, GPU temperature (in C).
+DCGM_FI_DEV_POWER_USAGE,              gauge, Power draw (in W).
+DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION, counter, Total energy consumption since boot (in mJ).
+DCGM_FI_DEV_PCIE_REPLAY_COUNTER, counter, Total number of PCIe retries.
+DCGM_FI_DEV_GPU_UTIL,      gauge, GPU utilization (in %).
+DCGM_FI_DEV_MEM_COPY_UTIL, gauge, Memory utilization (in %).
+DCGM_FI_DEV_ENC_UTIL,      gauge, Encoder utilization (in %).
+DCGM_FI_DEV_DEC_UTIL ,     gauge, Decoder utilization (in %).
+DCGM_FI_DEV_XID_ERRORS,            gauge,   Value of the last XID error encountered.
+DCGM_FI_DEV_POWER_VIOLATION,       counter, Throttling duration due to power constraints (in us).
+DCGM_FI_DEV_THERMAL_VIOLATION,     counter, Throttling duration due to thermal constraints (in us).
+DCGM_FI_DEV_FB_FREE, gauge, Framebuffer memory free (in MiB).
+DCGM_FI_DEV_FB_USED, gauge, Framebuffer memory used (in MiB).
+DCGM_FI_DEV_ECC_SBE_VOL_TOTAL, counter, Total number of single-bit volatile ECC errors.
+DCGM_FI_DEV_ECC_DBE_VOL_TOTAL, counter, Total number of double-bit volatile ECC errors.
+DCGM_FI_DEV_RETIRED_SBE,     counter, Total number of retired pages due to single-bit errors.
+DCGM_FI_DEV_RETIRED_DBE,     counter, Total number of retired pages due to double-bit errors.
+DCGM_FI_DEV_RETIRED_PENDING, counter, Total number of pages pending retirement.
+DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL,            counter, Total number of NVLink bandwidth counters for all lanes.
+DCGM_FI_DEV_VGPU_LICENSE_STATUS, gauge, vGPU License status
+DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS, counter, Number of remapped rows for uncorrectable errors
+DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS,   counter, Number of remapped rows for correctable errors
+DCGM_FI_DEV_ROW_REMAP_FAILURE,           gauge,   Whether remapping of rows has failed
+DCGM_FI_PROF_GR_ENGINE_ACTIVE,   gauge, Ratio of time the graphics engine is active.
+DCGM_FI_PROF_PIPE_TENSOR_ACTIVE, gauge, Ratio of cycles the tensor (HMMA) pipe is active.
+DCGM_FI_PROF_DRAM_ACTIVE,        gauge, Ratio of cycles the device memory interface is active sending or receiving data.
+DCGM_FI_PROF_PCIE_TX_BYTES,      counter, The number of bytes of active pcie tx data including both header and payload.
+DCGM_FI_PROF_PCIE_RX_BYTES,      counter, The number of bytes of active pcie rx data including both header and payload.
+"""
+"""dcgm-exporter's counters file (chart 4.6.0 `customMetrics`: "Must be the complete list and is not additive",
+values.yaml; templates/metrics-configmap.yaml writes it to the ConfigMap the `-f` argument reads)."""
+
+PROMETHEUS_STORAGE_CLASS = "gtp-prometheus"
+"""The StorageClass of Prometheus' volume on EKS (`prometheus_storage_class`)."""
+EBS_CSI_PROVISIONER = "ebs.csi.aws.com"
+"""The EBS CSI driver (the `aws-ebs-csi-driver` EKS add-on every EKS stack installs, components/eks_cluster.py)."""
+BYTES_PER_SAMPLE = 2
+"""Prometheus stores about 1-2 bytes per sample after compression (prometheus.io/docs/prometheus/latest/storage,
+"Operational aspects": needed_disk_space = retention_time_seconds * ingested_samples_per_second *
+bytes_per_sample); the upper end."""
+SCRAPE_INTERVAL_S = 60
+"""The chart's global scrape_interval (prometheus 27.39.0 values.yaml `server.global.scrape_interval: 1m`)."""
+MIN_VOLUME_GIB = 10
+"""The smallest volume: the emptyDir's former bound; a year of a small stack fits."""
+BASE_SERIES = 2000
+"""Series besides the GPUs' and trainers': Prometheus' own, Kueue's, `up` and scrape metadata of every target."""
+TRAINER_SERIES = 12
+"""Series one trainer pod exports (telemetry.Metrics: 6 gauges and a counter with `_total`/`_created`, plus
+prometheus-client's process and platform collectors are not in its private registry) rounded up."""
+
+_DURATION_UNITS = {"y": 365 * 86400, "w": 7 * 86400, "d": 86400, "h": 3600, "m": 60, "s": 1, "ms": 0.001}
+
+
+def duration_seconds(text: str) -> float:
+    """A Prometheus duration (`30d`, `1y`, `12h30m`; model.ParseDuration units y w d h m s ms) in seconds."""
+    parts = re.findall(r"(\d+)(ms|y|w|d|h|m|s)", text)
+    if not parts or "".join(a + u for a, u in parts) != text:
+        raise ValueError(f"{text!r} is not a Prometheus duration (e.g. 15d, 1y, 12h30m)")
+    return sum(int(amount) * _DURATION_UNITS[unit] for amount, unit in parts)
+
+
+def estimated_series(gpus: int, trainer_pods: int, counters: int | None = None) -> int:
+    """Active series at the stack's largest size: each GPU's dcgm-exporter counters, each trainer pod's metrics,
+    and BASE_SERIES."""
+    per_gpu = counters if counters is not None else sum(1 for line in DCGM_COUNTERS.splitlines()
+                                                        if line.startswith("DCGM_FI_"))
+    return gpus * per_gpu + trainer_pods * TRAINER_SERIES + BASE_SERIES
+
+
+def prometheus_volume_gib(retention: str, series: int) -> int:
+    """The volume the retention needs: retention × samples per second × BYTES_PER_SAMPLE, doubled for the WAL, the
+    head block and compaction's temporary copy, at least MIN_VOLUME_GIB."""
+    needed = duration_seconds(retention) * series / SCRAPE_INTERVAL_S * BYTES_PER_SAMPLE
+    return max(MIN_VOLUME_GIB, math.ceil(2 * needed / 2**30))
+
+
+def prometheus_storage_class() -> dict[str, Any]:
+    """gp3, encrypted, bound where the Prometheus pod is scheduled.
+
+    aws-ebs-csi-driver v1.51.1 parameters (docs/parameters.md:10-16) `type: gp3`, `encrypted: "true"` (without
+    `kmsKeyId` the account's default EBS key) and `csi.storage.k8s.io/fstype: ext4` stated, not left to the
+    provisioner's `--default-fstype`: the kubelet applies the pod's fsGroup (65534, Prometheus' user) to a CSI
+    volume only when it has an fsType (the CSIDriver's default fsGroupPolicy `ReadWriteOnceWithFSType`).
+    `WaitForFirstConsumer`: EBS volumes are zonal, so the volume is created in the zone
+    of the node the scheduler picked (Kubernetes docs, Storage Classes, "Volume binding mode"); `Immediate` could
+    put it in a zone with no node the pod may use. `Delete`: the volume goes with the stack (`pulumi destroy`
+    deletes the release and its claim) instead of leaking. Expansion allowed: a larger retention only grows it."""
+    return {"provisioner": EBS_CSI_PROVISIONER,
+            "parameters": {"type": "gp3", "encrypted": "true", "csi.storage.k8s.io/fstype": "ext4"},
+            "volumeBindingMode": "WaitForFirstConsumer", "reclaimPolicy": "Delete", "allowVolumeExpansion": True}
+
+
+KUEUE_NAMESPACE = "kueue-system"
+KUEUE_METRICS_SERVICE = "kueue-controller-manager-metrics-service"
+"""Kueue v0.19.2's metrics Service (vendor/operators/kueue-v0.19.2.yaml: port 8443, https)."""
+
+
+def kueue_scrape_config() -> dict[str, Any]:
+    """A scrape job for Kueue's controller metrics (the queue alert reads them).
+
+    Kueue v0.19.2 serves /metrics on :8443 over TLS behind controller-runtime's authentication and authorization
+    filter (cmd/kueue/main.go:188-192 `metricsserver.Options{SecureServing: true, FilterProvider:
+    filters.WithAuthenticationAndAuthorization}`): Prometheus presents its service account token, which the
+    prometheus chart's ClusterRole already lets `get` the `/metrics` non-resource URL (27.39.0
+    templates/clusterrole.yaml:41-44). Kueue loads a metrics certificate only when its internal cert management is
+    off (main.go:215-234); the vendored config leaves it on, so controller-runtime serves a self-signed certificate
+    made at start and there is no CA to verify it against: verification is skipped, and the token sent is
+    Prometheus' own read-only one."""
+    return {
+        "job_name": "kueue",
+        "scheme": "https",
+        "bearer_token_file": "/var/run/secrets/kubernetes.io/serviceaccount/token",
+        "tls_config": {"insecure_skip_verify": True},
+        "kubernetes_sd_configs": [{"role": "endpoints", "namespaces": {"names": [KUEUE_NAMESPACE]}}],
+        "relabel_configs": [
+            {"source_labels": ["__meta_kubernetes_service_name"], "regex": KUEUE_METRICS_SERVICE, "action": "keep"},
+            {"source_labels": ["__meta_kubernetes_namespace"], "target_label": "namespace"},
+            {"source_labels": ["__meta_kubernetes_pod_name"], "target_label": "pod"},
+        ],
+    }
 
 
 def metrics_namespace_labels() -> dict[str, str]:
@@ -73,6 +204,8 @@ def dcgm_exporter_values(affinity: Mapping[str, Any], node_tolerations: list[Map
         # The chart creates a ServiceMonitor by default, a prometheus-operator CRD that the plain prometheus
         # chart does not install: the release would fail. Prometheus finds the Service by annotation instead.
         "serviceMonitor": {"enabled": False},
+        # Not the chart's default list: the alert rules need throttling, ECC and retired-page counters too.
+        "customMetrics": DCGM_COUNTERS,
         "service": {"annotations": {"prometheus.io/scrape": "true", "prometheus.io/port": str(DCGM_EXPORTER_PORT)}},
         "resources": {"requests": {"cpu": "200m", "memory": "512Mi"}, "limits": {"cpu": "200m", "memory": "512Mi"}},
         # The chart's default (root, SYS_ADMIN for DCGM's profiling metrics) stated in full, plus NET_RAW dropped:
@@ -82,7 +215,9 @@ def dcgm_exporter_values(affinity: Mapping[str, Any], node_tolerations: list[Map
     }
 
 
-def prometheus_values(retention: str, priority_class: str | None = None) -> dict[str, Any]:
+def prometheus_values(retention: str, priority_class: str | None = None, alert_rules: Mapping[str, Any] | None = None,
+                      scrape_kueue: bool = False, volume_gib: int | None = None,
+                      storage_class: str = PROMETHEUS_STORAGE_CLASS) -> dict[str, Any]:
     """Helm values of the prometheus chart: the server only, with its default kubernetes scrape jobs
     (`kubernetes-service-endpoints` scrapes dcgm-exporter's annotated Service, `kubernetes-pods` scrapes
     trainer pods annotated `prometheus.io/scrape: "true"`).
@@ -90,16 +225,36 @@ def prometheus_values(retention: str, priority_class: str | None = None) -> dict
     `priority_class`: prometheus 27.39.0 `server.priorityClassName` (templates/deploy.yaml). One replica and no
     PodDisruptionBudget (the chart's `server.podDisruptionBudget` stays off): two servers would be two
     independent scrapers with two TSDBs (twice the 2 GiB), and a budget on one replica either blocks every drain
-    (minAvailable 1) or allows what no budget allows (maxUnavailable 1). A drain restarts it elsewhere; its
-    emptyDir TSDB is lost then anyway."""
+    (minAvailable 1) or allows what no budget allows (maxUnavailable 1). A drain restarts it elsewhere (with a
+    volume, in the volume's zone).
+
+    `alert_rules`: a rule file (components/alert_rules.py) for `serverFiles."alerting_rules.yml"`, which the
+    chart's default `rule_files` loads (values.yaml:813-840). `scrape_kueue`: add the `kueue` scrape job
+    (`kueue_scrape_config`, through `extraScrapeConfigs`, a YAML string appended to scrape_configs).
+    `volume_gib`: keep the TSDB on a ReadWriteOnce claim of that size in `storage_class` (values.yaml:526-572
+    `server.persistentVolume`), with `retentionSize` at 80 % of it so a busier cluster than estimated drops old
+    blocks instead of filling the disk; the chart's `Recreate` strategy (values.yaml:467-468) stops the old pod
+    before the new one attaches the volume. None: a bounded emptyDir (no StorageClass can be assumed: EKS >= 1.30
+    marks none default; k3s has local-path), so metrics survive container restarts, not pod rescheduling."""
+    if volume_gib:
+        storage: dict[str, Any] = {
+            "persistentVolume": {"enabled": True, "storageClass": storage_class, "size": f"{volume_gib}Gi",
+                                 "accessModes": ["ReadWriteOnce"]},
+            # Prometheus' GB is 2^30 bytes (units.Base2Bytes in its --storage.tsdb.retention.size flag).
+            "retentionSize": f"{math.floor(volume_gib * 0.8)}GB"}
+    else:
+        storage = {"persistentVolume": {"enabled": False}, "emptyDir": {"sizeLimit": "10Gi"}}
+    extra: dict[str, Any] = {}
+    if alert_rules:
+        extra["serverFiles"] = {ALERT_RULES_FILE: dict(alert_rules)}
+    if scrape_kueue:
+        extra["extraScrapeConfigs"] = yaml.safe_dump([kueue_scrape_config()], sort_keys=False)
     return {
+        **extra,
         "server": {
             **_priority(priority_class),
             "retention": retention,
-            # No default StorageClass can be assumed (EKS >= 1.30 marks none default; k3s has local-path), so
-            # the TSDB lives in a bounded emptyDir: metrics survive container restarts, not pod rescheduling.
-            "persistentVolume": {"enabled": False},
-            "emptyDir": {"sizeLimit": "10Gi"},
+            **storage,
             "securityContext": restricted_pod(user=65534, group=65534, fs_group=65534),
             "containerSecurityContext": RESTRICTED_CONTAINER,
             "resources": {"requests": {"cpu": "500m", "memory": "2Gi"}, "limits": {"cpu": "500m", "memory": "2Gi"}},
@@ -186,6 +341,13 @@ class GpuMetricsArgs:
     runtime_class_name: str | None = None
     """RuntimeClass of dcgm-exporter's pods (the NVIDIA runtime where it isn't the nodes' default). None: the
     node's default runtime."""
+    alert_rules: dict[str, Any] | None = None
+    """Prometheus alerting rules (`components.alert_rules.alert_rules`). None: no rules."""
+    scrape_kueue: bool = False
+    """Scrape Kueue's controller metrics (the stack runs Kueue). Default false."""
+    volume_gib: int | None = None
+    """Keep Prometheus' TSDB on an EBS gp3 volume of this size (EKS; `prometheus_volume_gib`), in the StorageClass
+    `gtp-prometheus` the component creates. None: a bounded emptyDir."""
 
 
 class GpuMetrics(pulumi.ComponentResource):
@@ -209,10 +371,22 @@ class GpuMetrics(pulumi.ComponentResource):
             self.namespace = k8s.core.v1.Namespace(
                 f"{name}-namespace", metadata={"name": METRICS_NAMESPACE, "labels": metrics_namespace_labels()},
                 opts=k8s_opts)
+        prometheus_opts = release_opts
+        if args.prometheus and args.volume_gib:
+            spec = prometheus_storage_class()
+            storage_class = k8s.storage.v1.StorageClass(
+                f"{name}-storage-class", metadata={"name": PROMETHEUS_STORAGE_CLASS,
+                                                    "labels": platform_labels("gpu-metrics")},
+                provisioner=spec["provisioner"], parameters=spec["parameters"],
+                volume_binding_mode=spec["volumeBindingMode"], reclaim_policy=spec["reclaimPolicy"],
+                allow_volume_expansion=spec["allowVolumeExpansion"], opts=k8s_opts)
+            prometheus_opts = pulumi.ResourceOptions.merge(release_opts, pulumi.ResourceOptions(
+                depends_on=[storage_class]))
         if args.prometheus:
             self.releases.append(_release(
                 f"{name}-prometheus", PROMETHEUS_RELEASE, versions.PROMETHEUS, self.namespace.metadata["name"],
-                prometheus_values(args.retention, priority), release_opts, args.site_images))
+                prometheus_values(args.retention, priority, args.alert_rules, args.scrape_kueue, args.volume_gib),
+                prometheus_opts, args.site_images))
         if args.grafana:
             self.releases.append(_release(
                 f"{name}-grafana", GRAFANA_RELEASE, versions.GRAFANA, self.namespace.metadata["name"],

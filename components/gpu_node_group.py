@@ -53,6 +53,16 @@ def autoscaler_tags(cluster_name: str, num_gpus: int, labels: dict[str, str], ta
     return tags
 
 
+GPU_NODE_REPAIR = {"enabled": True, "max_unhealthy_node_threshold_percentage": 50,
+                   "max_parallel_nodes_repaired_count": 1}
+"""EKS node auto repair of a GPU group (README "Node health and repair"). With the eks-node-monitoring-agent add-on
+a node whose GPU fails (AcceleratedHardwareReady false) is cordoned, then rebooted or replaced after 10 minutes
+(EKS user guide, node-repair.html). The guard (aws_eks_node_group `node_repair_config`,
+pulumi-aws 7.51.1 `NodeGroupNodeRepairConfigArgs`): repair stops while more than half the group is unhealthy (a
+correlated failure — a network or AZ event — is not many GPU faults, and replacing a whole reserved fleet at once
+loses every gang's nodes), and one node is repaired at a time (each replacement restarts the gangs on it once)."""
+
+
 @dataclass
 class GpuNodeGroupArgs:
     cluster_name: pulumi.Input[str]
@@ -127,7 +137,7 @@ class GpuNodeGroup(pulumi.ComponentResource):
             labels=dict(sorted(args.labels.items())),
             taints=[{"key": key, "value": value, "effect": effect} for key, (value, effect) in sorted(args.taints.items())],
             launch_template={"id": template.id, "version": template.latest_version.apply(str)},
-            node_repair_config={"enabled": True},
+            node_repair_config=GPU_NODE_REPAIR,
             tags=tags,
             # cluster-autoscaler owns the desired size once the group exists.
             opts=pulumi.ResourceOptions(parent=self, depends_on=args.depends_on,

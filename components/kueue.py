@@ -16,6 +16,18 @@ What the stack deploys:
 - a ResourceFlavor per GPU node group (its node labels and taints), one ClusterQueue whose nominal quota is what
   the node groups can provide at their largest (stack_config/derived.py `group_quota`), and a LocalQueue in the training namespace.
   Every training workload carries `kueue.x-k8s.io/queue-name` (`QUEUE_LABEL`) naming that LocalQueue.
+- where `kueue.atomicProvisioning` chooses flavors (stack_config.derived `provisioning_groups`): an AdmissionCheck of
+  the provisioning controller (`PROVISIONING_CONTROLLER`) with a ProvisioningRequestConfig of `ATOMIC_CLASS`, run for
+  those flavors only (ClusterQueue `admissionChecksStrategy.onFlavors`); the manager waits for the
+  ProvisioningRequest CRD (components/cluster_autoscaler.py installs it with the autoscaler's flag and RBAC).
+- where `kueue.topology` applies (stack_config.derived `topology_groups`): the Topology `TOPOLOGY` of the EC2
+  network layers and the host, named by those flavors' `topologyName`; the gangs' pod templates carry the PodSet
+  topology annotation (`topology_annotations`). Kueue v0.19.2 supports TAS with the provisioning check: it delays
+  the topology assignment of a workload on such a flavor until the check is Ready (pkg/scheduler/flavorassigner/
+  tas_flavorassigner.go:104-108) and then places it on the provisioned nodes (site/content/en/docs/concepts/
+  topology_aware_scheduling.md:124-137). The topology scheduling gate reaches a job's pods through the admitted pod
+  set (pkg/podset/podset.go:67-76), not through Kueue's Pod webhook, so `scope_webhooks` dropping that webhook (the
+  `pod` integration is off) leaves TAS working.
 """
 
 from __future__ import annotations
@@ -86,14 +98,75 @@ def quantity(resource: str, value: float) -> str:
     return str(int(value))
 
 
-def cluster_queue_spec(quotas: Mapping[str, Mapping[str, float]], namespaces: list[str]) -> dict[str, Any]:
+TOPOLOGY = "gtp-eks-network"
+"""The stack's one Kueue Topology (components/kueue.py `topology_spec`)."""
+ATOMIC_CHECK = "gtp-atomic-capacity"
+"""The AdmissionCheck and its ProvisioningRequestConfig (same name)."""
+PROVISIONING_CONTROLLER = "kueue.x-k8s.io/provisioning-request"
+"""apis/kueue/v1beta2/provisioningrequestconfig_types.go:29 at v0.19.2 (`ProvisioningRequestControllerName`). The
+controller has no feature gate at v0.19.2 (pkg/features/kube_features.go lists none for it); it runs when the API
+server serves ProvisioningRequests at the manager's start (cmd/kueue/main.go:513-517)."""
+ATOMIC_CLASS = "best-effort-atomic-scale-up.autoscaling.x-k8s.io"
+"""cluster-autoscaler apis/provisioningrequest/autoscaling.x-k8s.io/v1/types.go:203 at cluster-autoscaler-1.34.1
+(`ProvisioningClassBestEffortAtomicScaleUp`; FAQ.md:645: from 1.30.2). It scales the node group up only when the
+whole request fits it (core/scaleup/orchestrator/orchestrator.go:217, :500 `MaxSize`), books the capacity for 10
+minutes and sets Provisioned=True; `check-capacity.autoscaling.x-k8s.io` (types.go:200) would only look at nodes that
+already exist, which a `minSize: 0` group has none of."""
+TOPOLOGY_LEVEL_ANNOTATIONS = {"required": "kueue.x-k8s.io/podset-required-topology",
+                              "preferred": "kueue.x-k8s.io/podset-preferred-topology"}
+"""apis/kueue/v1beta2/topology_types.go:28, :39 at v0.19.2; read from a PyTorchJob replica's and a JobSet's (a
+TrainJob's) pod template metadata (pkg/controller/jobs/kubeflow/kubeflowjob/kubeflowjob_controller.go:122,
+pkg/controller/jobs/jobset/jobset_controller.go:124)."""
+
+
+def topology_spec() -> dict[str, Any]:
+    """The EC2 network layers top to bottom, then the host: Kueue requires `kubernetes.io/hostname` last
+    (apis/kueue/v1beta2/topology_types.go:117) and at most 16 levels (:114). Topology-aware scheduling is Beta and
+    on by default at v0.19.2 (pkg/features/kube_features.go:683-686)."""
+    from catalog.node_labels import HOSTNAME, NETWORK_NODE_LAYERS
+
+    return {"levels": [{"nodeLabel": label} for label in (*NETWORK_NODE_LAYERS, HOSTNAME)]}
+
+
+def topology_annotations(mode: str, layer: int) -> dict[str, str]:
+    """The pod-template annotation of a gang asking for one domain of EC2 network layer `layer` (`mode`
+    `required` / `preferred`; `none`: nothing)."""
+    from catalog.node_labels import NETWORK_NODE_LAYERS
+
+    if mode not in TOPOLOGY_LEVEL_ANNOTATIONS:
+        return {}
+    return {TOPOLOGY_LEVEL_ANNOTATIONS[mode]: NETWORK_NODE_LAYERS[layer - 1]}
+
+
+def provisioning_config_spec() -> dict[str, Any]:
+    """ProvisioningRequestConfig (apis/kueue/v1beta2/provisioningrequestconfig_types.go:36-96 at v0.19.2): the
+    atomic class; retryStrategy left to its default (3 tries, 60s..1800s backoff: :66-78), so a gang whose nodes
+    EC2 could not deliver is retried, then deactivated."""
+    return {"provisioningClassName": ATOMIC_CLASS}
+
+
+def admission_check_spec() -> dict[str, Any]:
+    """AdmissionCheck (apis/kueue/v1beta2/admissioncheck_types.go:55-61): the provisioning controller with the
+    ProvisioningRequestConfig as its parameters."""
+    return {"controllerName": PROVISIONING_CONTROLLER,
+            "parameters": {"apiGroup": KUEUE_API_GROUP, "kind": "ProvisioningRequestConfig", "name": ATOMIC_CHECK}}
+
+
+def cluster_queue_spec(quotas: Mapping[str, Mapping[str, float]], namespaces: list[str],
+                       provisioning_groups: Iterable[str] = ()) -> dict[str, Any]:
     """One resource group over every GPU node group's flavor: Kueue requires every flavor of a group to list the
     group's covered resources in order (apis/kueue/v1beta2 ClusterQueue validation), so a resource a node group
     lacks gets quota 0 in its flavor."""
     """`quotas`: GPU node group → what it provides (stack_config.derived `group_quota`)."""
     order = ["cpu", "memory", "ephemeral-storage", WHOLE_GPU_RESOURCE, SHARED_GPU_RESOURCE, EFA_RESOURCE]
     covered = [name for name in order if any(name in quota for quota in quotas.values())]
+    checked = sorted(flavor_name(group) for group in provisioning_groups)
+    # admissionChecksStrategy.onFlavors (apis/kueue/v1beta2/clusterqueue_types.go:128-185): the check runs only for
+    # a workload assigned one of these flavors.
+    strategy = ({"admissionChecksStrategy": {"admissionChecks": [{"name": ATOMIC_CHECK, "onFlavors": checked}]}}
+                if checked else {})
     return {
+        **strategy,
         "namespaceSelector": {"matchExpressions": [
             {"key": "kubernetes.io/metadata.name", "operator": "In", "values": sorted(namespaces)}]},
         "queueingStrategy": "BestEffortFIFO",
@@ -285,6 +358,13 @@ class KueueArgs:
     platform_priority: pulumi.Resource | None = None
     """The `gtp-platform` PriorityClass (components/platform_priority.py): the manager's pods name it and wait for
     it. None: no class."""
+    topology_groups: list[str] = field(default_factory=list)
+    """GPU groups whose flavor references the Topology (stack_config.derived `topology_groups`)."""
+    provisioning_groups: list[str] = field(default_factory=list)
+    """GPU groups whose flavor gets the atomic ProvisioningRequest check (stack_config.derived
+    `provisioning_groups`)."""
+    provisioning_crd: pulumi.Resource | None = None
+    """The ProvisioningRequest CRD; the manager starts after it (required when `provisioning_groups` is set)."""
 
 
 class Kueue(pulumi.ComponentResource):
@@ -300,20 +380,39 @@ class Kueue(pulumi.ComponentResource):
                                                  PLATFORM_PRIORITY_CLASS if args.platform_priority else None,
                                                  args.namespaces),
             opts=pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(
-                depends_on=[args.platform_priority] if args.platform_priority else [])))
+                depends_on=[*([args.platform_priority] if args.platform_priority else []),
+                            *([args.provisioning_crd] if args.provisioning_crd else [])])))
         after = pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=[self.manager])
+        before_queue: list[pulumi.Resource] = []
+        if args.topology_groups:
+            before_queue.append(k8s.apiextensions.CustomResource(
+                f"{name}-topology", api_version=API_VERSION, kind="Topology", metadata={"name": TOPOLOGY},
+                spec=topology_spec(), opts=after))
         flavors = []
         for group in sorted(args.quotas):
             spec: dict[str, Any] = {"nodeLabels": dict(args.node_selectors[group])}
             if args.taints.get(group):
                 spec["nodeTaints"] = list(args.taints[group])
+            if group in args.topology_groups:
+                # resourceflavor_types.go:48: a topology flavor needs at least one nodeLabel (it has the group's).
+                spec["topologyName"] = TOPOLOGY
             flavors.append(k8s.apiextensions.CustomResource(
                 f"{name}-flavor-{group}", api_version=API_VERSION, kind="ResourceFlavor",
-                metadata={"name": flavor_name(group)}, spec=spec, opts=after))
+                metadata={"name": flavor_name(group)}, spec=spec,
+                opts=pulumi.ResourceOptions.merge(after, pulumi.ResourceOptions(depends_on=list(before_queue)))))
+        if args.provisioning_groups:
+            config = k8s.apiextensions.CustomResource(
+                f"{name}-provisioning-config", api_version=API_VERSION, kind="ProvisioningRequestConfig",
+                metadata={"name": ATOMIC_CHECK}, spec=provisioning_config_spec(), opts=after)
+            before_queue.append(k8s.apiextensions.CustomResource(
+                f"{name}-atomic-check", api_version=API_VERSION, kind="AdmissionCheck",
+                metadata={"name": ATOMIC_CHECK}, spec=admission_check_spec(),
+                opts=pulumi.ResourceOptions.merge(after, pulumi.ResourceOptions(depends_on=[config]))))
         queue = k8s.apiextensions.CustomResource(
             f"{name}-cluster-queue", api_version=API_VERSION, kind="ClusterQueue",
-            metadata={"name": cluster_queue_name(args.stack)}, spec=cluster_queue_spec(args.quotas, args.namespaces),
-            opts=pulumi.ResourceOptions.merge(after, pulumi.ResourceOptions(depends_on=flavors)))
+            metadata={"name": cluster_queue_name(args.stack)},
+            spec=cluster_queue_spec(args.quotas, args.namespaces, args.provisioning_groups),
+            opts=pulumi.ResourceOptions.merge(after, pulumi.ResourceOptions(depends_on=[*flavors, *before_queue])))
         self.local_queues = [k8s.apiextensions.CustomResource(
             f"{name}-local-queue-{namespace}", api_version=API_VERSION, kind="LocalQueue",
             metadata={"name": LOCAL_QUEUE, "namespace": namespace},

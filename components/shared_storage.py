@@ -26,6 +26,7 @@ import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 
 from catalog import versions
+from catalog.fsx_lustre import takes_throughput
 from components.training_pod import RUN_AS_USER
 from conventions.kubernetes import RUNTIME_DEFAULT_SECCOMP, platform_labels, pod_security_labels
 
@@ -295,8 +296,9 @@ class SharedStorage(pulumi.ComponentResource):
             return handle, None, [addon, *mount_targets]
         file_system = aws.fsx.LustreFileSystem(
             f"{name}-fsx", storage_capacity=args.size_gib, deployment_type=args.fsx_deployment_type,
+            # Only where the deployment type takes one (catalog/fsx_lustre.py: SCRATCH_2's throughput is fixed).
             per_unit_storage_throughput=(args.fsx_throughput_per_unit
-                                         if args.fsx_deployment_type.startswith("PERSISTENT") else None),
+                                         if takes_throughput(args.fsx_deployment_type) else None),
             file_system_type_version="2.15", data_compression_type="LZ4",
             # One subnet, as a string: pulumi-aws 7 types `subnet_ids` as `Input[str]` ("File systems currently
             # support only one subnet"); a list passes a preview (the ids are unknown there) and fails the apply.

@@ -93,10 +93,14 @@ def capacity_quota_hard(capacity: Mapping[str, float], max_pods: int) -> dict[st
 def limit_range_spec(sizes: Sequence[QuotaSize]) -> dict[str, Any]:
     """Defaults for containers that state nothing (e.g. DLRover's master sets its own) and a per-container
     ceiling of the largest training pod."""
-    default = {"cpu": "1", "memory": "2Gi", "ephemeral-storage": "2Gi"}
-    largest = {key: max((getattr(size, attr) for size in sizes), key=parse)
-               for key, attr, parse in (("cpu", "cpu", cpu_cores), ("memory", "memory", quantity_gib),
-                                        ("ephemeral-storage", "ephemeral_storage", quantity_gib))}
+    parsers = (("cpu", "cpu", cpu_cores), ("memory", "memory", quantity_gib),
+               ("ephemeral-storage", "ephemeral_storage", quantity_gib))
+    largest = {key: max((getattr(size, attr) for size in sizes), key=parse) for key, attr, parse in parsers}
+    # A default above `max` makes the API server refuse the LimitRange ("default value 1 is greater than max value
+    # 900m": k8s.io/kubernetes@v1.34.12 pkg/apis/core/validation/validation.go:7294 and :7306), as the real
+    # control plane of `make cluster-test` showed for a stack whose largest pod asks for 900m: cap it at `max`.
+    default = {key: min(value, largest[key], key=parse) for (key, _, parse), value in
+               zip(parsers, ("1", "2Gi", "2Gi"))}
     return {"limits": [{
         "type": "Container", "default": default, "defaultRequest": dict(default), "max": largest,
     }]}

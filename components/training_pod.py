@@ -79,6 +79,8 @@ class PodShape:
     runtime_class_name: str | None = None
     """RuntimeClass of the pod (the NVIDIA runtime where it isn't the GPU nodes' default, `gpu.runtimeClassName`):
     without it a GPU pod on k3s gets no driver libraries. None: the node's default runtime."""
+    annotations: Mapping[str, str] = field(default_factory=dict)
+    """Extra pod-template annotations (Kueue's PodSet topology request, components/kueue.py)."""
     program: tuple[str, ...] | None = None
     """A team's own program (`workloads.<name>.command`, in their own `image`) in place of `-m module
     trainer_args`. Such an image has no `trainer` package: no healthcheck init container, no trainer metrics
@@ -208,8 +210,10 @@ def pod_template(shape: PodShape, *, command: Sequence[str], args: Sequence[str]
     return {
         "metadata": {
             "labels": dict(labels or {}),
-            **({} if own else {"annotations": {"prometheus.io/scrape": "true",
-                                               "prometheus.io/port": str(METRICS_PORT)}}),
+            **({"annotations": {**({} if own else {"prometheus.io/scrape": "true",
+                                                   "prometheus.io/port": str(METRICS_PORT)}),
+                                **dict(shape.annotations)}}
+               if shape.annotations or not own else {}),
         },
         "spec": {
             "serviceAccountName": shape.service_account,

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import math
 import re
 
 from catalog import versions
 from catalog.gpu_instances import DCGM_UNSUPPORTED_MODELS, JETSON_GPU_MODELS, bottlerocket
 from catalog.node_allocatable import GPU_NODE_DAEMONS, instance_allocatable, smallest
+from catalog.startup_times import BASE_IMAGE_GB, GPU_NODE_BOOT_SECONDS, IMAGE_PULL_SECONDS_PER_GB
 from conventions.names import EFA_RESOURCE, NVIDIA_RUNTIME_HANDLER, SHARED_GPU_RESOURCE, WHOLE_GPU_RESOURCE
 from stack_config.schema import GpuNodeGroupConfig, NodeFacts, StackConfig, WorkloadConfig
 
@@ -103,6 +105,21 @@ def base_image_refusal(config: StackConfig) -> str | None:
             f"'repo:tag@sha256:<64 hex>' reference you verified")
 
 
+def node_monitoring_agent_refusal(config: StackConfig) -> str | None:
+    """Why this EKS stack must not deploy (its node groups enable EKS node repair, which needs the
+    eks-node-monitoring-agent add-on to see GPU faults, and no build of that add-on is pinned for the cluster's
+    Kubernetes version), or None."""
+    if config.cluster.mode != "eks":
+        return None
+    version = config.kubernetes_version
+    if versions.EKS_NODE_MONITORING_AGENT.get(version) is not None:
+        return None
+    return (f"{version!r}: the node groups enable EKS node repair, which sees GPU faults only through the "
+            f"{versions.NODE_MONITORING_AGENT} add-on, and catalog/versions.py EKS_NODE_MONITORING_AGENT pins no "
+            f"build of it for Kubernetes {version}; record the build `aws eks describe-addon-versions --addon-name "
+            f"{versions.NODE_MONITORING_AGENT} --kubernetes-version {version}` lists there")
+
+
 def node_update_strategy(group: GpuNodeGroupConfig) -> str:
     """EKS's `updateStrategy` for a GPU group: `MINIMAL` (terminate first, no surge) for reserved capacity, whose
     reservation has no room for the surge nodes a DEFAULT update launches first (EKS API NodegroupUpdateConfig:
@@ -110,8 +127,7 @@ def node_update_strategy(group: GpuNodeGroupConfig) -> str:
     sets `updateStrategy`."""
     if group.update_strategy is not None:
         return group.update_strategy.upper()
-    reserved = group.capacity_reservation_id is not None or group.capacity_type == "CAPACITY_BLOCK"
-    return "MINIMAL" if reserved else "DEFAULT"
+    return "MINIMAL" if group.reserved else "DEFAULT"
 
 
 def efa_installer_refusal(config: StackConfig) -> str | None:
@@ -232,3 +248,99 @@ def group_quota(config: StackConfig, group: str) -> dict[str, float]:
         # makes the workload inadmissible.
         quota["ephemeral-storage"] = per_node["ephemeral-storage"] * nodes
     return quota
+
+
+def pod_startup_floor(config: StackConfig, workload: WorkloadConfig) -> tuple[int, list[str]]:
+    """The least time (seconds) before a pod of `workload` can run on an EKS stack, and what it is made of
+    (catalog/startup_times.py, each figure cited there): a GPU node's boot when its group may have to launch one for
+    the job (minSize below maxSize), then the pull of our training image onto that fresh node (at least its base;
+    a team's own image has no known size and is left out). Lower bounds, not estimates."""
+    assert workload.node_group is not None
+    group = config.gpu_node_groups[workload.node_group]
+    seconds, parts = 0, []
+    if group.min_size < group.max_size:
+        seconds += GPU_NODE_BOOT_SECONDS
+        parts.append(f"a GPU node's boot ({GPU_NODE_BOOT_SECONDS} s)")
+    size = BASE_IMAGE_GB[image_flavour(config)] if workload.image is None else None
+    if size:
+        pull = math.ceil(size * IMAGE_PULL_SECONDS_PER_GB)
+        seconds += pull
+        parts.append(f"pulling the training image onto it ({pull} s: its {size:g} GB base at "
+                     f"{IMAGE_PULL_SECONDS_PER_GB} s/GB)")
+    return seconds, parts
+
+
+# --- Gangs, atomic provisioning and network topology (Kueue; components/kueue.py) ------------------------------
+
+def gang_nodes(config: StackConfig, workload: WorkloadConfig) -> int:
+    """Nodes one gang of the workload needs at its largest (EKS: pods × GPUs per pod over a node's GPUs, at least
+    one pod per node). A ScaledJob runs single-pod Jobs: each is its own gang of one."""
+    pods = 1 if workload.autoscaling.mode == "scaledjob" else pods_per_job(workload)
+    group = workload.node_group
+    try:
+        per_node = max(1, config.node_facts(group).num_gpus // max(1, gpus_per_pod(config, workload)))
+    except (KeyError, IndexError, TypeError):
+        return pods  # an unknown group or instance type: reported by the node-group rules
+    return -(-pods // per_node)
+
+
+def group_gangs(config: StackConfig, group: str) -> list[tuple[str, int]]:
+    """(workload, nodes per gang) of every workload on `group`."""
+    return [(name, gang_nodes(config, workload)) for name, workload in config.workloads.items()
+            if workload.node_group == group]
+
+
+def topology_capable(config: StackConfig, group: str) -> bool:
+    """Every instance type of the (EKS) group gets the EC2 network-layer labels (catalog/node_labels.py)."""
+    from catalog.node_labels import network_topology_layers
+
+    if config.cluster.mode != "eks" or group not in config.gpu_node_groups:
+        return False
+    types = config.gpu_node_groups[group].instance_types
+    return bool(types) and all(network_topology_layers(name) >= 3 for name in types)
+
+
+def topology_mode(config: StackConfig, workload: WorkloadConfig) -> str:
+    """`required`, `preferred` or `none`: what the workload asks of Kueue's topology-aware scheduling. Only a
+    multi-node EFA gang on a topology-capable group under Kueue asks anything by default (`kueue.topology`)."""
+    if not kueue_enabled(config) or config.kueue.topology == "off":
+        return "none"
+    if workload.topology is not None:
+        return workload.topology
+    group = workload.node_group
+    if group not in config.gpu_node_groups or not topology_capable(config, group):
+        return "none"
+    nodes = gang_nodes(config, workload)
+    if nodes < 2 or not _efa_group(config, group):
+        return "none"
+    if (config.kueue.topology == "auto" and config.kueue.atomic_provisioning == "off"
+            and config.gpu_node_groups[group].min_size < nodes):
+        return "none"  # without a provisioning check the gang could never be placed (`KueueConfig.topology`)
+    return "preferred" if config.kueue.topology == "preferred" else "required"
+
+
+def topology_groups(config: StackConfig) -> list[str]:
+    """GPU groups whose Kueue flavor references the Topology: topology-capable ones, when `kueue.topology` is not
+    off and some workload of the group asks for a topology."""
+    if not kueue_enabled(config) or config.kueue.topology == "off":
+        return []
+    return sorted(group for group in config.gpu_node_groups if topology_capable(config, group)
+                  and any(topology_mode(config, workload) != "none" for workload in config.workloads.values()
+                          if workload.node_group == group))
+
+
+def provisioning_groups(config: StackConfig) -> list[str]:
+    """GPU groups whose flavor gets the ProvisioningRequest admission check (`kueue.atomicProvisioning`)."""
+    mode = config.kueue.atomic_provisioning
+    if not kueue_enabled(config) or mode == "off" or config.cluster.mode != "eks":
+        return []
+    topo = set(topology_groups(config))
+    chosen = []
+    for group, node_group in sorted(config.gpu_node_groups.items()):
+        largest = max((nodes for _, nodes in group_gangs(config, group)), default=0)
+        # A gang of one node is atomic already: the check would only add the ProvisioningRequest's round trip.
+        if ((largest >= 2 and (node_group.min_size == 0 or mode == "on"))
+                or (mode == "on" and node_group.min_size == 0 and largest >= 1)
+                or (group in topo and node_group.min_size < largest)):
+            chosen.append(group)
+    return chosen

@@ -78,8 +78,7 @@ def parse_stack_config(
         if key in MOVED_KEYS:
             problems.append(Problem(key, f"is no longer read: {MOVED_KEYS[key]}"))
         elif key not in KNOWN_KEYS:
-            problems.append(Problem(key, f"unknown key{did_you_mean(key, KNOWN_KEYS)}; allowed: "
-                                         f"{', '.join(sorted(KNOWN_KEYS))}"))
+            problems.append(_unknown_key(key, key, sorted(KNOWN_KEYS)))
 
     blocked: list[str] = []  # key paths of invalid fields, replaced by their defaults so the rest is still checked
     scalars = {key: str(raw.get(key, default)) for key, default in SCALAR_DEFAULTS.items()}
@@ -317,10 +316,27 @@ def _model_of(annotation: Any) -> Any:
     return None
 
 
+SECRET_WORDS = re.compile(r"passw|secret|token|credential|api[-_]?key|private[-_]?key|kubeconfig", re.IGNORECASE)
+"""Key names that say their value is a secret."""
+
+
+def _unknown_key(path: str, key: str, allowed: Sequence[str]) -> Problem:
+    """An unknown key; one that names a secret says where secrets go (and that this one leaked into plain config)."""
+    leaked = "it is written in plain text in the stack file: remove it from here, and rotate it"
+    if key in SECRET_KEYS and path != key:
+        return Problem(path, f"{key} is a stack secret, not a key of this section: set it with `pulumi config set "
+                             f"--secret {key} ...` (stored encrypted at the top level); {leaked}")
+    if SECRET_WORDS.search(key):
+        return Problem(path, f"unknown key that looks like a secret: the stack's secrets are {', '.join(SECRET_KEYS)} "
+                             "(a Swarm job's own go in swarmSecrets), each set with `pulumi config set --secret <name> "
+                             f"...`; {leaked}")
+    return Problem(path, f"unknown key{did_you_mean(key, allowed)}; allowed: {', '.join(allowed)}")
+
+
 def _unknown_keys(model: BaseModel, path: str) -> Iterator[Problem]:
     allowed = [field.alias or name for name, field in type(model).model_fields.items()]
     for key in (model.model_extra or {}):
-        yield Problem(f"{path}.{key}", f"unknown key{did_you_mean(key, allowed)}; allowed: {', '.join(allowed)}")
+        yield _unknown_key(f"{path}.{key}", key, allowed)
     for name, field in type(model).model_fields.items():
         value = getattr(model, name)
         child_path = f"{path}.{field.alias or name}"

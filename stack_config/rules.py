@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import ipaddress
+import math
 import re
 from collections.abc import Callable, Iterable, Iterator
-from datetime import timezone
+from datetime import datetime, timedelta, timezone
 
 from catalog import compatibility, versions
 from catalog.aws_regions import REGIONS
 from catalog.eks_max_pods import MAX_PODS
+from catalog.fsx_lustre import LUSTRE_DEPLOYMENTS
 from catalog.gpu_instances import (
     DCGM_UNSUPPORTED_MODELS,
     GPU_INSTANCE_TYPES,
@@ -19,6 +21,7 @@ from catalog.gpu_instances import (
 from catalog.node_allocatable import allocatable
 from conventions.names import config_name
 from conventions.quantities import cpu_cores, quantity_gib
+from stack_config.applicability import check_applicability
 from stack_config.derived import (
     dcgm_exporter_enabled,
     gpus_per_pod,
@@ -30,6 +33,7 @@ from stack_config.derived import (
 )
 from stack_config.problems import Problem, did_you_mean
 from stack_config.schema import SharingConfig, StackConfig, WorkloadConfig
+from stack_config.storage_kinds import kinds_on, shared_by_pods
 
 NAMESPACE = "gtp"
 DNS_LABEL = re.compile(r"^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$")
@@ -65,6 +69,12 @@ def check_rules(config: StackConfig, failed: Iterable[str] = (), extra: Iterable
         if failed.intersection(needs) or partial.intersection(needs[1:]):
             continue
         problems.extend(p for p in rule(config) if not _caused_by_blocked(p, blocked))
+    # Every field written where it has no effect (stack_config/applicability.py; it walks what parsed itself).
+    # A key another rule already reported is left to that rule's more specific message, and a condition that
+    # reads one (a wrong storage.kind) is not decided.
+    reported = [problem.path for problem in problems]
+    problems.extend(p for p in check_applicability(config, failed, [*blocked, *reported])
+                    if not _caused_by_blocked(p, blocked))
     return problems
 
 
@@ -174,12 +184,7 @@ def _check_deployer(config: StackConfig) -> Iterator[Problem]:
     path = "cluster.deployer"
     allowed = ("public-endpoint (a public endpoint restricted to the deployer's CIDRs), in-vpc (a runner inside an "
                "adopted VPC) or transit-gateway (a runner in a network attached to a Transit Gateway)")
-    if cluster.mode != "eks":
-        if deployer is not None:
-            for key in ("access", "cidrs", "transitGatewayId"):
-                if getattr(deployer, snake(key)):
-                    yield Problem(f"{path}.{key}", f"only applies to mode 'eks' (this is {cluster.mode!r}: its API "
-                                                   "is reached as configured there); keep only runnerLabels")
+    if cluster.mode != "eks":  # its keys that only apply to EKS: stack_config/applicability.py
         return
     if deployer is None:
         yield Problem(path, f"is required for mode 'eks': declare where `pulumi up` runs and how it reaches the API — "
@@ -212,8 +217,6 @@ def _check_deployer(config: StackConfig) -> Iterator[Problem]:
                                                     "CIDRs")
         elif network.prefixlen == 0:
             yield Problem(f"{path}.cidrs[{index}]", f"{cidr!r} is every address: list the deployer's own CIDRs")
-    if deployer.transit_gateway_id is not None and deployer.access != "transit-gateway":
-        yield Problem(f"{path}.transitGatewayId", "only applies to access 'transit-gateway'")
     deployer_networks = _ipv4_cidrs(deployer.cidrs)
     if deployer.access == "public-endpoint":
         if not cluster.endpoint_public_access:
@@ -286,7 +289,9 @@ def _check_node_groups(config: StackConfig) -> Iterator[Problem]:
         path = f"gpuNodeGroups.{name}"
         if not DNS_LABEL.match(name):
             yield Problem(path, f"name {name!r} must be a lowercase DNS label")
-        yield from check_sizes(path, group.min_size, group.desired_size, group.max_size)
+        # desiredSize is an EKS scaling setting; elsewhere it is refused as a key without effect (applicability)
+        desired = group.desired_size if config.cluster.mode == "eks" else None
+        yield from check_sizes(path, group.min_size, desired, group.max_size)
 
 
 def _check_sharing(config: StackConfig) -> Iterator[Problem]:
@@ -332,8 +337,7 @@ def _check_jetson(config: StackConfig) -> Iterator[Problem]:
 
 
 def _check_sharing_config(path: str, sharing: SharingConfig) -> Iterator[Problem]:
-    if sharing.mode == "none" and sharing.replicas != 1:
-        yield Problem(f"{path}.replicas", f"{sharing.replicas} needs a sharing mode; with mode 'none' use 1")
+    # replicas with mode none has no effect: stack_config/applicability.py
     if sharing.mode == "mps" and not 2 <= sharing.replicas <= MPS_MAX_CLIENTS:
         yield Problem(f"{path}.replicas", f"{sharing.replicas} is outside 2..{MPS_MAX_CLIENTS} (MPS clients per GPU)")
     if sharing.mode == "time-slicing" and sharing.replicas < 2:
@@ -370,8 +374,6 @@ def _check_image(config: StackConfig) -> Iterator[Problem]:
         if image.build and config.registry_password is None:
             yield Problem("registryPassword", "is required to push to an existing registry: run `pulumi config "
                                               "set --secret registryPassword ...`")
-    elif image.existing_registry or image.existing_registry_username:
-        yield Problem("image.existingRegistry", "only applies when image.registry is 'existing'")
     if image.base_image is not None and not DIGEST_REFERENCE.match(image.base_image):
         yield Problem("image.baseImage", f"{image.base_image!r} must pin the base by digest "
                                          "('repo:tag@sha256:<64 hex>'), never a mutable tag")
@@ -448,12 +450,6 @@ def _check_workload(config: StackConfig, workload: WorkloadConfig, p: str) -> It
             yield Problem(f"{p}.gpuResource", f"'shared' with {ranks} ranks: NCCL refuses two ranks on one "
                           "physical GPU, even under MPS, so a distributed job must request whole GPUs "
                           "(gpuResource: whole) or run a single rank")
-    if workload.ttl_seconds_after_finished is not None and workload.autoscaling.mode != "scaledjob":
-        yield Problem(f"{p}.ttlSecondsAfterFinished",
-                      f"{workload.ttl_seconds_after_finished} would let the operator delete the finished "
-                      f"{workload.kind} that Pulumi owns, and the next `pulumi up --refresh` would create it again "
-                      "and train again; remove the key (finished jobs stay; cleanPodPolicy removes their pods) — it "
-                      "applies only to autoscaling.mode scaledjob")
     if not re.match(r"^\d+[KMG]?(,\d+[KMG]?)*$", workload.bench_sizes):
         yield Problem(f"{p}.benchSizes", f"{workload.bench_sizes!r} is not a comma-separated size list like "
                                              "'1M,16M,128M'")
@@ -555,17 +551,10 @@ def _check_workloads_fit_together(config: StackConfig) -> Iterator[Problem]:
                                        f"gpuNodeGroups.{group}.maxSize, or shrink the workloads")
 
 
-TRAINER_FIELDS = ("model", "max_steps", "batch_size", "checkpoint_every", "extra_args", "bench_sizes", "entrypoint")
-"""Fields that are our trainer's arguments: meaningless for a team's own image."""
-
-
 def _check_own_image(config: StackConfig, workload: WorkloadConfig, p: str) -> Iterator[Problem]:
-    """A team's own image: by digest, with a command, and none of our trainer's arguments (they would be
-    silently ignored)."""
+    """A team's own image: by digest, with a command (`command` without it, and our trainer's arguments with it,
+    have no effect: stack_config/applicability.py)."""
     if workload.image is None:
-        if workload.command is not None:
-            yield Problem(f"{p}.command", "only applies with image (a team's own training image); our trainer "
-                                          "takes model, maxSteps, batchSize, checkpointEvery and extraArgs")
         return
     if not DIGEST_REFERENCE.match(workload.image):
         yield Problem(f"{p}.image", f"{workload.image!r} is not pinned by digest; write "
@@ -573,10 +562,46 @@ def _check_own_image(config: StackConfig, workload: WorkloadConfig, p: str) -> I
     if not workload.command:
         yield Problem(f"{p}.command", "is required with image: the program torchrun starts in every process, e.g. "
                                       "['-m', 'myteam.train'] or ['/app/train.py']")
-    for field in TRAINER_FIELDS:
-        if field in workload.model_fields_set:
-            yield Problem(f"{p}.{camel(field)}", f"is an argument of our trainer, but {p}.image runs your own "
-                                                  "code: remove it (pass your program's flags in command)")
+
+
+def _check_where_work_is_kept(config: StackConfig, workload: WorkloadConfig, p: str) -> Iterator[Problem]:
+    """A job whose checkpoints must outlive its pods needs storage that does: with `storage.kind: none` they sit in
+    one pod's node-local scratch (an emptyDir, deleted with the pod), so a multi-node job (rank 0 may come back on
+    another node), an elastic or scaled one, or any production job would silently restart from step 0. Which kinds
+    a job's pods share, and which are per pod: stack_config/storage_kinds.py."""
+    # Kinds a job's pods share (stack_config/storage_kinds.py); only `none` is per pod.
+    if shared_by_pods(config.storage.kind) or workload.checkpoints == "none" or workload.entrypoint != "train":
+        return
+    pods = job_pods(workload)  # a ScaledJob's Jobs are independent single-pod runs, like a one-pod dev job
+    why = (f"{pods} pods" if pods > 1 else "elastic" if workload.elastic is not None
+           else "scaled by KEDA" if workload.autoscaling.mode == "scaledobject"
+           else "on a production stack" if config.lifecycle.protect else None)
+    if why is None:
+        return
+    shared = [kind for kind in kinds_on(config.cluster.mode) if shared_by_pods(kind)]
+    yield Problem("storage.kind", f"{config.storage.kind!r} keeps checkpoints in one pod's node-local scratch, deleted "
+                                  f"with the pod, but workload {workload.name!r} ({why}) must resume from them after a "
+                                  f"pod is lost; allowed: storage every pod of the job shares ({', '.join(shared)} on "
+                                  f"cluster.mode {config.cluster.mode!r}), or {p}.checkpoints: none if the job keeps no "
+                                  "work")
+
+
+def _check_production_images(config: StackConfig) -> Iterator[Problem]:
+    """What the policy pack's `production_image_signed_or_own_build` would refuse, decided from config first (it
+    stays the second line for what only the resources show): on a production stack (`lifecycle.protect`, the
+    pack's `production` fact, tools/validate.py) every image a workload runs is the stack's own build or one
+    of image.signedDigests."""
+    if not config.lifecycle.protect:
+        return
+    signed = set(config.image.signed_digests)
+    allowed = "the stack's own build (image.build) or a digest CI signed and verified, listed in image.signedDigests"
+    if not config.image.build and config.image.reference and config.image.reference not in signed:
+        yield Problem("image.reference", f"{config.image.reference!r} is not in image.signedDigests, and a production "
+                                         f"stack (lifecycle.protect) runs only {allowed}")
+    for name, workload in config.workloads.items():
+        if workload.image and workload.image not in signed:
+            yield Problem(f"workloads.{name}.image", f"{workload.image!r} is not in image.signedDigests, and a "
+                                                     f"production stack (lifecycle.protect) runs only {allowed}")
 
 
 GO_DURATION = re.compile(r"^(\d+h)?(\d+m)?(\d+s)?$")
@@ -593,21 +618,154 @@ def _check_kueue(config: StackConfig) -> Iterator[Problem]:
     if not GO_DURATION.match(timeout) or not any(ch.isdigit() for ch in timeout):
         yield Problem("kueue.waitForPodsReadyTimeout", f"{timeout!r} is not a duration; write e.g. '10m', "
                                                        "'1h' or '1h30m' (units h, m, s)")
+    budget = kueue.admission_budget
+    if not GO_DURATION.match(budget) or not any(ch.isdigit() for ch in budget):
+        yield Problem("kueue.admissionBudget", f"{budget!r} is not a duration; write e.g. '30m', '2h' or '1h30m' "
+                                               "(units h, m, s)")
+
+
+def _check_gang_capacity(config: StackConfig) -> Iterator[Problem]:
+    """Kueue's atomic provisioning and topology-aware admission (`kueue.atomicProvisioning`, `kueue.topology`,
+    `workloads.<name>.topology`) only where they can work."""
+    from catalog.node_labels import TOPOLOGY_INSTANCE_TYPES
+    from stack_config.derived import _efa_group, gang_nodes, provisioning_groups, topology_capable
+
+    valid = set(valid_groups(config))
+    kueue_on = kueue_enabled(config)
+    topology_page = "docs.aws.amazon.com/AWSEC2/latest/UserGuide/ec2-instance-topology-prerequisites.html"
+    for name, workload in config.workloads.items():
+        p = f"workloads.{name}.topology"
+        group = workload.node_group
+        if workload.topology in (None, "none") or group not in valid or config.cluster.mode != "eks":
+            continue
+        if not kueue_on:
+            yield Problem(p, f"{workload.topology!r}, but Kueue is off (kueue.enabled): only Kueue's "
+                             "topology-aware scheduling reads it; remove it or turn Kueue on")
+            continue
+        if config.kueue.topology == "off":
+            yield Problem(p, f"{workload.topology!r}, but kueue.topology is 'off' (no Topology, no topology flavor); "
+                             "remove it or set kueue.topology")
+            continue
+        if not topology_capable(config, group):
+            # The AWS cloud provider writes topology.k8s.aws/network-node-layer-* only from
+            # ec2:DescribeInstanceTopology, which answers only for the types of the EC2 topology prerequisites
+            # page (catalog/node_labels.py; cloud-provider-aws pkg/providers/v1/instances_v2.go:86-104 at v1.34.3).
+            # A required level on a flavor without the labels never fits (Kueue TAS, topology_aware_scheduling.md:97).
+            lacking = [t for t in config.gpu_node_groups[group].instance_types if t not in TOPOLOGY_INSTANCE_TYPES]
+            yield Problem(p, f"{workload.topology!r}, but node group '{group}' has instance type(s) "
+                             f"{', '.join(lacking)} without EC2 network-topology labels ({topology_page}); "
+                             "use an instance type on that list or remove it")
+    if not kueue_on and config.cluster.mode == "eks":
+        # Both act through Kueue's ClusterQueue (components/kueue.py): without Kueue they would do nothing.
+        if config.kueue.atomic_provisioning == "on":
+            yield Problem("kueue.atomicProvisioning", "'on', but Kueue is off (kueue.enabled): the ProvisioningRequest "
+                                                      "check is a Kueue admission check; turn Kueue on or remove it")
+        if config.kueue.topology in ("required", "preferred"):
+            yield Problem("kueue.topology", f"{config.kueue.topology!r}, but Kueue is off (kueue.enabled): only "
+                                            "Kueue's topology-aware scheduling reads it; turn Kueue on or remove it")
+    if kueue_on and config.kueue.topology in ("required", "preferred"):
+        for name, workload in config.workloads.items():
+            group = workload.node_group
+            if (group not in valid or workload.topology is not None or config.cluster.mode != "eks"
+                    or gang_nodes(config, workload) < 2 or not _efa_group(config, group)):
+                continue
+            if not topology_capable(config, group):
+                lacking = [t for t in config.gpu_node_groups[group].instance_types
+                           if t not in TOPOLOGY_INSTANCE_TYPES]
+                yield Problem("kueue.topology", f"{config.kueue.topology!r}, but the multi-node EFA workload "
+                              f"'{name}' runs on node group '{group}', whose instance type(s) {', '.join(lacking)} "
+                              f"carry no EC2 network-topology labels ({topology_page}); set kueue.topology 'auto' "
+                              f"or workloads.{name}.topology 'none', or use a listed instance type")
+    if not kueue_on or config.cluster.mode != "eks":
+        return
+    chosen = set(provisioning_groups(config))
+    for group in sorted(set(config.gpu_node_groups) & valid):
+        node_group = config.gpu_node_groups[group]
+        for name, workload in config.workloads.items():
+            if workload.node_group != group:
+                continue
+            nodes = gang_nodes(config, workload)
+            if group in chosen and nodes > node_group.max_size:
+                # cluster-autoscaler core/scaleup/orchestrator/orchestrator.go:217 and :500 at
+                # cluster-autoscaler-1.34.1: an all-or-nothing request larger than the group's MaxSize is refused.
+                yield Problem(f"gpuNodeGroups.{group}.maxSize",
+                              f"{node_group.max_size}, but workload '{name}' is a gang of {nodes} nodes and "
+                              f"kueue.atomicProvisioning ({config.kueue.atomic_provisioning!r}) asks the "
+                              "cluster-autoscaler for all of them at once, which it refuses beyond maxSize: raise "
+                              f"maxSize to at least {nodes} or shrink the gang")
+            explicit = config.kueue.topology != "off" and (workload.topology in ("required", "preferred") or (
+                workload.topology is None and config.kueue.topology in ("required", "preferred")))
+            if (explicit and group not in chosen and topology_capable(config, group)
+                    and node_group.min_size < nodes):
+                # Kueue TAS counts only nodes that run (site/content/en/docs/concepts/topology_aware_scheduling.md:
+                # 61-67 at v0.19.2) and creates no pod before admission, so nothing scales the group up; with the
+                # provisioning check the topology is assigned after the nodes came (:124-137).
+                yield Problem("kueue.atomicProvisioning",
+                              f"{config.kueue.atomic_provisioning!r}, but workload '{name}' asks for a network "
+                              f"topology on node group '{group}' (minSize {node_group.min_size}, gang of {nodes}): "
+                              "Kueue's topology-aware scheduling sees only running nodes, so the gang would never "
+                              "be admitted; set it 'auto' or 'on', or minSize to at least the gang")
+
+
+def _startup_floor(config: StackConfig, bounded: Callable[[WorkloadConfig], bool] = lambda workload: True
+                   ) -> tuple[int, str, list[str]] | None:
+    """The slowest pod start-up of the stack's `bounded` workloads on EKS (stack_config.derived.pod_startup_floor):
+    seconds, the workload and node group it is for, and its parts; None when there is nothing to bound."""
+    from stack_config.derived import pod_startup_floor
+
+    if config.cluster.mode != "eks":  # adopted nodes are running, and a site registry's speed is unknown
+        return None
+    valid = set(valid_groups(config))
+    floors = []
+    for name, workload in config.workloads.items():
+        if workload.node_group in valid and bounded(workload):
+            seconds, parts = pod_startup_floor(config, workload)
+            if seconds:
+                floors.append((seconds, f"workload {name!r} on node group {workload.node_group!r}", parts))
+    return max(floors, key=lambda floor: floor[0]) if floors else None
+
+
+def _check_startup_bound(config: StackConfig) -> Iterator[Problem]:
+    """The stack's start-up bound (stack_config.derived.startup_bound_seconds) can't be shorter than the start-up it
+    bounds: Kueue's waitForPodsReady.timeout evicts and requeues an admitted job whose pods aren't ready in time
+    (Kueue v0.19.2 apis/config/v1beta2 `WaitForPodsReady.Timeout`, components/kueue.py `manager_config`; README
+    "Gang admission"), so a timeout below the time a pod needs to start evicts the job every time; without Kueue,
+    gpu.readinessTimeoutSeconds is the bound (a multi-node PyTorchJob's workers wait that long for their rendezvous
+    host, elasticPolicy.rdzvConf, workload_kinds/pytorchjob.py)."""
+    from stack_config.derived import duration_seconds, kueue_enabled
+
+    if config.cluster.mode != "eks":
+        return
+    readiness = config.gpu.readiness_timeout_seconds
+    if kueue_enabled(config):
+        floor = _startup_floor(config)  # every workload is queued
+        timeout = config.kueue.wait_for_pods_ready_timeout
+        if floor is not None and GO_DURATION.match(timeout) and any(ch.isdigit() for ch in timeout) \
+                and duration_seconds(timeout) < floor[0]:
+            seconds, what, parts = floor
+            yield Problem("kueue.waitForPodsReadyTimeout",
+                          f"{timeout!r} ({duration_seconds(timeout)} s) is shorter than a pod of {what} needs to "
+                          f"start: at least {seconds} s = {' + '.join(parts)} (catalog/startup_times.py); Kueue "
+                          "evicts and requeues an admitted job whose pods aren't ready by then, so the job would be "
+                          f"evicted before it runs, every time; use at least '{math.ceil(seconds / 60)}m'")
+        return  # Kueue's timeout is the bound; the readiness gate then only waits for running nodes' GPUs
+    floor = _startup_floor(config, lambda workload: workload.kind == "pytorchjob"
+                           and workload.autoscaling.mode != "scaledjob"
+                           and (workload.elastic is not None or workload.num_nodes > 1))
+    if floor is not None and readiness < floor[0]:
+        seconds, what, parts = floor
+        yield Problem("gpu.readinessTimeoutSeconds",
+                      f"{readiness} s is shorter than a pod of {what} needs to start: at least {seconds} s = "
+                      f"{' + '.join(parts)} (catalog/startup_times.py); without Kueue it is the stack's start-up "
+                      "bound, the PyTorchJob's rendezvous timeout (elasticPolicy.rdzvConf read_timeout), so its "
+                      f"workers would give up on a master pod still starting; use at least {seconds}")
 
 
 PROMETHEUS_DURATION = re.compile(r"^(\d+y)?(\d+w)?(\d+d)?(\d+h)?(\d+m)?(\d+s)?(\d+ms)?$")
 
 
 def _check_runtime_class(config: StackConfig) -> Iterator[Problem]:
-    mode = config.cluster.mode
-    if config.cluster.node_default_runtime is not None and mode != "existing":
-        yield Problem("cluster.nodeDefaultRuntime", f"only applies to mode 'existing' (this is {mode!r}: "
-                                                     "EKS's NVIDIA AMIs default to the NVIDIA runtime; a Swarm uses "
-                                                     "Docker's)")
     name = config.gpu.runtime_class_name
-    if mode == "swarm" and (name or config.gpu.create_runtime_class):
-        yield Problem("gpu.runtimeClassName", "a RuntimeClass is a Kubernetes object; on a Swarm the daemon's default "
-                                              "runtime must be NVIDIA's (README: Docker Swarm sites)")
     if name and (len(name) > 253 or not all(DNS_LABEL.match(part) or re.fullmatch(r"[a-z0-9]+", part)
                                              for part in name.split("."))):
         yield Problem("gpu.runtimeClassName", f"{name!r} is not a RuntimeClass name (a lowercase DNS subdomain); "
@@ -721,16 +879,25 @@ def _check_storage(config: StackConfig) -> Iterator[Problem]:
     storage = config.storage
     if storage.kind == "existing" and not storage.existing_storage_class:
         yield Problem("storage.existingStorageClass", "is required when storage.kind is 'existing'")
-    if storage.kind != "existing" and storage.existing_storage_class:
-        yield Problem("storage.existingStorageClass", "only applies when storage.kind is 'existing'")
-    if storage.kind == "fsx-lustre" and not (storage.size_gib == 1200 or storage.size_gib % 2400 == 0):
-        yield Problem("storage.sizeGib", f"{storage.size_gib} is not a valid FSx for Lustre size (1200 or a "
-                                         "multiple of 2400)")
-    for key, kind in (("nfsServer", "nfs"), ("nfsPath", "nfs"), ("hostPath", "host-path")):
-        if getattr(storage, snake(key)) is not None and storage.kind != kind:
-            yield Problem(f"storage.{key}", f"only applies when storage.kind is {kind!r}")
+    if storage.kind == "fsx-lustre":
+        yield from _check_lustre(storage.fsx_deployment_type, storage.size_gib, storage.fsx_throughput_per_unit)
     if not storage.mount_path.startswith("/"):
         yield Problem("storage.mountPath", f"{storage.mount_path!r} must be an absolute path")
+
+
+def _check_lustre(deployment_type: str, size_gib: int, throughput: int) -> Iterator[Problem]:
+    """What FSx's CreateFileSystem would refuse at `up`, after the cluster exists: a size or a throughput its deployment
+    type doesn't take (catalog/fsx_lustre.py, with the API reference's sentences). A throughput written for a type
+    that takes none is a key without effect (stack_config/applicability.py)."""
+    deployment = LUSTRE_DEPLOYMENTS[deployment_type]
+    if not deployment.valid_size(size_gib):
+        yield Problem("storage.sizeGib", f"{size_gib} is not a valid FSx for Lustre size for {deployment_type}: "
+                                         f"allowed {deployment.sizes_text()} (FSx CreateFileSystem StorageCapacity)")
+    if deployment.throughputs and throughput not in deployment.throughputs:
+        yield Problem("storage.fsxThroughputPerUnit",
+                      f"{throughput} MB/s/TiB is not a throughput of {deployment_type}; allowed "
+                      f"{', '.join(map(str, deployment.throughputs))} (FSx CreateFileSystemLustreConfiguration "
+                      "PerUnitStorageThroughput)")
 
 
 def _check_lifecycle(config: StackConfig) -> Iterator[Problem]:
@@ -744,6 +911,8 @@ def _check_lifecycle(config: StackConfig) -> Iterator[Problem]:
             yield Problem("lifecycle.createdAt", "is required for an ephemeral stack (ISO-8601 UTC)")
         elif lifecycle.created_at.utcoffset() != timezone.utc.utcoffset(None):
             yield Problem("lifecycle.createdAt", f"{lifecycle.created_at.isoformat()!r} must be UTC (end with 'Z')")
+        else:
+            yield from _check_lifetime(lifecycle.created_at)
         if lifecycle.kms_deletion_window != 7:
             yield Problem("lifecycle.kmsDeletionWindowDays", f"{lifecycle.kms_deletion_window} on an ephemeral "
                                                              "stack; use 7 (the shortest AWS allows)")
@@ -752,10 +921,41 @@ def _check_lifecycle(config: StackConfig) -> Iterator[Problem]:
             if node_hours > lifecycle.max_gpu_node_hours:
                 yield Problem("lifecycle.maxGpuNodeHours", f"GPU groups may run {node_hours:g} node-hours (sum of "
                               f"maxSize x ttlHours), over the cap of {lifecycle.max_gpu_node_hours:g}")
-    else:
-        for key in ("ttlHours", "createdAt", "maxGpuNodeHours"):
-            if getattr(lifecycle, snake(key)) is not None:
-                yield Problem(f"lifecycle.{key}", "only applies to ephemeral stacks (lifecycle.ephemeral: true)")
+
+
+def _check_ttl(config: StackConfig) -> Iterator[Problem]:
+    """An ephemeral EKS stack's TTL can't end before the stack can run anything: the reaper destroys it ttlHours
+    after createdAt (tools/reap.py), and creating its EKS control plane alone averages 15 minutes, before a training
+    pod's own start-up (catalog/startup_times.py)."""
+    from catalog.startup_times import EKS_CONTROL_PLANE_SECONDS
+
+    lifecycle = config.lifecycle
+    if not lifecycle.ephemeral or lifecycle.ttl_hours is None or config.cluster.mode != "eks":
+        return
+    floor = _startup_floor(config)
+    pod_seconds, parts = (floor[0], f" + a pod's start-up ({floor[1]}: {' + '.join(floor[2])})") if floor else (0, "")
+    least = EKS_CONTROL_PLANE_SECONDS + pod_seconds
+    if lifecycle.ttl_hours * 3600 < least:
+        yield Problem("lifecycle.ttlHours", f"{lifecycle.ttl_hours:g} ({lifecycle.ttl_hours * 60:g} min) ends before "
+                      f"the stack can run anything: at least {least} s = creating the EKS control plane "
+                      f"({EKS_CONTROL_PLANE_SECONDS} s on average, aws/containers-roadmap#1227){parts}; the reaper "
+                      f"destroys the stack ttlHours after createdAt; use at least {math.ceil(least / 36) / 100:g} "
+                      "plus the job's own run time")
+
+
+CLOCK_SKEW = timedelta(minutes=10)
+"""How far in the future a creation time may lie (clocks of the writer and the deployer disagree a little)."""
+
+
+def _check_lifetime(created_at: datetime, now: datetime | None = None) -> Iterator[Problem]:
+    """A stack "created" in the future outlives its TTL: the reaper counts ttlHours from createdAt (tools/reap.py).
+    (An expiry already past is not refused here: plans of a stack that is being reaped still run.)"""
+    now = now or datetime.now(timezone.utc)
+    if created_at > now + CLOCK_SKEW:
+        yield Problem("lifecycle.createdAt", f"'{created_at:%Y-%m-%dT%H:%M:%SZ}' is in the future (now "
+                                             f"{now:%Y-%m-%dT%H:%M:%SZ}): the reaper counts ttlHours from it, so the "
+                                             "stack would outlive its TTL; write the time it is created, e.g. "
+                                             "`date -u +%Y-%m-%dT%H:%M:%SZ`")
 
 
 _RULES = (
@@ -772,15 +972,20 @@ _RULES = (
     (each_workload(_check_quantities), ("workloads",)),
     (each_workload(_check_fit), ("workloads", "gpuNodeGroups", "cluster")),
     (each_workload(_check_own_image), ("workloads",)),
+    (_check_production_images, ("lifecycle", "image", "workloads")),
+    (each_workload(_check_where_work_is_kept), ("workloads", "storage", "lifecycle")),
     (_check_workloads_fit_together, ("workloads", "gpuNodeGroups", "gpu", "cluster", "kueue")),
     (_check_metrics, ("gpu",)),
     (_check_runtime_class, ("gpu", "cluster")),
     (_check_compatibility, ("cluster",)),
     (_check_installed_compatibility, ("cluster", "gpuNodeGroups", "gpu", "workloads", "kueue")),
     (_check_kueue, ("kueue", "workloads", "cluster")),
+    (_check_gang_capacity, ("kueue", "workloads", "cluster", "gpuNodeGroups")),
+    (_check_startup_bound, ("cluster", "kueue", "gpu", "gpuNodeGroups", "workloads", "image")),
     (each_workload(_check_autoscaling), ("workloads", "gpu", "cluster")),
     (_check_storage, ("storage", "cluster")),
     (_check_lifecycle, ("lifecycle", "gpuNodeGroups")),
+    (_check_ttl, ("lifecycle", "cluster", "gpuNodeGroups", "workloads", "image")),
 )
 
 

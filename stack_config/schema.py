@@ -34,7 +34,7 @@ class SystemNodeGroupConfig(_Section):
     """The small CPU node group that runs controllers and operators (never training)."""
 
     instance_types: tuple[str, ...] = ("m7i.xlarge",)
-    """EC2 instance types of the system node group. Default `["m7i.xlarge"]`."""
+    """EC2 instance types of the system node group (`catalog/cpu_instances.py`). Default `["m7i.xlarge"]`."""
     min_size: int = Field(2, ge=1)
     """Minimum nodes (>= 1; controllers must always have somewhere to run). Default 2."""
     desired_size: int | None = None
@@ -64,6 +64,15 @@ class SwarmConfig(_Section):
     converge_timeout_seconds: int = Field(600, ge=30, le=7200)
     """How long `pulumi up` waits for every training task to run (image pulled, GPUs reserved) before it fails
     instead of leaving tasks pending (30..7200). Default 600."""
+    encrypt_overlay: bool = True
+    """Encrypt the job's overlay network (IPsec between the servers: Docker's `encrypted` network option). Default
+    true. `false` only where IPsec cannot pass: the CPU test Swarm of `make swarm-test` (daemons in network
+    namespaces of one machine, where an encrypted overlay carried no traffic between nodes)."""
+    cpu_stand_in: bool = False
+    """Test Swarms without GPUs only (`make swarm-test`). Default false: a site with GPUs never sets it. When true,
+    each task runs `gpusPerNode` CPU processes (`torchrun --nproc-per-node=<gpusPerNode>`, gloo), its node check
+    expects no visible GPU, and it reserves no generic resource: the test's Debian Engine 20.10 rejects every task
+    that does (moby/moby#44378, fixed in Engine 23.0, which README asks of a site)."""
 
 
 DEPLOYER_ACCESS = ("public-endpoint", "in-vpc", "transit-gateway")
@@ -84,7 +93,7 @@ class DeployerConfig(_Section):
     to that gateway and routes `cidrs` through it. For `in-vpc` and `transit-gateway` the stack allows `cidrs` to
     the cluster security group on 443 (the private endpoint's network interfaces)."""
     runner_labels: tuple[str, ...] = ()
-    """EKS only (required there; optional elsewhere). The GitHub Actions `runs-on` labels of the jobs that deploy,
+    """Required for EKS; optional elsewhere. The GitHub Actions `runs-on` labels of the jobs that deploy,
     preview and destroy this stack, e.g. `["self-hosted", "gtp-prod"]`. GitHub-hosted runners (`ubuntu-*`,
     `windows-*`, `macos-*` without `self-hosted`) run outside every VPC with no fixed address, so they can reach
     neither a private endpoint nor a CIDR-restricted public one: rejected for EKS."""
@@ -180,9 +189,12 @@ class GpuNodeGroupConfig(_Section):
 
     instance_types: tuple[str, ...] = ()
     """EKS mode: GPU instance types (all of one architecture), from the supported table in
-    `catalog/gpu_instances.py`. Required in EKS mode."""
+    `catalog/gpu_instances.py`, each offered in `region` where `catalog/ec2_offerings.py` knows the Region (not
+    judged for `CAPACITY_BLOCK`). Required in EKS mode."""
     capacity_type: Literal["ON_DEMAND", "SPOT", "CAPACITY_BLOCK"] = "ON_DEMAND"
-    """Purchase option. `CAPACITY_BLOCK` needs `capacityReservationId`. Default `ON_DEMAND`."""
+    """Purchase option. `CAPACITY_BLOCK` needs `capacityReservationId` and an instance type EC2 Capacity Blocks
+    for ML offer (`catalog/purchase_options.py`: p4d.24xlarge, p5.48xlarge, p5e.48xlarge, p5en.48xlarge,
+    p6-b200.48xlarge). Default `ON_DEMAND`."""
     min_size: int = Field(0, ge=0)
     """Minimum nodes; 0 lets the group scale to zero between jobs. Default 0."""
     desired_size: int | None = None
@@ -207,7 +219,8 @@ class GpuNodeGroupConfig(_Section):
     """Launch into a cluster placement group. Default: on for EFA groups without a capacity reservation;
     never with a reservation or capacity block (it can shrink the usable reservation)."""
     capacity_reservation_id: str | None = None
-    """Target an On-Demand Capacity Reservation or Capacity Block by id (`cr-...`). Not with SPOT."""
+    """Target an On-Demand Capacity Reservation or Capacity Block by id (`cr-...`). Not with SPOT. A reservation is
+    of one instance type, so the group lists only that type in `instanceTypes`."""
     availability_zone: str | None = None
     """Zone of the group's nodes (a regular zone of `region`, e.g. `us-east-1b`). Required with
     `capacityReservationId` / `CAPACITY_BLOCK`: the reservation's own zone (`aws ec2
@@ -226,13 +239,19 @@ class GpuNodeGroupConfig(_Section):
     """Per-group GPU sharing; overrides `gpu.sharing` for this group (rendered as its own device-plugin
     config selected by the `nvidia.com/device-plugin.config` node label)."""
     gpus_per_node: int | None = Field(None, ge=1)
-    """Existing mode only (required there): GPUs per node, since it can't be discovered offline."""
+    """Existing and Swarm modes only (required there): GPUs per node, since it can't be discovered offline."""
     gpu_model: str | None = None
-    """Existing mode only (required there): GPU model name, e.g. `Orin` or `L4`."""
+    """Existing and Swarm modes only (required there): GPU model name, e.g. `Orin` or `L4`."""
     architecture: Literal["amd64", "arm64"] | None = None
-    """Existing mode only (required there): node CPU architecture."""
+    """Existing and Swarm modes only (required there): node CPU architecture."""
     node_selector: dict[str, str] = {}
-    """Existing mode only: labels that select this group's nodes (default `gtp.dev/node-group: <name>`)."""
+    """Existing and Swarm modes only: labels that select this group's nodes (default `gtp.dev/node-group: <name>`)."""
+
+    @property
+    def reserved(self) -> bool:
+        """On reserved capacity (a capacity reservation or a Capacity Block): its zone is the reservation's, its
+        nodes are billed by the reservation, and updates must not surge. Derived, never stored."""
+        return self.capacity_reservation_id is not None or self.capacity_type == "CAPACITY_BLOCK"
 
 
 class MetricsConfig(_Section):
@@ -261,7 +280,9 @@ class GpuConfig(_Section):
     metrics: MetricsConfig = MetricsConfig()
     """GPU metrics stack."""
     readiness_timeout_seconds: int = Field(900, ge=60, le=7200)
-    """How long the readiness gate waits for the expected GPU capacity (60..7200). Default 900."""
+    """How long the readiness gate waits for the expected GPU capacity (60..7200). Default 900. Without Kueue it is
+    also the stack's start-up bound (a multi-node PyTorchJob's rendezvous timeout): on EKS then at least a GPU
+    node's boot plus the training image's pull (`catalog/startup_times.py`)."""
     runtime_class_name: str | None = None
     """The RuntimeClass the NVIDIA device plugin, GFD, the MPS control daemon and every GPU pod run under, so
     the NVIDIA container runtime injects the driver libraries and devices. Default: `nvidia` when the GPU nodes'
@@ -307,9 +328,9 @@ class ImageConfig(_Section):
     """Create the cross-stack repository `<namePrefix>-trainer` instead of a per-stack one. Exactly one stack
     (e.g. prod) sets this; the others reuse its images by digest (`build: false`, `reference`). Default false."""
     existing_registry: str | None = None
-    """Existing mode: registry/repository address, e.g. `registry.example.internal:5000/trainer`."""
+    """`registry: existing` only: registry/repository address, e.g. `registry.example.internal:5000/trainer`."""
     existing_registry_username: str | None = None
-    """Existing mode: username for the registry (password is the `registryPassword` secret)."""
+    """`registry: existing` only: username for the registry (password is the `registryPassword` secret)."""
     reference: str | None = None
     """An existing image *by digest* (`repo@sha256:<64 hex>`) to run instead of building."""
     signed_digests: tuple[str, ...] = ()
@@ -357,8 +378,43 @@ class KueueConfig(_Section):
     """Kueue `waitForPodsReady.timeout`: an admitted job not "ready" by then is evicted and requeued (for a
     PyTorchJob "ready" is its Running condition, set once one worker runs; README "Gang admission"). The stack's
     start-up bound: it also sets how long a multi-node PyTorchJob's workers wait for their rendezvous host
-    (`elasticPolicy.rdzvConf`). Covers scale-from-zero node start-up and the image pull. A Go duration such as
-    `10m` or `1h30m`. Default `10m`."""
+    (`elasticPolicy.rdzvConf`). Covers scale-from-zero node start-up and the image pull: at least a GPU node's
+    boot plus the training image's pull (`catalog/startup_times.py`; shorter evicts every job before it runs). A Go
+    duration such as `10m` or `1h30m`. Default `10m`."""
+    admission_budget: str = "30m"
+    """How long a gang may wait in the queue for admission before Prometheus' `KueueGangPendingTooLong` alert
+    fires (components/alert_rules.py: a workload pending and none admitted for this long). A Go duration such as
+    `30m` or `2h`. Default `30m`."""
+    atomic_provisioning: Literal["auto", "on", "off"] = "auto"
+    """All-or-nothing capacity for gangs (components/kueue.py `provisioning_flavors`): a ProvisioningRequest
+    admission check (Kueue controller `kueue.x-k8s.io/provisioning-request`, class
+    `best-effort-atomic-scale-up.autoscaling.x-k8s.io`) on the ClusterQueue for the chosen flavors, so Kueue admits
+    a gang only once the cluster-autoscaler accepted one scale-up for all its pods (refused when its node group
+    can't grow that far: cluster-autoscaler core/scaleup/orchestrator/orchestrator.go:217, :500 at
+    cluster-autoscaler-1.34.1; Provisioned=True "if the node group scale up request is successful", FAQ.md:661). The
+    AWS provider has no atomic resize (cloudprovider/aws/aws_cloud_provider.go:287-290 `ErrNotImplemented`; the
+    scale-up falls back to a plain one, core/scaleup/orchestrator/executor.go:144-153): the request raises the Auto
+    Scaling group's desired size at once, but EC2 may still deliver fewer instances (spot, reservation size), which
+    `waitForPodsReadyTimeout` then evicts as before. `auto`: the flavors of
+    GPU groups with `minSize: 0` that run a multi-node gang (a one-node gang is atomic already), and the topology
+    flavors (`topology`) whose group's `minSize` is below its largest
+    gang (Kueue's topology-aware scheduling counts only nodes that already run, so such a gang is never placed
+    without a provisioning check: Kueue site/content/en/docs/concepts/topology_aware_scheduling.md:61-67,124-137 at
+    v0.19.2). `on`: also every other flavor a multi-node gang runs on and every `minSize: 0` flavor. `off`: none (a `topology` that needs it is then an
+    error). Default `auto`."""
+    topology: Literal["auto", "required", "preferred", "off"] = "auto"
+    """Topology-aware admission of multi-node EFA gangs: a Kueue Topology of the EC2 network layers
+    (`topology.k8s.aws/network-node-layer-1..3`, written by the AWS cloud provider on the instance types EC2 has a
+    topology for: catalog/node_labels.py) plus `kubernetes.io/hostname`, referenced by the flavors of the GPU groups
+    whose instance types all carry those labels; every multi-node EFA workload on such a group asks for one domain
+    of layer `topologyLayer`. `required`: the gang waits until it fits one domain
+    (`kueue.x-k8s.io/podset-required-topology`); `preferred`: one domain if it can, wider if not
+    (`kueue.x-k8s.io/podset-preferred-topology`). `auto`: `required` where the group's instance types carry the
+    labels, nothing elsewhere; an explicit `required`/`preferred` with a multi-node EFA gang on a group without the
+    labels is an error. `off`: no Topology. A workload's own `topology` overrides it. Default `auto`."""
+    topology_layer: int = Field(3, ge=1, le=3)
+    """The EC2 network layer a topology-aware gang is kept within: 1 (top, widest) .. 3 (the network node the
+    instances connect to, closest). Default 3."""
 
 
 class AutoscalingConfig(_Section):
@@ -445,6 +501,11 @@ class WorkloadConfig(_Section):
     """Time between SIGTERM and SIGKILL: enough to write a checkpoint. Default 300."""
     autoscaling: AutoscalingConfig = AutoscalingConfig()
     """KEDA autoscaling of this workload. Default: none."""
+    topology: Literal["required", "preferred", "none"] | None = None
+    """This workload's network-topology request under Kueue (overrides `kueue.topology`): `required` keeps its
+    gang within one `kueue.topologyLayer` domain, `preferred` tries to, `none` asks nothing. Only a multi-node
+    gang on a GPU group whose instance types carry the EC2 topology labels can ask (catalog/node_labels.py).
+    Default: from `kueue.topology`."""
     image: str | None = None
     """A team's own training image instead of our trainer, by digest (`repo[:tag]@sha256:<64 hex>`); requires
     `command`, and our trainer's fields (`model`, `maxSteps`, `batchSize`, `checkpointEvery`, `extraArgs`,
@@ -455,6 +516,11 @@ class WorkloadConfig(_Section):
     """With `image`: the program each process runs, launched as `torchrun <rendezvous flags> <command...>`
     (`dlrover-run` for `elasticjob`), e.g. `["-m", "myteam.train", "--epochs", "3"]` or `["/app/train.py"]`.
     The image must provide torchrun (any PyTorch image does)."""
+    checkpoints: Literal["keep", "none"] = "keep"
+    """`keep`: the job resumes from its checkpoints after a pod is lost, so they must outlive its pods: a
+    multi-node, elastic or scaled job, and every training job of a production stack, needs shared storage
+    (`storage.kind` other than `none`). `none`: the job keeps no work worth resuming (a smoke test, a throwaway
+    run) and may run with `storage.kind: none`, its checkpoints on node-local scratch. Default `keep`."""
     ephemeral_storage: str = "20Gi"
     """Node-local scratch per pod (request = limit, Guaranteed QoS); bounds the `/tmp` emptyDir and the
     container's writable layer. Default `20Gi`."""
@@ -466,16 +532,20 @@ class StorageConfig(_Section):
     kind: Literal["none", "efs", "fsx-lustre", "existing", "nfs", "host-path"] = "none"
     """`efs`: Amazon EFS. `fsx-lustre`: FSx for Lustre. `existing`: a StorageClass already in the cluster.
     `nfs` (Swarm): an NFS export every GPU server mounts (`nfsServer`, `nfsPath`). `host-path` (Swarm): a
-    directory that exists on every GPU server (`hostPath`, e.g. a shared mount). `none`: checkpoints go to
+    directory that exists on every GPU server (`hostPath`); for a job of several tasks it must be one shared file
+    system mounted there on every server, since the tasks write one checkpoint together
+    (`stack_config/storage_kinds.py`). `none`: checkpoints go to
     node-local scratch (lost with the pod or task; dev only). Default `none`."""
     existing_storage_class: str | None = None
     """StorageClass name for `existing`."""
     size_gib: int = Field(1200, ge=1)
-    """PVC size; FSx for Lustre needs 1200 or a multiple of 2400. Default 1200."""
+    """PVC size; FSx for Lustre (SCRATCH_2 and PERSISTENT_2 alike) needs 1200 or a multiple of 2400
+    (`catalog/fsx_lustre.py`). Default 1200."""
     fsx_deployment_type: Literal["SCRATCH_2", "PERSISTENT_2"] = "PERSISTENT_2"
     """FSx for Lustre deployment type. Default `PERSISTENT_2`."""
     fsx_throughput_per_unit: Literal[125, 250, 500, 1000] = 125
-    """FSx PERSISTENT_2 throughput MB/s per TiB. Default 125."""
+    """FSx PERSISTENT_2 throughput MB/s per TiB (125, 250, 500 or 1000; SCRATCH_2 takes none: its throughput is
+    fixed). Default 125."""
     nfs_server: str | None = None
     """`nfs` only: the NFS server's address (IP or DNS name reachable from every GPU server)."""
     nfs_path: str | None = None
@@ -498,7 +568,8 @@ class LifecycleConfig(_Section):
     protect: bool = False
     """Protect the cluster, KMS keys, storage and registry from deletion (production). Default false."""
     ttl_hours: float | None = Field(None, gt=0, le=720)
-    """Ephemeral only (required there): hours after `createdAt` when the reaper destroys the stack."""
+    """Ephemeral only (required there): hours after `createdAt` when the reaper destroys the stack. On EKS at least
+    the control plane's creation plus a training pod's start-up (`catalog/startup_times.py`), plus the job's run."""
     created_at: datetime | None = None
     """Ephemeral only (required there): creation time, ISO-8601 UTC, e.g. `2026-12-02T13:00:00Z`."""
     kms_deletion_window_days: int | None = Field(None, ge=7, le=30)

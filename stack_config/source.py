@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -35,6 +36,46 @@ class StackSource:
         return 10**9
 
 
+class YamlFileError(ValueError):
+    """A file that is not valid YAML; the message is `file:line:col: what`, the offending line and a caret."""
+
+
+def yaml_error_text(name: str, text: str, error: yaml.YAMLError) -> str:
+    """`name:line:col: not valid YAML: <problem>` (1-based, as editors count), then the offending line with a caret
+    under the column, so a user can fix the file without reading PyYAML's traceback."""
+    mark = getattr(error, "problem_mark", None) or getattr(error, "context_mark", None)
+    problem = getattr(error, "problem", None) or str(error).splitlines()[0]
+    context, context_mark = getattr(error, "context", None), getattr(error, "context_mark", None)
+    if context and context_mark is not None and context_mark is not mark:
+        problem += f" ({context} at line {context_mark.line + 1})"
+    if any(word in problem for word in ("block", "mapping values are not allowed", "indentation")):
+        problem += "; is the indentation right?"
+    if mark is None:
+        return f"{name}: not valid YAML: {problem}"
+    lines = text.splitlines()
+    shown = lines[mark.line] if mark.line < len(lines) else ""
+    return (f"{name}:{mark.line + 1}:{mark.column + 1}: not valid YAML: {problem}\n"
+            f"    {shown}\n    {' ' * mark.column}^")
+
+
+def load_yaml_file(path: Path) -> Any:
+    """The YAML document of `path`, or `YamlFileError` naming the file, line and column (FileNotFoundError when the
+    file is missing)."""
+    text = path.read_text()
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as error:
+        raise YamlFileError(yaml_error_text(_shown(path), text, error)) from None
+
+
+def _shown(path: Path) -> str:
+    """The path as the user would type it: relative to the current directory when under it."""
+    try:
+        return str(Path(path).resolve().relative_to(Path.cwd()))
+    except ValueError:
+        return str(path)
+
+
 def read_stack_source(path: Path) -> StackSource:
     """Duplicate keys and key lines of the `gtp:` namespace of a stack file (an absent file says nothing)."""
     try:
@@ -48,9 +89,7 @@ def stack_source(text: str, name: str = "<stack file>") -> StackSource:
     try:
         root = yaml.compose(text, Loader=yaml.SafeLoader)
     except yaml.YAMLError as error:
-        mark = getattr(error, "problem_mark", None)
-        where = f" (line {mark.line + 1})" if mark is not None else ""
-        return StackSource((Problem("config", f"{name} is not valid YAML{where}: {getattr(error, 'problem', error)}"),))
+        return StackSource((Problem("config", yaml_error_text(name, text, error)),))
     problems: list[Problem] = []
     lines: dict[str, int] = {}
     if not isinstance(root, yaml.MappingNode):

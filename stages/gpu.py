@@ -16,8 +16,9 @@ import pulumi_kubernetes as k8s
 import cluster_targets
 from catalog.gpu_instances import bottlerocket
 from cluster_targets import Cluster
+from components.alert_rules import AlertInputs, GpuGroupExpectation, TrainedWorkload, alert_rules
 from components.efa_device_plugin import EfaDevicePlugin, EfaDevicePluginArgs
-from components.gpu_metrics import GpuMetrics, GpuMetricsArgs
+from components.gpu_metrics import GpuMetrics, GpuMetricsArgs, estimated_series, prometheus_volume_gib
 from components.gpu_readiness import POLL_SECONDS, GpuReadiness, GpuReadinessArgs
 from components.nvidia_device_plugin import (
     NvidiaDevicePlugin,
@@ -26,9 +27,16 @@ from components.nvidia_device_plugin import (
     gpu_node_affinity,
     merge_tolerations,
 )
-from conventions.names import EFA_RESOURCE, SHARED_GPU_RESOURCE, WHOLE_GPU_RESOURCE, config_name
+from components.kueue import cluster_queue_name
+from conventions.names import EFA_RESOURCE, SHARED_GPU_RESOURCE, WHOLE_GPU_RESOURCE, config_name, training_namespace
 from stack_config import StackConfig, ami_type
-from stack_config.derived import dcgm_exporter_enabled, node_default_runtime, runtime_class_name
+from stack_config.derived import (
+    dcgm_exporter_enabled,
+    kueue_enabled,
+    node_default_runtime,
+    pods_per_job,
+    runtime_class_name,
+)
 from stages.offline import site_images
 
 
@@ -162,7 +170,34 @@ def gpu_metrics_args(config: StackConfig, provider: k8s.Provider, device_plugin_
         site_images=site_images(config).refs,
         platform_priority=platform_priority,
         runtime_class_name=runtime_class_name(config),
+        alert_rules=alert_rules(alert_inputs(config)) if metrics.prometheus else None,
+        scrape_kueue=metrics.prometheus and kueue_enabled(config),
+        volume_gib=prometheus_volume(config),
     )
+
+
+def prometheus_volume(config: StackConfig) -> int | None:
+    """Prometheus' volume on EKS (its EBS CSI add-on provisions it), sized from `metrics.retention` for the
+    stack's largest size; None elsewhere (an adopted cluster's storage classes are unknown offline)."""
+    if config.cluster.mode != "eks" or not config.gpu.metrics.prometheus:
+        return None
+    gpus = sum(group.max_size * config.node_facts(name).num_gpus for name, group in config.gpu_node_groups.items())
+    pods = sum(pods_per_job(workload) for workload in config.workloads.values())
+    return prometheus_volume_gib(config.gpu.metrics.retention, estimated_series(gpus, pods))
+
+
+def alert_inputs(config: StackConfig) -> AlertInputs:
+    """The alert rules' thresholds from the stack: each GPU group's GPUs per node, each trainer workload's
+    `checkpointEvery`, the ClusterQueue and `kueue.admissionBudget` (when Kueue runs)."""
+    groups = [GpuGroupExpectation(name, config.node_facts(name).gpu_model, config.node_facts(name).num_gpus)
+              for name in sorted(config.gpu_node_groups) if config.node_facts(name).num_gpus]
+    # Only our trainer exports trainer_* metrics (a team's own `command` doesn't; a bench job doesn't checkpoint).
+    trained = [TrainedWorkload(name, workload.checkpoint_every) for name, workload in sorted(config.workloads.items())
+               if workload.image is None and workload.entrypoint == "train"]
+    queue = cluster_queue_name(config.stack) if kueue_enabled(config) else None
+    return AlertInputs(training_namespace=training_namespace(config.stack), gpu_groups=groups, workloads=trained,
+                       cluster_queue=queue, admission_budget=config.kueue.admission_budget,
+                       extra_labels={"stack": config.stack})
 
 
 # --- readiness gate -----------------------------------------------------------------------------------------

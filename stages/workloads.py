@@ -18,7 +18,15 @@ import workload_kinds
 from cluster_targets import Cluster
 from cluster_targets.eks import TAINT_EFFECTS, node_taints
 from cluster_targets.swarm import swarm_secrets
-from components.kueue import KUEUE_MANIFEST_DIR, LOCAL_QUEUE, QUEUE_LABEL, Kueue, KueueArgs, integrations_for
+from components.kueue import (
+    KUEUE_MANIFEST_DIR,
+    LOCAL_QUEUE,
+    QUEUE_LABEL,
+    Kueue,
+    KueueArgs,
+    integrations_for,
+    topology_annotations,
+)
 from components.shared_storage import SharedStorage, SharedStorageArgs
 from components.swarm_training import constraints_for
 from components.training_image import registry_server
@@ -41,8 +49,11 @@ from stack_config.derived import (
     group_quota,
     kueue_enabled,
     pods_per_job,
+    provisioning_groups,
     runtime_class_name,
     site_architecture,
+    topology_groups,
+    topology_mode,
 )
 from stages.gpu import Gpu
 from stages.offline import OFFLINE_MANIFEST_DIR, site_images
@@ -162,7 +173,9 @@ def build_kueue(config: StackConfig, cluster: Cluster, kinds: dict[str, Kubernet
                         for key, (value, effect) in node_taints(config, group).items()]
                 for group in config.gpu_node_groups},
         site_images=site_images(config).refs, manifest_dir=f"{KUEUE_MANIFEST_DIR}/{config.stack}",
-        depends_on=[training_ns.namespace], platform_priority=cluster.platform_priority))
+        depends_on=[training_ns.namespace], platform_priority=cluster.platform_priority,
+        topology_groups=topology_groups(config), provisioning_groups=provisioning_groups(config),
+        provisioning_crd=cluster.provisioning_crd))
     return [*queue.local_queues]
 
 
@@ -234,6 +247,8 @@ def pod_shape(config: StackConfig, workload: WorkloadConfig, cluster: Cluster, i
         module=f"trainer.{workload.entrypoint}", trainer_args=args, runtime_class_name=runtime_class_name(config),
         device_shm=workload.gpu_resource == "shared" and config.sharing_for(group).mode == "mps",
         program=tuple(workload.command) if workload.image is not None and workload.command else None,
+        # Kueue's topology-aware admission (`kueue.topology`, `workloads.<name>.topology`): one network domain.
+        annotations=topology_annotations(topology_mode(config, workload), config.kueue.topology_layer),
     )
 
 

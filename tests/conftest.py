@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import shutil
+import subprocess
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -13,6 +15,23 @@ from tools import plan as gtp_plan
 
 ROOT = Path(__file__).resolve().parents[1]
 _CACHE: dict[str, gtp_plan.Plan] = {}
+
+
+def clone_working_tree(dest: Path) -> None:
+    """A git clone of the repository whose HEAD is the working tree as it is (uncommitted and new files too)."""
+    subprocess.run(["git", "clone", "--quiet", str(ROOT), str(dest)], check=True)
+    listed = subprocess.run(["git", "ls-files", "--cached", "--others", "--exclude-standard", "-z"], cwd=ROOT,
+                            capture_output=True, text=True, check=True).stdout.split("\0")
+    for path in filter(None, listed):
+        source, target = ROOT / path, dest / path
+        if source.is_file():
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, target)
+        elif target.exists():
+            target.unlink()  # deleted in the working tree
+    subprocess.run(["git", "add", "-A"], cwd=dest, check=True)
+    subprocess.run(["git", "-c", "user.email=t@t", "-c", "user.name=t", "commit", "--quiet", "--allow-empty", "-m",
+                    "base"], cwd=dest, check=True)
 
 
 def plan_stack(stack: str) -> gtp_plan.Plan:

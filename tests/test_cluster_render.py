@@ -160,7 +160,9 @@ def test_the_stacks_clusters_validate_clean(stack: str) -> None:
     assert report.errors == []
     custom = [item for item in objects if item.kind in ("PyTorchJob", "ElasticJob", "ScaledJob", "ScaledObject", "TrainJob",
                                                         "ClusterTrainingRuntime",
-                                                        "ClusterQueue", "LocalQueue", "ResourceFlavor")]
+                                                        "ClusterQueue", "LocalQueue", "ResourceFlavor",
+                                                        # issue 32: the atomic check and the network Topology
+                                                        "AdmissionCheck", "ProvisioningRequestConfig", "Topology")]
     assert custom and report.checked["installed CRD schemas"] == len(custom)
     assert report.checked[f"kubernetes-validate {plan_stack(stack).config.kubernetes_version}"] == \
         len(objects) - len(custom)
@@ -241,3 +243,18 @@ def test_errors_in_chart_objects_name_the_chart() -> None:
     broken["spec"]["replicaz"] = 1
     errors = errors_of([ClusterObject(deployment.source, broken)])
     assert len(errors) == 1 and errors[0].startswith(f"{deployment.describe()}: spec: ") and "replicaz" in errors[0]
+
+
+def test_the_new_kueue_objects_are_checked_against_their_installed_crds() -> None:
+    """A wrong field in the AdmissionCheck, the ProvisioningRequestConfig or the Topology fails validation: the
+    offline plan holds them to the vendored Kueue CRDs like `make cluster-test` would."""
+    objects = list(rendered("prod"))
+    for kind, field, value, expected in (
+            ("AdmissionCheck", "controllerNam", "x", "Additional properties are not allowed"),
+            ("ProvisioningRequestConfig", "provisioningClassName", "Not_A_Class", "does not match"),
+            ("Topology", "levels", [], "should be non-empty")):
+        item = one(objects, kind)
+        bad = copy.deepcopy(item.obj)
+        bad["spec"][field] = value
+        errors = errors_of([o for o in objects if o is not item] + [ClusterObject("stack", bad)])
+        assert len(errors) == 1 and expected in errors[0], (kind, errors)

@@ -156,9 +156,12 @@ RULES = [
      r"^cluster\.deployer\.cidrs\[0\]: '198\.18\.1\.7/32' is not within cluster\.publicAccessCidrs \(198\.18\.0\.0/24\)"),
     (with_(with_(with_(BASE, "cluster.endpointPublicAccess", True), "cluster.publicAccessCidrs", ["198.18.0.0/24"]),
            "cluster.deployer.access", "public-endpoint"), "cluster.deployer.transitGatewayId", "tgw-0a1b2c3d4e5f67890",
-     r"^cluster\.deployer\.transitGatewayId: only applies to access 'transit-gateway'"),
+     r"^cluster\.deployer\.transitGatewayId: 'tgw-0a1b2c3d4e5f67890' has no effect here: only applies where "
+     r"cluster\.mode is 'eks' and cluster\.deployer\.access is 'transit-gateway' \(here cluster\.deployer\.access is "
+     r"'public-endpoint'\); remove it$"),
     (EXISTING, "cluster.deployer", {"access": "in-vpc", "cidrs": ["10.1.0.0/24"]},
-     r"^cluster\.deployer\.access: only applies to mode 'eks'"),
+     r"^cluster\.deployer\.access: 'in-vpc' has no effect here: only applies where cluster\.mode is 'eks' \(here "
+     r"cluster\.mode is 'existing'\)"),
     (BASE, "cluster.logRetentionDays", 45, r"^cluster\.logRetentionDays: 45 is not a CloudWatch retention"),
     (BASE, "cluster.adminRoleArns", ["admin"], r"^cluster\.adminRoleArns\[0\]: 'admin' is not an IAM role ARN"),
     (BASE, "cluster.systemNodeGroup", {"minSize": 3, "maxSize": 2}, r"^cluster\.systemNodeGroup\.maxSize: 2 is less than minSize 3"),
@@ -184,7 +187,9 @@ RULES = [
     (BASE, "gpuNodeGroups.Train_1", {"instanceTypes": ["g6.xlarge"]}, r"^gpuNodeGroups\.Train_1: name 'Train_1' must be a lowercase DNS label"),
     (BASE, "gpu.sharing", {"mode": "mps", "replicas": 49}, r"^gpu\.sharing\.replicas: 49 is outside 2\.\.48 \(MPS clients per GPU\)"),
     (BASE, "gpu.sharing", {"mode": "mps", "replicas": 1}, r"^gpu\.sharing\.replicas: 1 is outside 2\.\.48"),
-    (BASE, "gpu.sharing", {"mode": "none", "replicas": 4}, r"^gpu\.sharing\.replicas: 4 needs a sharing mode"),
+    (BASE, "gpu.sharing", {"mode": "none", "replicas": 4},
+     r"^gpu\.sharing\.replicas: 4 has no effect here: only applies where gpu\.sharing\.mode is 'mps' or "
+     r"'time-slicing' \(here gpu\.sharing\.mode is 'none'\); mode 'none' gives whole GPUs"),
     (BASE, "gpu.sharing", {"mode": "time-slicing", "replicas": 1}, r"^gpu\.sharing\.replicas: 1 must be at least 2 for time-slicing"),
     (with_(BASE, "gpu.sharing", {"mode": "mps", "replicas": 4}), "gpuNodeGroups.train.migStrategy", "single",
      r"^gpuNodeGroups\.train\.migStrategy: 'single' with MPS sharing: MPS is not supported on MIG devices"),
@@ -235,11 +240,13 @@ RULES = [
      r"^lifecycle\.kmsDeletionWindowDays: 30 on an ephemeral stack; use 7"),
     (BASE, "lifecycle", {"ephemeral": True, "ttlHours": 10, "createdAt": "2026-12-02T13:00:00Z", "maxGpuNodeHours": 15},
      r"^lifecycle\.maxGpuNodeHours: GPU groups may run 20 node-hours \(sum of maxSize x ttlHours\), over the cap of 15"),
-    (BASE, "lifecycle.ttlHours", 5, r"^lifecycle\.ttlHours: only applies to ephemeral stacks"),
+    (BASE, "lifecycle.ttlHours", 5, r"^lifecycle\.ttlHours: 5\.0 has no effect here: only applies where lifecycle\.ephemeral is true \(here "
+     r"lifecycle\.ephemeral is false\)"),
     (BASE, "tags", {"team": 3}, r"^tags: \{'team': 3\} is not a map of string to string"),
     (EXISTING, "gpuNodeGroups.orin.gpusPerNode", None, r"^gpuNodeGroups\.orin\.gpusPerNode: is required for an existing cluster"),
-    (EXISTING, "gpuNodeGroups.orin.instanceTypes", ["g5g.xlarge"], r"^gpuNodeGroups\.orin\.instanceTypes: only applies to EKS node groups"),
-    (EXISTING, "cluster.endpointPublicAccess", True, r"^cluster\.endpointPublicAccess: only applies to mode 'eks'"),
+    (EXISTING, "gpuNodeGroups.orin.instanceTypes", ["g5g.xlarge"], r"^gpuNodeGroups\.orin\.instanceTypes: \['g5g\.xlarge'\] has no effect here: only applies where cluster\.mode is "
+     r"'eks' \(here cluster\.mode is 'existing'\)"),
+    (EXISTING, "cluster.endpointPublicAccess", True, r"^cluster\.endpointPublicAccess: true has no effect here: only applies where cluster\.mode is 'eks'"),
     (EXISTING, "storage.kind", "efs", r"^storage\.kind: 'efs' is created in AWS next to an EKS cluster"),
     (BASE, "image.repositoryName", "Team/Trainer", r"^image\.repositoryName: 'Team/Trainer' is not an ECR repository name"),
     (BASE, "image.repositoryName", "team//trainer", r"^image\.repositoryName: 'team//trainer' is not an ECR"),

@@ -113,8 +113,9 @@ def test_pulumi_owned_jobs_keep_their_finished_object(tmp_path: Path) -> None:
     def with_ttl(config: dict[str, Any]) -> None:
         config["gtp:workloads"]["gpt-pretrain"]["ttlSecondsAfterFinished"] = 3600
 
-    with pytest.raises(ConfigError, match=r"workloads\.gpt-pretrain\.ttlSecondsAfterFinished: 3600 would let the "
-                                          r"operator delete"):
+    with pytest.raises(ConfigError, match=r"workloads\.gpt-pretrain\.ttlSecondsAfterFinished: 3600 has no effect "
+                                          r"here: only applies where workloads\.gpt-pretrain\.autoscaling\.mode is "
+                                          r"'scaledjob' .*; it would let the operator delete the finished job"):
         plan_modified(tmp_path, "prod", with_ttl)
 
 

@@ -107,7 +107,9 @@ def test_derived_manifest_refuses_a_render_without_the_config() -> None:
         derive_manifest(upstream, ["batch/job"], "5m")
 
 
-ELASTIC = with_(with_(BASE, "workloads.train.kind", "elasticjob"), "workloads.train.elastic", {"minNodes": 1, "maxNodes": 2})
+# an elastic job resumes from checkpoints on shared storage (storage 'none' is refused for it)
+ELASTIC = with_(with_(with_(BASE, "workloads.train.kind", "elasticjob"), "workloads.train.elastic",
+                      {"minNodes": 1, "maxNodes": 2}), "storage", {"kind": "efs"})
 
 
 # --- the stack option -----------------------------------------------------------------------------------------
@@ -124,6 +126,8 @@ def test_kueue_defaults_on_where_it_can_queue_and_off_elsewhere() -> None:
     (with_(EXISTING, "kueue.enabled", True), "kueue.enabled: true, but cluster.mode 'existing'"),
     (with_(BASE, "kueue.waitForPodsReadyTimeout", "10 minutes"),
      "kueue.waitForPodsReadyTimeout: '10 minutes' is not a duration"),
+    (with_(BASE, "kueue.admissionBudget", "half an hour"),
+     "kueue.admissionBudget: 'half an hour' is not a duration"),
 ])
 def test_kueue_config_errors_name_the_key(raw: dict[str, Any], expected: str) -> None:
     assert any(problem.startswith(expected) for problem in problems_of(raw)), problems_of(raw)

@@ -45,9 +45,9 @@ def test_the_real_engine_refuses_before_registering_anything(monkeypatch: pytest
     assert [p.path for p in caught.value.problems] == [
         "cluster.deployer.runnerLabels[1]", "cluster.deployer.cidrs[0]", "cluster.deployer.transitGatewayId",
         "cluster.deployerRoleArn", "cluster.adminRoleArns[0]", "cluster.adminRoleArns[1]",
-        "gpuNodeGroups.h100.capacityReservationId", "image.build"]
-    assert all(p.message.startswith("placeholder — ") for p in caught.value.problems[:-1])
-    assert caught.value.problems[-1].message.startswith("unpinned — ")
+        "gpuNodeGroups.h100.capacityReservationId", "kubernetesVersion", "image.build"]
+    assert all(p.message.startswith("placeholder — ") for p in caught.value.problems[:-2])
+    assert all(p.message.startswith("unpinned — ") for p in caught.value.problems[-2:])
 
 
 def test_the_offline_plan_knows_it_runs_under_mocks() -> None:

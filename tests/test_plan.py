@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -14,7 +13,7 @@ import yaml
 from tools import plan as gtp_plan
 from tools.plan_diff import diff_plans
 from tools.validate import Report, close_schema, validate_objects
-from tests.conftest import ROOT, plan_modified, plan_stack
+from tests.conftest import ROOT, clone_working_tree, plan_modified, plan_stack
 
 
 @pytest.mark.parametrize("stack", ["dev", "edge", "edge-swarm", "prod"])
@@ -134,20 +133,7 @@ def test_plan_diff_shows_a_changed_field(tmp_path: Path) -> None:
 def test_plan_diff_cli_against_a_git_ref(tmp_path: Path) -> None:
     """`make plan-diff` end to end: a clone, an edited stack value, the diff against HEAD."""
     clone = tmp_path / "clone"
-    subprocess.run(["git", "clone", "--quiet", str(ROOT), str(clone)], check=True)
-    # The working tree as it is (uncommitted and new files too), so the test plans the code under test.
-    listed = subprocess.run(["git", "ls-files", "--cached", "--others", "--exclude-standard", "-z"], cwd=ROOT,
-                            capture_output=True, text=True, check=True).stdout.split("\0")
-    for path in filter(None, listed):
-        source, target = ROOT / path, clone / path
-        if source.is_file():
-            target.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(source, target)
-        elif target.exists():
-            target.unlink()  # deleted in the working tree
-    subprocess.run(["git", "add", "-A"], cwd=clone, check=True)
-    subprocess.run(["git", "-c", "user.email=t@t", "-c", "user.name=t", "commit", "--quiet", "--allow-empty", "-m",
-                    "base"], cwd=clone, check=True)
+    clone_working_tree(clone)  # the working tree as it is, so the test plans the code under test
     stack_file = clone / "stacks" / "Pulumi.edge.yaml"
     document = yaml.safe_load(stack_file.read_text())
     document["config"]["gtp:gpuNodeGroups"]["orin"]["maxSize"] = 7

@@ -4,6 +4,7 @@ policy violations and unknown stacks."""
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -44,6 +45,26 @@ def test_in_place_change_is_not_a_replacement() -> None:
     new = _resource("aws:eks/nodeGroup:NodeGroup", "g", {"scalingConfig": {"maxSize": 5}})
     text = diff_plans(_plan(old), _plan(new))
     assert "~ aws:eks/nodeGroup:NodeGroup  g" in text and "+-" not in text and "0 to replace" in text
+
+
+def test_whole_numbered_list_items_gone_or_new_are_one_line_per_run() -> None:
+    card = {"deviceIndex": 1, "interfaceType": "efa", "securityGroups": [None]}  # a nested list goes with its item
+    old = _resource("aws:ec2/launchTemplate:LaunchTemplate", "t",
+                    {"networkInterfaces": [dict(card, networkCardIndex=i) for i in range(6)], "tags": ["a"]})
+    # items 2..3 and 5 gone, item 1 changed in place, a tag added
+    kept = [dict(card, networkCardIndex=0), dict(card, networkCardIndex=1, deviceIndex=0),
+            dict(card, networkCardIndex=4)]
+    new = _resource("aws:ec2/launchTemplate:LaunchTemplate", "t", {"networkInterfaces": kept, "tags": ["a", "b"]})
+    lines = diff_plans(_plan(old), _plan(new)).splitlines()
+    # numbered items are compared by index: [2] now holds card 4, so only [3..5] are gone as a whole
+    assert "    inputs.networkInterfaces[3..5]: 3 items removed" in lines
+    assert '    inputs.tags[1]: (absent) -> "b"' in lines  # a scalar item keeps its value
+    assert '    inputs.networkInterfaces[1].deviceIndex: 1 -> 0' in lines
+    assert '    inputs.networkInterfaces[2].networkCardIndex: 2 -> 4' in lines
+    assert not any(re.search(r"networkInterfaces\[[345]\]\.", line) for line in lines)
+    # the same lists the other way round read as added
+    back = diff_plans(_plan(new), _plan(old)).splitlines()
+    assert "    inputs.networkInterfaces[3..5]: 3 items added" in back and '    inputs.tags[1]: "b" -> (absent)' in back
 
 
 def test_ignore_changes_are_left_out() -> None:
@@ -123,3 +144,242 @@ def test_cli_rejects_an_unknown_stack() -> None:
                             capture_output=True, text=True, check=False, timeout=120)
     assert result.returncode == 2, result.stdout
     assert "no stack 'prd'" in result.stderr and "removed" not in result.stdout
+
+
+# --- reviewers' view: dependsOn, named list items, renames, destructive changes, the cluster, formats ---------
+
+
+def test_a_depends_on_only_change_is_not_listed() -> None:
+    old = _resource("pulumi:providers:kubernetes", "k8s", {"kubeconfig": "x"})
+    new = {**_resource("pulumi:providers:kubernetes", "k8s", {"kubeconfig": "x"}),
+           "dependsOn": [URN.format("aws:eks/cluster:Cluster", "c")]}
+    text = diff_plans(_plan(old), _plan(new))
+    assert "0 to change" in text and "dependsOn" not in text and "~" not in text
+
+
+def test_named_list_items_are_matched_by_name_not_index() -> None:
+    def job(containers: list[dict[str, Any]]) -> dict[str, Any]:
+        return _resource("kubernetes:batch/v1:Job", "j", {"spec": {"template": {"spec": {"containers": containers}}}})
+
+    trainer = {"name": "trainer", "image": "t:1", "env": [{"name": "A", "value": "1"}, {"name": "B", "value": "2"}]}
+    moved = {**trainer, "env": [{"name": "NEW", "value": "0"}, *trainer["env"]]}
+    text = diff_plans(_plan(job([trainer])), _plan(job([{"name": "sidecar", "image": "s:1"}, moved])))
+    assert 'containers[sidecar].image: (absent) -> "s:1"' in text
+    assert 'containers[trainer].env[NEW].value: (absent) -> "0"' in text
+    assert "[0]" not in text and "[1]" not in text and "[2]" not in text
+    # Unnamed (or duplicate-named) items keep their index.
+    assert plan_diff.flatten({"a": [{"x": 1}, {"x": 2}]}) == {"a[0].x": 1, "a[1].x": 2}
+    assert plan_diff.flatten({"a": [{"name": "n"}, {"name": "n"}]}) == {"a[0].name": "n", "a[1].name": "n"}
+
+
+def test_ignore_changes_wildcards_cover_named_items() -> None:
+    old = _resource("kubernetes:apps/v1:Deployment", "d", {"c": [{"name": "x", "image": "1"}]}, ["c[*].image"])
+    new = _resource("kubernetes:apps/v1:Deployment", "d", {"c": [{"name": "x", "image": "2"}]}, ["c[*].image"])
+    assert "0 to change" in diff_plans(_plan(old), _plan(new))
+
+
+def test_a_rename_is_shown_as_a_rename() -> None:
+    old = [_resource("aws:iam/role:Role", f"old-{n}", {"name": f"old-{n}", "path": "/"}) for n in range(3)]
+    new = [_resource("aws:iam/role:Role", f"new-{n}", {"name": f"new-{n}", "path": "/"}) for n in range(3)]
+    text = diff_plans(_plan(*old), _plan(*new))
+    assert text.splitlines()[0] == "stack dev: 0 to add, 0 to change, 0 to replace, 0 to delete, 3 to rename"
+    assert "=> aws:iam/role:Role  old-0 -> new-0" in text and "\n+ " not in text and "\n- " not in text
+    # Other inputs changed as well: not a rename.
+    changed = [_resource("aws:iam/role:Role", "new-0", {"name": "new-0", "path": "/other/"})]
+    text = diff_plans(_plan(old[0]), _plan(*changed))
+    assert "1 to add" in text and "1 to delete" in text and "=>" not in text
+
+
+def _group(name: str, delete_first: bool, instance: str) -> dict[str, Any]:
+    resource = _resource("aws:eks/nodeGroup:NodeGroup", f"{name}-nodes",
+                         {"instanceTypes": [instance], "labels": {"gtp.dev/node-group": name}})
+    resource["options"]["deleteBeforeReplace"] = delete_first
+    return resource
+
+
+def test_destructive_changes_come_first_with_what_runs_there() -> None:
+    base = {**_plan(_group("h100", True, "p5.48xlarge"), _group("a100", False, "p4d.24xlarge")),
+            "placements": {"h100": {"workloads": ["PyTorchJob t/pretrain Worker ×4"], "daemonsets": 6},
+                           "a100": {"workloads": []}}}
+    head = _plan(_group("h100", True, "p5e.48xlarge"), _group("a100", False, "p4de.24xlarge"))
+    text = diff_plans(base, head)
+    lines = text.splitlines()
+    assert lines[1] == "destructive changes:"
+    assert lines[2] == ("    +- aws:eks/nodeGroup:NodeGroup  a100-nodes  replace (instanceTypes[0])")
+    h100 = lines.index("    +- aws:eks/nodeGroup:NodeGroup  h100-nodes  replace, DELETE BEFORE REPLACE "
+                       "(instanceTypes[0])")
+    assert "stops first" in lines[h100 + 1]
+    assert lines[h100 + 2] == "        runs there now: PyTorchJob t/pretrain Worker ×4; 6 DaemonSet pod(s) per node"
+    assert "        runs there now: no workload" in lines
+    assert "deleted before the replacement is created" in text.split("destructive changes:", 1)[1].split("\n+- ", 1)[1]
+    # An in-place change is not destructive.
+    grown = _group("h100", True, "p5.48xlarge")
+    grown["inputs"]["scalingConfig"] = {"maxSize": 9}
+    assert "destructive" not in diff_plans(base, _plan(grown, _group("a100", False, "p4d.24xlarge")))
+
+
+@pytest.mark.parametrize("type_", sorted(plan_diff.STATEFUL))
+def test_deleting_a_data_holding_resource_says_what_is_lost(type_: str) -> None:
+    text = diff_plans(_plan(_resource(type_, "r", {})), _plan())
+    assert f"destructive changes:\n    - {type_}  r  delete\n        holds data: {plan_diff.STATEFUL[type_]}" in text
+
+
+def test_every_data_holding_type_the_stacks_register_is_known() -> None:
+    """STATEFUL covers the committed stacks' volumes, file systems, buckets, keys and repositories."""
+    data = re.compile(r"(volume|Volume|fileSystem|FileSystem|bucket:Bucket|bucketV2|kms/key|ecr/repository|"
+                      r"eks/cluster:Cluster|core/v1:Namespace)")
+    types = {r["type"] for path in (ROOT / "tests" / "golden").glob("*/resources.json")
+             for r in json.loads(path.read_text())["resources"] if r.get("custom", True)}
+    assert {t for t in types if data.search(t)} - set(plan_diff.STATEFUL) == set()
+    assert "aws:fsx/lustreFileSystem:LustreFileSystem" in types  # the pattern does find the stacks' types
+
+
+def test_protected_and_retained_resources_are_marked() -> None:
+    protected = _resource("aws:iam/role:Role", "r", {})
+    protected["options"].update(protect=True, retainOnDelete=True)
+    text = diff_plans(_plan(protected), _plan())
+    assert "protected: `pulumi up` refuses to delete it" in text and "retainOnDelete: Pulumi forgets it" in text
+
+
+def _objects(source: str, *objs: dict[str, Any]) -> list[Any]:
+    from tools.cluster import ClusterObject
+
+    return [ClusterObject(source, obj) for obj in objs]
+
+
+def _daemonset(image: str, security: dict[str, Any], host_network: bool = False) -> dict[str, Any]:
+    return {"apiVersion": "apps/v1", "kind": "DaemonSet", "metadata": {"name": "dp", "namespace": "gpu",
+                                                                        "labels": {"chart": "x"}},
+            "spec": {"template": {"spec": {"hostNetwork": host_network, "containers": [
+                {"name": "ctr", "image": image, "securityContext": security},
+                {"name": "sidecar", "image": image}]}}}}
+
+
+def test_the_cluster_diff_per_release_names_images_rbac_security_and_pod_security() -> None:
+    role = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": {"name": "dp-role"},
+            "rules": [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get"]}]}
+    wider = {**role, "rules": [*role["rules"], {"apiGroups": [""], "resources": ["pods"], "verbs": ["list"]}]}
+    namespace = {"apiVersion": "v1", "kind": "Namespace",
+                 "metadata": {"name": "gpu", "labels": {"pod-security.kubernetes.io/enforce": "restricted"}}}
+    relaxed = {**namespace, "metadata": {"name": "gpu", "labels": {"pod-security.kubernetes.io/enforce": "privileged"}}}
+    old = _objects("chart vendor/charts/dp-1.0.0 release gpu/dp", role, _daemonset("reg.example/nv/dp:v1", {}),
+                   {"kind": "ConfigMap", "metadata": {"name": "gone", "namespace": "gpu"}})
+    new = _objects("chart vendor/charts/dp-1.1.0 release gpu/dp", wider,
+                   {**_daemonset("reg.example/nv/dp:v2", {"privileged": True}, host_network=True),
+                    "metadata": {"name": "dp", "namespace": "gpu", "labels": {"chart": "y"}}},
+                   {"kind": "Service", "metadata": {"name": "new", "namespace": "gpu"}})
+    lines = plan_diff.cluster_changes(old + _objects("stack", namespace), new + _objects("stack", relaxed))
+    assert lines == [
+        "stack:",
+        '    ~ pod security  Namespace gpu  pod-security.kubernetes.io/enforce: "restricted" -> "privileged"',
+        "release gpu/dp (vendor/charts/dp-1.0.0 -> vendor/charts/dp-1.1.0):",
+        "    + Service  gpu/new",
+        "    - ConfigMap  gpu/gone",
+        "    + rbac  ClusterRole dp-role  apiGroups \"\" resources pods verbs list",
+        "    ~ image  DaemonSet gpu/dp  nv/dp: v1 -> v2 (containers ctr, sidecar)",
+        "    ~ security  DaemonSet gpu/dp  container ctr securityContext.privileged: (absent) -> true",
+        "    ~ security  DaemonSet gpu/dp  pod hostNetwork: false -> true",
+        "    ~ other  DaemonSet gpu/dp: metadata.labels.chart",
+    ]
+
+
+def test_a_moved_image_shows_both_references_and_an_unchanged_cluster_shows_nothing() -> None:
+    old = _objects("stack", _daemonset("reg.example/nv/dp:v1", {}))
+    new = _objects("stack", _daemonset("other.example/nv/dp:v1", {}))
+    assert plan_diff.cluster_changes(old, new) == [
+        "stack:", '    ~ image  DaemonSet gpu/dp  "reg.example/nv/dp:v1" -> "other.example/nv/dp:v1" '
+                  "(containers ctr, sidecar)"]
+    assert plan_diff.cluster_changes(old, old) == []
+
+
+@pytest.mark.parametrize(("source", "group"), [
+    ("chart vendor/charts/keda-2.20.2 release keda/keda", "release keda/keda"),
+    ("operator build/kueue/prod/kueue-v0.19.2-a1cb6e4f252a.yaml", "operator kueue"),
+    ("operator vendor/operators/training-operator-v1.9.4.yaml", "operator training-operator"),
+    ("operator build/offline/prod/training-operator-v1.9.5-0ab3f17c9ead.yaml", "operator training-operator"),
+    ("stack", "stack"),
+])
+def test_cluster_objects_are_compared_per_release_and_operator_across_versions(source: str, group: str) -> None:
+    assert plan_diff.cluster_group(source) == group
+
+
+def test_placements_come_from_the_scheduling_simulation() -> None:
+    """A real simulation: prod's pre-training lands on the reserved h100 group."""
+    from tools import cluster, simulate
+
+    plan = plan_stack("prod")
+    found = plan_diff.placements(simulate.simulate(plan, cluster.render_cluster(plan)))
+    assert "PyTorchJob training-prod/gpt-pretrain Worker ×4" in found["h100"]["workloads"]
+    assert found["h100"]["daemonsets"] > 0 and "system" in found
+
+
+def test_markdown_format_for_the_pr_comment() -> None:
+    base = {**_plan(_group("h100", True, "p5.48xlarge")), "placements": {"h100": {"workloads": ["W ×2"]}}}
+    head = _plan(_group("h100", True, "p5e.48xlarge"))
+    text = diff_plans(base, head, fmt="markdown")
+    assert text.startswith("**stack dev**: 0 to add, 0 to change, 1 to replace, 0 to delete\n")
+    assert "**Destructive changes** :warning:\n\n- `+- aws:eks/nodeGroup:NodeGroup  h100-nodes  replace, DELETE" in text
+    assert "\n  - runs there now: W ×2\n" in text
+    assert "**Resources**\n\n````diff\n+- aws:eks/nodeGroup:NodeGroup  h100-nodes" in text
+    assert "````" not in diff_plans(base, head)
+
+
+def test_sections_render_in_the_order_of_the_list(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A new section (cost) is one function appended to SECTIONS."""
+    monkeypatch.setattr(plan_diff, "SECTIONS", [*plan_diff.SECTIONS, lambda d: plan_diff.Section("cost", ["$1/h"])])
+    assert diff_plans(_plan(), _plan()).endswith("cost:\n    $1/h")
+
+
+def test_cli_prints_one_progress_line_per_plan(monkeypatch: pytest.MonkeyPatch,
+                                               capsys: pytest.CaptureFixture) -> None:
+    monkeypatch.setattr(plan_diff, "plan_tree", lambda tree, stack, out: {**_plan(), "cluster": []})
+    assert plan_diff.main(["--stack", "dev", "--base", "HEAD", "--format", "markdown"]) == 0
+    captured = capsys.readouterr()
+    progress = captured.err.splitlines()
+    assert len(progress) == 2 and progress[0].startswith("plan-diff: dev at HEAD: 0 resources, 0 cluster objects in")
+    assert progress[1].startswith("plan-diff: dev at the working tree: ")
+    assert captured.out.startswith("**stack dev**")
+
+
+def test_the_stacks_to_diff_are_every_stack_file_at_base_and_in_the_tree(tmp_path: Path) -> None:
+    assert plan_diff.stacks_to_diff("HEAD") == sorted(p.name[7:-5] for p in (ROOT / "stacks").glob("Pulumi.*.yaml"))
+    (tmp_path / "stacks").mkdir()
+    git = ["git", "-c", "user.email=t@t", "-c", "user.name=t"]
+    subprocess.run(["git", "init", "--quiet"], cwd=tmp_path, check=True)
+    (tmp_path / "stacks" / "Pulumi.gone.yaml").write_text("config: {}\n")
+    (tmp_path / "stacks" / "README.md").write_text("not a stack\n")
+    subprocess.run(["git", "add", "-A"], cwd=tmp_path, check=True)
+    subprocess.run([*git, "commit", "--quiet", "-m", "base"], cwd=tmp_path, check=True)
+    (tmp_path / "stacks" / "Pulumi.gone.yaml").unlink()
+    (tmp_path / "stacks" / "Pulumi.new-site.yaml").write_text("config: {}\n")
+    assert plan_diff.stacks_to_diff("HEAD", root=tmp_path) == ["gone", "new-site"]
+
+
+def test_a_named_kubernetes_object_is_deleted_before_its_replacement() -> None:
+    """pulumi-kubernetes deletes first when the replacement keeps the object's fixed name and namespace."""
+    def job(name: str, image: str) -> dict[str, Any]:
+        return _resource("kubernetes:batch/v1:Job", "j", {"metadata": {"name": name, "namespace": "t"},
+                                                         "spec": {"template": {"spec": {"image": image}}}})
+
+    text = diff_plans(_plan(job("check", "a")), _plan(job("check", "b")))
+    assert "kubernetes:batch/v1:Job  j  replace, DELETE BEFORE REPLACE (spec.template.spec.image)" in text
+    assert "(a Kubernetes object's fixed name)" in text
+    renamed = diff_plans(_plan(job("check", "a")), _plan(job("check-2", "b")))
+    assert "DELETE BEFORE REPLACE" not in renamed and "the replacement is created first" in renamed
+
+
+def test_listing_stacks_at_a_base_without_stacks_or_an_unknown_ref(tmp_path: Path) -> None:
+    git = ["git", "-c", "user.email=t@t", "-c", "user.name=t"]
+    subprocess.run(["git", "init", "--quiet"], cwd=tmp_path, check=True)
+    (tmp_path / "README").write_text("x\n")
+    subprocess.run(["git", "add", "-A"], cwd=tmp_path, check=True)
+    subprocess.run([*git, "commit", "--quiet", "-m", "base"], cwd=tmp_path, check=True)
+    (tmp_path / "stacks").mkdir()
+    (tmp_path / "stacks" / "Pulumi.first.yaml").write_text("config: {}\n")
+    assert plan_diff.stacks_to_diff("HEAD", root=tmp_path) == ["first"]
+    with pytest.raises(subprocess.CalledProcessError):
+        plan_diff.stacks_to_diff("no-such-ref", root=tmp_path)
+    result = subprocess.run([sys.executable, "-m", "tools.plan_diff", "--list-stacks", "--base", "no-such-ref"],
+                            cwd=ROOT, capture_output=True, text=True, check=False, timeout=120)
+    assert result.returncode == 2 and "can't read stacks/ at 'no-such-ref'" in result.stderr
+    assert "Traceback" not in result.stderr

@@ -4,8 +4,9 @@
 
 Reads every ``*.json`` under DIR (recursively) or under the S3 prefix, one file per run, and prints two tables:
 runs × key metrics, and all-reduce bus bandwidth per message size (one column per run). With ``--plot`` it also
-writes busbw vs message size (log x) as a PNG when matplotlib is installed; without it the plot is skipped with a
-note. Files that are not JSON objects of ``"kind": "bench"`` are listed as skipped; missing optional keys print
+writes busbw vs message size (log x) as a PNG, with a dashed line at each plotted instance type's busbw floor, when
+matplotlib is installed (requirements-plot.txt; `make bench-report PLOT=busbw.png` installs it); without it the plot
+is skipped with a note. Files that are not JSON objects of ``"kind": "bench"`` are listed as skipped; missing optional keys print
 as ``-``.
 
 Checks (exit 3 with one ``FAIL:`` line per problem on stderr, after the tables): a run that requested EFA
@@ -261,15 +262,24 @@ def parse_floor(text: str) -> tuple[str, float]:
     return instance_type, gbps
 
 
-def write_plot(result: LoadResult, output: Path) -> str:
-    """Writes the PNG and returns a one-line note; the note explains a skip when matplotlib is missing."""
+def plot_floors(result: LoadResult, floors: Mapping[str, float]) -> dict[str, float]:
+    """The busbw floors the plot draws: those of the instance types its runs ran on (instance type → GB/s)."""
+    types = {run.instance_type for run in result.runs if run.busbw_gbps_by_size and run.instance_type}
+    return {instance_type: floors[instance_type] for instance_type in sorted(types) if instance_type in floors}
+
+
+def write_plot(result: LoadResult, output: Path, floors: Mapping[str, float] | None = None) -> str:
+    """Writes the PNG (busbw per message size, one line per run, a dashed line per instance type's floor) and returns
+    a one-line note; the note says how to get matplotlib when it is missing (`make bench-report PLOT=...` installs
+    requirements-plot.txt)."""
     try:
         import matplotlib
 
         matplotlib.use("Agg")  # no display on CI machines
         import matplotlib.pyplot as plt
     except ImportError:
-        return f"matplotlib is not installed; skipped the plot ({output}). Install matplotlib to get it."
+        return (f"matplotlib is not installed; skipped the plot ({output}). Install it with "
+                "`.venv/bin/python -m pip install -r requirements-plot.txt` (`make bench-report PLOT=...` does).")
     figure, axes = plt.subplots(figsize=(8, 5))
     plotted = 0
     for run in result.runs:
@@ -278,16 +288,20 @@ def write_plot(result: LoadResult, output: Path) -> str:
             label = f"{PurePosixPath(run.name).stem} ({_fmt(run.world_size)}× {_fmt(run.device)})"
             axes.plot(sizes, [run.busbw_gbps_by_size[size] for size in sizes], marker="o", label=label)
             plotted += 1
+    drawn = plot_floors(result, floors or {})
+    for instance_type, gbps in drawn.items():
+        # check_runs fails a run whose peak busbw is under its instance type's floor: the line shows how far.
+        axes.axhline(gbps, linestyle="--", linewidth=1, color="red", label=f"{instance_type} floor {gbps:g} GB/s")
     axes.set_xscale("log", base=2)
     axes.set_xlabel("message size (bytes)")
     axes.set_ylabel("all-reduce bus bandwidth (GB/s)")
     axes.grid(True, which="both", alpha=0.3)
-    if plotted:
+    if plotted or drawn:
         axes.legend(fontsize="small")
     figure.tight_layout()
     figure.savefig(output, dpi=120)
     plt.close(figure)
-    return f"wrote {output} ({plotted} run(s))"
+    return f"wrote {output} ({plotted} run(s), {len(drawn)} floor line(s))"
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -308,7 +322,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     sys.stdout.write(format_report(result))
     if args.plot:
-        print(write_plot(result, args.plot))
+        print(write_plot(result, args.plot, floors))
     problems = check_runs(result.runs, floors)
     for problem in problems:
         print(f"FAIL: {problem}", file=sys.stderr)
@@ -318,4 +332,6 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from tools.cli import run as run_cli
+
+    sys.exit(run_cli(main))

@@ -2,8 +2,9 @@
 
 ``python -m tools.bench_stack --name a100-sweep --ttl-hours 6 --image-ref <repo@sha256:...>`` (what
 ``make bench-stack NAME=... TTL=... IMAGE=...`` runs) writes ``stacks/Pulumi.bench-<name>.yaml`` with the TTL
-and the creation time recorded as stack config (and so as tags on every taggable resource), and validates it
-(cost cap included) before anything is deployed. Then: ``pulumi stack init bench-<name> && pulumi up``.
+and the creation time recorded as stack config (and so as tags on every taggable resource), validates it
+(cost cap included) before anything is deployed, and prints the cap in money beside its node-hours (tools/cost.py).
+Then: ``pulumi stack init bench-<name> && pulumi up``.
 """
 
 from __future__ import annotations
@@ -16,10 +17,11 @@ import sys
 from datetime import datetime, timezone
 from pathlib import Path
 
-import yaml
+from stack_config.source import load_yaml_file
 
-from stack_config import ConfigError
+from stack_config import ConfigError, StackConfig
 from stages.config import parse_stack_config
+from tools import cost
 from tools.plan import ROOT, stack_config
 
 TEMPLATE = Path("stacks") / "templates" / "bench.yaml"
@@ -35,7 +37,7 @@ def stack_vpc_cidrs(root: Path = ROOT) -> dict[str, ipaddress.IPv4Network]:
     """`network.vpcCidr` of every stack file in the repository (stacks that adopt a VPC have none)."""
     cidrs = {}
     for path in sorted((root / "stacks").glob("Pulumi.*.yaml")):
-        config = (yaml.safe_load(path.read_text()) or {}).get("config") or {}
+        config = (load_yaml_file(path) or {}).get("config") or {}
         cidr = (config.get("gtp:network") or {}).get("vpcCidr")
         if isinstance(cidr, str) and not (config.get("gtp:network") or {}).get("existingVpcId"):
             cidrs[path.name.removeprefix("Pulumi.").removesuffix(".yaml")] = ipaddress.ip_network(cidr)
@@ -83,13 +85,18 @@ def create(name: str, ttl_hours: float, image_ref: str, *, root: Path = ROOT, no
     path.write_text(render((root / TEMPLATE).read_text(), ttl_hours, image_ref, created_at,
                            bench_vpc_cidr(name, taken)))
     try:
-        project, config, secrets = stack_config(root, f"bench-{name}")
-        raw = {key.split(":", 1)[1]: value for key, value in config.items() if key.startswith(f"{project}:")}
-        parse_stack_config(raw, project=project, stack=f"bench-{name}", secret_keys=[k.split(":", 1)[1] for k in secrets])
+        parse(root, f"bench-{name}")
     except ConfigError:
         path.unlink()
         raise
     return path
+
+
+def parse(root: Path, stack: str) -> StackConfig:
+    """The stack file's config, parsed and checked as the program would (raises ConfigError)."""
+    project, config, secrets = stack_config(root, stack)
+    raw = {key.split(":", 1)[1]: value for key, value in config.items() if key.startswith(f"{project}:")}
+    return parse_stack_config(raw, project=project, stack=stack, secret_keys=[k.split(":", 1)[1] for k in secrets])
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -104,8 +111,13 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {error}", file=sys.stderr)
         return 2
     print(f"wrote {path.relative_to(ROOT)}; next: pulumi stack init bench-{args.name} && pulumi up --stack bench-{args.name}")
+    # The cap in money beside its node-hours: what maxGpuNodeHours and the TTL allow (tools/cost.py).
+    for line in cost.bench_cap(parse(ROOT, f"bench-{args.name}")):
+        print(line)
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from tools.cli import run as run_cli
+
+    sys.exit(run_cli(main))

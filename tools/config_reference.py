@@ -1,4 +1,5 @@
-"""Render the config reference (README's "Config reference") from the config models' field docstrings.
+"""Render the config reference (README's "Config reference") from the config models' field docstrings, with
+where each field applies (stack_config/applicability.py: a field set elsewhere is refused).
 
 ``python -m tools.config_reference`` prints it, ``--update`` rewrites README.md's copy; a test keeps them in
 step.
@@ -12,10 +13,11 @@ from pathlib import Path
 from pydantic.alias_generators import to_camel
 
 from stack_config import schema as config
+from stack_config.applicability import APPLIES, describe
 
 SECTIONS = [
     ("cluster", config.ClusterConfig), ("cluster.deployer", config.DeployerConfig),
-    ("cluster.systemNodeGroup", config.SystemNodeGroupConfig),
+    ("cluster.systemNodeGroup", config.SystemNodeGroupConfig), ("cluster.swarm", config.SwarmConfig),
     ("network", config.NetworkConfig), ("gpuNodeGroups.<name>", config.GpuNodeGroupConfig),
     ("gpuNodeGroups.<name>.taints.<key>", config.TaintConfig), ("gpu", config.GpuConfig),
     ("gpu.sharing", config.SharingConfig), ("gpu.metrics", config.MetricsConfig), ("image", config.ImageConfig),
@@ -29,10 +31,11 @@ SECTIONS = [
 def render() -> str:
     lines = []
     for title, model in SECTIONS:
-        lines += ["", f"#### `{title}`", "", "| key | meaning |", "|---|---|"]
+        lines += ["", f"#### `{title}`", "", "| key | applies | meaning |", "|---|---|---|"]
         for name, field in model.model_fields.items():
             description = " ".join((field.description or "").split()).replace("|", "\\|")
-            lines.append(f"| `{field.alias or to_camel(name)}` | {description} |")
+            applies = describe(APPLIES[model][name]).replace("|", "\\|")
+            lines.append(f"| `{field.alias or to_camel(name)}` | {applies} | {description} |")
     return "\n".join(lines).strip() + "\n"
 
 
@@ -51,8 +54,20 @@ def update(readme: Path) -> bool:
     return updated != text
 
 
-if __name__ == "__main__":
-    if sys.argv[1:] == ["--update"]:
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="python -m tools.config_reference", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--update", action="store_true", help="rewrite README.md's generated config reference")
+    args = parser.parse_args(argv)
+    if args.update:
         print("README.md updated" if update(Path(__file__).resolve().parent.parent / "README.md") else "up to date")
     else:
         print(render(), end="")
+    return 0
+
+
+if __name__ == "__main__":
+    from tools.cli import run as run_cli
+
+    sys.exit(run_cli(main))

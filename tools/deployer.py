@@ -19,7 +19,7 @@ import json
 import sys
 from pathlib import Path
 
-import yaml
+from stack_config.source import load_yaml_file
 
 from stack_config import ConfigError
 from stack_config.placeholders import EXAMPLE_LABEL
@@ -51,7 +51,7 @@ def stack_labels(stack: str, root: Path = ROOT) -> list[str]:
 def template_region(name: str, root: Path = ROOT) -> str:
     """The template's `gtp:region` as written (every stack made from it deploys there)."""
     path = root / TEMPLATES / f"{name}.yaml"
-    region = (yaml.safe_load(path.read_text()).get("config") or {}).get("gtp:region")
+    region = ((load_yaml_file(path) or {}).get("config") or {}).get("gtp:region")
     if not isinstance(region, str):
         raise DeployerError(f"{path.relative_to(root)}: gtp:region is not set")
     return region
@@ -60,7 +60,7 @@ def template_region(name: str, root: Path = ROOT) -> str:
 def template_labels(name: str, root: Path = ROOT) -> list[str]:
     """A template is not a stack (its values are filled in by `tools.bench_stack`): read the labels as written."""
     path = root / TEMPLATES / f"{name}.yaml"
-    document = yaml.safe_load(path.read_text())
+    document = load_yaml_file(path)
     try:
         labels = document["config"]["gtp:cluster"]["deployer"]["runnerLabels"]
     except (KeyError, TypeError):
@@ -111,4 +111,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from tools.cli import run as run_cli
+
+    sys.exit(run_cli(main))

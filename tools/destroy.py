@@ -272,6 +272,9 @@ def subprocess_runner(cwd: str | None = None, env: Mapping[str, str] | None = No
     At ``deadline`` (a ``time.monotonic()`` value) the CLI gets SIGINT — Pulumi's own graceful stop, which finishes
     the operations in flight and saves the state — then, a minute later, is killed; the result is ``TIMED_OUT``.
     """
+    from tools.cli import require
+
+    require("pulumi")  # one line saying what to install, before any attempt
 
     def run(stack: str) -> CommandResult:
         process = subprocess.Popen(
@@ -411,6 +414,9 @@ def keep_bench_results(bucket_of: Callable[[str], str | None], destination: str,
 
 def confirm(stack: str, *, cwd: str | None, ask: Callable[[str], str] | None = None) -> bool:
     """Show the destroy preview and ask for the stack's name; True only when it is typed back exactly."""
+    from tools.cli import require
+
+    require("pulumi")
     preview = subprocess.run(pulumi_preview_command(stack), cwd=cwd, check=False)
     if preview.returncode != 0:
         print(f"error: the destroy preview of {stack} failed (exit {preview.returncode}); nothing deleted",
@@ -492,4 +498,6 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from tools.cli import run as run_cli
+
+    sys.exit(run_cli(main))

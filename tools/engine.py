@@ -162,6 +162,13 @@ class Engine:
     storage_driver: str = "overlay2"
     process: subprocess.Popen | None = None
     registries: list[Registry] = field(default_factory=list)
+    wrap: tuple[str, ...] = ()
+    """A command the daemon is started through (tools.swarm_harness: `nsenter --net=<namespace> unshare --uts ...`,
+    which exec the daemon, so `process` is still dockerd)."""
+    daemon_args: tuple[str, ...] = ()
+    """More dockerd flags (a Swarm node's labels and generic resources)."""
+    containerd_namespace: str = "gtp-engine"
+    min_free_gb: float = MIN_FREE_GB
 
     @property
     def socket(self) -> Path:
@@ -179,16 +186,18 @@ class Engine:
         for folder in ("data", "exec", "run", "cli"):
             (self.root / folder).mkdir(parents=True, exist_ok=True)
         free_gb = shutil.disk_usage(self.root).free / 1e9
-        if free_gb < MIN_FREE_GB:
-            raise EngineError(f"{free_gb:.1f} GB free under {self.root}; the engine tests need about {MIN_FREE_GB} GB "
+        if free_gb < self.min_free_gb:
+            raise EngineError(f"{free_gb:.1f} GB free under {self.root}; the engine tests need about "
+                              f"{self.min_free_gb:g} GB "
                               "(a 5 GB base, its pushes to two local registries, the builds)")
         log = self.root / "dockerd.log"
         # A short exec root: containerd's shim sockets live under it and a unix socket path is limited to 108 bytes.
-        command = [DOCKERD, "--data-root", str(self.root / "data"), "--exec-root", str(self.root / "exec"),
+        command = [*self.wrap, DOCKERD, "--data-root", str(self.root / "data"), "--exec-root", str(self.root / "exec"),
                    "--pidfile", str(self.root / "run" / "docker.pid"), "--host", f"unix://{self.socket}",
                    "--iptables=false", "--ip6tables=false", "--ip-masq=false", "--bridge=none",
                    "--storage-driver", self.storage_driver,
-                   "--containerd-namespace", "gtp-engine", "--containerd-plugins-namespace", "gtp-engine-plugins"]
+                   "--containerd-namespace", self.containerd_namespace,
+                   "--containerd-plugins-namespace", f"{self.containerd_namespace}-plugins", *self.daemon_args]
         self.process = subprocess.Popen(command, stdout=log.open("wb"), stderr=subprocess.STDOUT,
                                         start_new_session=True)
 
@@ -327,4 +336,6 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from tools.cli import run as run_cli
+
+    sys.exit(run_cli(main))

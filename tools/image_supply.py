@@ -183,6 +183,9 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(settings(config), indent=2, sort_keys=True))
         return 0
     if args.command == "build":
+        from tools.cli import require
+
+        require("docker")  # buildx builds and pushes
         return cmd_build(config, args.registry, args.builder, args.metadata_file)
     if not args.repository:
         parser.error("verify needs --repository owner/name (or GITHUB_REPOSITORY)")
@@ -190,4 +193,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from tools.cli import run as run_cli
+
+    sys.exit(run_cli(main))

@@ -230,6 +230,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     from stages.offline import lock_path
 
+    if not args.list:
+        from tools.cli import require
+
+        require(args.skopeo)  # one line saying what to install (before the plan), not a FileNotFoundError later
     config, images = plan_images(args.stack, args.stack_file)
     if args.only:
         wanted = {normalized(ref) for ref in args.only}
@@ -279,4 +283,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from tools.cli import run as run_cli
+
+    sys.exit(run_cli(main))

@@ -101,18 +101,18 @@ def control_plane_log_group(cluster_name: str) -> str:
 def stack_region(stack: str, cwd: str | None = None) -> str | None:
     """``gtp:region`` (the program's AWS region; else ``aws:region``) from the stack's config file, read as
     plain YAML so no secret is decrypted."""
-    import yaml  # lazily, as boto3: the pure part loads without it
+    from stack_config.source import load_yaml_file
 
     base = Path(cwd or ".")
     for path in (base / "stacks" / f"Pulumi.{stack}.yaml", base / f"Pulumi.{stack}.yaml"):
         if path.exists():
-            config = (yaml.safe_load(path.read_text()) or {}).get("config") or {}
+            config = (load_yaml_file(path) or {}).get("config") or {}
             region = config.get("gtp:region") or config.get("aws:region")
             if isinstance(region, str):
                 return region
             project = base / "Pulumi.yaml"  # the project's default for gtp:region
             if project.exists():
-                default = ((yaml.safe_load(project.read_text()) or {}).get("config") or {}).get("region") or {}
+                default = ((load_yaml_file(project) or {}).get("config") or {}).get("region") or {}
                 return default.get("default") if isinstance(default, dict) else None
     return None
 
@@ -366,10 +366,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     import boto3
 
     region = args.region or stack_region(args.stack)
-    orphans = audit(boto3.Session(region_name=region), args.stack, cluster_name=args.cluster_name)
+    try:
+        orphans = audit(boto3.Session(region_name=region), args.stack, cluster_name=args.cluster_name)
+    except ValueError as error:  # no region
+        print(f"error: {error}", file=sys.stderr)
+        return 2
     print(format_orphans(orphans))
     return 1 if orphans else 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from tools.cli import run as run_cli
+
+    sys.exit(run_cli(main))

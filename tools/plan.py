@@ -13,7 +13,9 @@ would run it, with the engine replaced by `pulumi.runtime.set_mocks`:
   be decrypted offline, so each becomes the placeholder ``fake-secret-<key>`` and is marked secret.
 
 Usage: ``python -m tools.plan --stack dev`` (what ``make plan STACK=dev`` runs) writes
-``build/plan/<stack>/resources.json``, ``manifests.yaml`` and ``cluster.yaml`` (tools/cluster.py), prints a resource tree and progress lines (on
+``build/plan/<stack>/resources.json``, ``manifests.yaml``, ``cluster.yaml`` (tools/cluster.py), ``cost.json``
+(tools/cost.py: $/h at the node groups' min and max sizes) and the picture ``overview.svg`` (tools/overview.py,
+when Graphviz is installed), prints a resource tree and progress lines (on
 stderr), and validates; ``--all`` (``make plan-all``) plans every stack in one process.
 """
 
@@ -30,8 +32,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-import yaml
-
+from stack_config.source import YamlFileError, load_yaml_file
 from tools.plan_record import COMPUTED, ROOT, SECRET, Plan, Resource, clean, render, tree
 
 FAKE_ACCOUNT = "123456789012"
@@ -169,12 +170,12 @@ def _make_monitor(region: str, plan: Plan, known_outputs: bool = False):
 
 def stack_config(root: Path, stack: str, stack_file: Path | None = None) -> tuple[str, dict[str, str], list[str]]:
     """Project name, the engine-form config (``ns:key`` → string) and secret keys, as the CLI would pass them."""
-    project_file = yaml.safe_load((root / "Pulumi.yaml").read_text())
+    project_file = load_yaml_file(root / "Pulumi.yaml")
     project = project_file["name"]
     path = stack_file or root / "stacks" / f"Pulumi.{stack}.yaml"
     if not path.exists():
         raise FileNotFoundError(f"no stack file {path} (stacks: {', '.join(known_stacks(root))})")
-    stack_doc = yaml.safe_load(path.read_text()) or {}
+    stack_doc = load_yaml_file(path) or {}
     config: dict[str, str] = {}
     secret_keys: list[str] = []
     for key, schema in (project_file.get("config") or {}).items():
@@ -245,10 +246,22 @@ def run(stack: str, *, root: Path = ROOT, stack_file: Path | None = None, into: 
             os.chdir(cwd)
             sys.path.remove(str(root))
     finally:
+        _drain(loop)
         loop.close()
         asyncio.set_event_loop(None)
     plan.resources.sort(key=lambda r: r.urn)
     return plan
+
+
+def _drain(loop: asyncio.AbstractEventLoop) -> None:
+    """Cancel and finish what a failed run left pending (the mocks' registrations in flight when an invalid config
+    stopped the program): closing the loop over them prints asyncio's "Task was destroyed but it is pending!" and
+    "coroutine ... was never awaited" before the config error a user needs to read."""
+    pending = [task for task in asyncio.all_tasks(loop) if not task.done()]
+    for task in pending:
+        task.cancel()
+    if pending:
+        loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
 
 
 async def _resolve_outputs(root_resource: Any) -> dict[str, Any]:
@@ -339,7 +352,7 @@ def plan_one(stack: str, *, stack_file: Path | None = None, out: Path = ROOT / "
     progress(f"{stack}: running the program under mocks")
     try:
         plan = run(stack, stack_file=stack_file)
-    except (ConfigError, FileNotFoundError) as error:
+    except (ConfigError, FileNotFoundError, YamlFileError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
     progress(f"{stack}: {len(plan.resources)} resources registered in {time.perf_counter() - started:.1f} s")
@@ -349,6 +362,13 @@ def plan_one(stack: str, *, stack_file: Path | None = None, out: Path = ROOT / "
     resources, manifests = render(plan)
     (directory / "resources.json").write_text(resources)
     (directory / "manifests.yaml").write_text(manifests)
+    from tools import cost
+
+    # What its nodes cost per hour at min and max size (cost.json: what plan-diff compares).
+    priced = cost.stack_cost(plan.config)
+    cost.write(priced, directory)
+    for line in cost.summary(priced):
+        progress(f"{stack}: {line}")
     if not quiet:
         print(tree(plan))
     from tools import cluster
@@ -368,6 +388,9 @@ def plan_one(stack: str, *, stack_file: Path | None = None, out: Path = ROOT / "
     simulation = simulate.simulate(plan, objects)
     simulate.write(simulation, directory)
     progress(f"{stack}: simulation.json: {simulate.summary(simulation)} in {time.perf_counter() - simulated:.1f} s")
+    from tools import overview
+
+    drawing = overview.Drawing(plan, objects, directory)  # dot draws overview.svg while the plan is validated
     misses = simulate.findings(simulation)
     if misses:
         print(f"error: the cluster of stack '{stack}' would not run: {len(misses)} miss(es):", file=sys.stderr)
@@ -377,6 +400,7 @@ def plan_one(stack: str, *, stack_file: Path | None = None, out: Path = ROOT / "
     report = validate_plan(plan, directory, objects)
     progress(f"{stack}: validated ({report.summary()}) in {time.perf_counter() - validated:.1f} s: "
              + (f"{len(report.errors)} error(s)" if report.errors else "ok"))
+    progress(f"{stack}: {drawing.finish()}")
     for line in report.notes:
         print(f"note: {line}", file=sys.stderr)
     if report.errors:
@@ -387,7 +411,9 @@ def plan_one(stack: str, *, stack_file: Path | None = None, out: Path = ROOT / "
     if misses:
         return 1
     if not quiet:
-        print(f"\nwrote {directory / 'resources.json'}, {directory / 'manifests.yaml'} and {directory / 'cluster.yaml'}")
+        picture = f", {directory / overview.SVG_NAME}" if (directory / overview.SVG_NAME).is_file() else ""
+        print(f"\nwrote {directory / 'resources.json'}, {directory / 'manifests.yaml'}, {directory / 'cluster.yaml'}"
+              f"{picture} and {directory / cost.FILE}")
     return 0
 
 
@@ -397,7 +423,9 @@ if __name__ == "__main__":
     # and tearing the interpreter down costs another ~1.3 s. So: no GC passes, and exit without the teardown
     # once everything is written and flushed (benchmarks/bench_plan.py measures both).
     gc.disable()
-    code = main()
+    from tools.cli import run as run_cli
+
+    code = run_cli(main)
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(code)

@@ -152,11 +152,17 @@ REPLACE_ON: dict[str, tuple[str, ...]] = {
     # custom resource); to run a changed job from scratch, rename the workload.
     "kubernetes:trainer.kubeflow.org/v1alpha1:ClusterTrainingRuntime": ("metadata.name",),
     "kubernetes:trainer.kubeflow.org/v1alpha1:TrainJob": _K8S_NAME,
-    # Kueue v0.19.2 CRDs: no immutable spec field here (ResourceFlavor's nodeLabels/tolerations are immutable only
-    # with a topologyName, which the platform never sets); the provider replaces on a new name only.
+    # Kueue v0.19.2 CRDs: the provider replaces on a new name only; it knows no CEL rule of a CRD. The API server
+    # refuses some updates (vendor/operators/kueue-v0.19.2.yaml x-kubernetes-validations): Topology spec.levels and
+    # AdmissionCheck spec.controllerName are immutable, and so are a ResourceFlavor's nodeLabels, tolerations and
+    # topologyName once it has a topologyName (the TAS flavors). Changing one of those fails `pulumi up` until the
+    # object is renamed (a new name is a replacement here).
     "kubernetes:kueue.x-k8s.io/v1beta2:ClusterQueue": ("metadata.name",),
     "kubernetes:kueue.x-k8s.io/v1beta2:LocalQueue": _K8S_NAME,
     "kubernetes:kueue.x-k8s.io/v1beta2:ResourceFlavor": ("metadata.name",),
+    "kubernetes:kueue.x-k8s.io/v1beta2:AdmissionCheck": ("metadata.name",),
+    "kubernetes:kueue.x-k8s.io/v1beta2:ProvisioningRequestConfig": ("metadata.name",),
+    "kubernetes:kueue.x-k8s.io/v1beta2:Topology": ("metadata.name",),
     "kubernetes:networking.k8s.io/v1:NetworkPolicy": _K8S_NAME,
     "kubernetes:rbac.authorization.k8s.io/v1:ClusterRole": ("metadata.name",),
     "kubernetes:rbac.authorization.k8s.io/v1:ClusterRoleBinding": ("metadata.name", "roleRef"),

@@ -40,4 +40,6 @@ def main(argv: list[str] | None = None, which: Callable[[str], str | None] = shu
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from tools.cli import run as run_cli
+
+    sys.exit(run_cli(main))

@@ -36,6 +36,7 @@ import pulumi
 import yaml
 
 from stack_config.derived import kueue_enabled
+from stack_config.source import YamlFileError, load_yaml_file
 from tools.plan import ROOT, plan_one, run
 
 SUBMITTABLE = ("pytorchjob", "trainjob")
@@ -59,7 +60,7 @@ def render(stack: str, entry: dict[str, Any], *, trainer_image: str | None = Non
     stack_file = ROOT / "stacks" / f"Pulumi.{stack}.yaml"
     if not stack_file.exists():
         raise SubmitError(f"no stack file {stack_file}")
-    document = yaml.safe_load(stack_file.read_text())
+    document = load_yaml_file(stack_file)
     config = document.setdefault("config", {})
     workloads = config.setdefault("gtp:workloads", {})
     if name in workloads:
@@ -115,13 +116,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--trainer-image", help="our trainer's image by digest (jobs without their own `image`)")
     args = parser.parse_args(argv)
     try:
-        entry = yaml.safe_load(args.workload.read_text())
+        entry = load_yaml_file(args.workload)
         sys.stdout.write(render(args.stack, entry, trainer_image=args.trainer_image))
-    except (SubmitError, OSError, yaml.YAMLError) as error:
+    except (SubmitError, OSError, YamlFileError) as error:
         print(f"submit: {error}", file=sys.stderr)
         return 2
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from tools.cli import run as run_cli
+
+    sys.exit(run_cli(main))

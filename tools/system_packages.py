@@ -1,7 +1,7 @@
 """The Debian packages a test suite needs, installed by the make target that runs it (so README's commands work on a
 fresh machine, and `.ci/run` calls nothing else).
 
-    python -m tools.system_packages test      # what `make test` needs (prometheus, skopeo)
+    python -m tools.system_packages test      # what `make test` needs (prometheus, skopeo, graphviz, chromium)
     python -m tools.system_packages engine    # what `make engine-test` needs (docker.io, registry, skopeo, ...)
 
 As root, what is missing is installed with apt-get; otherwise the command exits 2 with the one `sudo apt-get
@@ -28,17 +28,23 @@ class SystemPackage:
 
 
 PACKAGES: dict[str, SystemPackage] = {package.package: package for package in (
-    SystemPackage("prometheus", "prometheus", "tests/simulate/test_prometheus.py runs the KEDA queries through it"),
+    SystemPackage("prometheus", "prometheus", "tests/simulate/test_prometheus.py runs the KEDA queries through it; "
+                  "its promtool unit-tests the alert rules and dashboard queries (tests/gpu/test_alert_rules.py)"),
     SystemPackage("skopeo", "skopeo", "the mirror copies images with it (tests/test_mirror.py, tests/engine)"),
+    SystemPackage("dot", "graphviz", "draws the plan's overview.svg (tools/overview.py, tests/test_overview.py)"),
+    SystemPackage("chromium", "chromium", "the headless browser tests/test_overview.py screenshots overview.svg with"),
     SystemPackage("/usr/sbin/dockerd", "docker.io", "the Docker Engine of tests/engine (Debian's 20.10 and its CLI)"),
     SystemPackage("/usr/bin/containerd", "containerd", "dockerd's container runtime manager"),
     SystemPackage("/usr/sbin/runc", "runc", "the OCI runtime containerd starts containers with"),
     SystemPackage("/usr/bin/docker-registry", "docker-registry", "the local registries of tests/engine"),
     SystemPackage("/usr/sbin/debootstrap", "debootstrap", "the CPU stand-in base of the training image"),
+    SystemPackage("ip", "iproute2", "the Swarm test's network namespaces, bridge and veth pairs (tools.swarm_harness)"),
+    SystemPackage("nsenter", "util-linux", "starts each Swarm test node's dockerd in its network namespace"),
 )}
 SUITES: dict[str, tuple[str, ...]] = {
-    "test": ("prometheus", "skopeo"),
+    "test": ("prometheus", "skopeo", "graphviz", "chromium"),
     "engine": ("docker.io", "containerd", "runc", "docker-registry", "skopeo", "debootstrap"),
+    "swarm": ("docker.io", "containerd", "runc", "debootstrap", "iproute2", "util-linux"),
 }
 
 
@@ -91,4 +97,6 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from tools.cli import run as run_cli
+
+    sys.exit(run_cli(main))

@@ -48,6 +48,14 @@ class Report:
         return ", ".join(f"{validator} {amount}" for validator, amount in self.checked.items()) or "nothing"
 
 
+def python_pattern(pattern: str) -> str:
+    """A CRD `pattern` (RE2 syntax, as the API server reads it) Python's `re` accepts: RE2 allows a flag group
+    after the start anchor (Kueue v0.19.2's AdmissionCheck `parameters.kind`: `^(?i)[a-z]...`), Python only at the
+    very start, where it means the same for a pattern anchored at its start."""
+    match = re.match(r"^\^\(\?([a-z]+)\)", pattern)
+    return f"(?{match.group(1)})^{pattern[match.end():]}" if match else pattern
+
+
 def close_schema(schema: Mapping[str, Any]) -> dict[str, Any]:
     """Make objects with declared properties reject undeclared ones (strict field validation)."""
     schema = copy.deepcopy(dict(schema))
@@ -56,6 +64,8 @@ def close_schema(schema: Mapping[str, Any]) -> dict[str, Any]:
         if ("properties" in node and "additionalProperties" not in node
                 and not node.get("x-kubernetes-preserve-unknown-fields")):
             node["additionalProperties"] = False
+        if isinstance(node.get("pattern"), str):
+            node["pattern"] = python_pattern(node["pattern"])
     # metadata is validated by the API server's ObjectMeta, not the CRD schema.
     schema.setdefault("properties", {})["metadata"] = {"type": "object"}
     return schema

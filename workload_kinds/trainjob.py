@@ -71,10 +71,13 @@ def runtime_name(namespace: str, workload: str) -> str:
     return f"{namespace}-{workload}"
 
 
-def runtime_body(name: str, shape: PodShape, *, num_nodes: int, backoff_limit: int) -> dict[str, Any]:
-    """Our ClusterTrainingRuntime: the shared training pod as replicated job `node`."""
+def runtime_body(name: str, shape: PodShape, *, num_nodes: int, backoff_limit: int,
+                 workload: str | None = None) -> dict[str, Any]:
+    """Our ClusterTrainingRuntime: the shared training pod as replicated job `node`. Its pods carry
+    `app.kubernetes.io/name: <workload>` like every other kind's (the alert rules and dashboards select a
+    workload's pods by it); `workload` None: the runtime's own name."""
     args = torchrun_args(shape.num_gpus, shape.trainer_args, module=shape.module, program=shape.program)
-    template = pod_template(shape, command=["torchrun"], args=args, labels=app_labels(name))
+    template = pod_template(shape, command=["torchrun"], args=args, labels=app_labels(workload or name))
     for container in template["spec"]["containers"]:
         if container["name"] == CONTAINER_NAME:
             container["name"] = NODE
@@ -153,7 +156,7 @@ class TrainJobKind(KubernetesWorkloadKind):
             context.resource_name("trainjob-runtime"), api_version=API_VERSION, kind="ClusterTrainingRuntime",
             metadata={"name": runtime, "labels": {"trainer.kubeflow.org/framework": "torch"}},
             spec=runtime_body(runtime, shape, num_nodes=workload.num_nodes,
-                              backoff_limit=workload.backoff_limit)["spec"],
+                              backoff_limit=workload.backoff_limit, workload=workload.name)["spec"],
             # Trainer's runtime webhook (failurePolicy Fail) must be serving: depend on the operator.
             opts=context.opts("trainjob-runtime", provider=context.provider, depends_on=[operator, *context.ready]))
         body = trainjob_body(workload.name, namespace, runtime, shape, num_nodes=workload.num_nodes,

@@ -43,6 +43,9 @@ POLICIES: tuple[Rule, ...] = (
          S, aws.nodes_private_subnets),
     Rule("gpu-node-group-taint", "GPU node groups carry the taint nvidia.com/gpu=true:NO_SCHEDULE.",
          R, aws.gpu_node_group_taint),
+    Rule("eks-node-repair-needs-monitoring-agent", "Node groups with node repair run beside the "
+         "eks-node-monitoring-agent add-on (it reports GPU faults to repair).", S,
+         aws.node_repair_needs_monitoring_agent),
     Rule("gpu-instance-nvidia-ami", "Node groups of NVIDIA GPU instance types use an NVIDIA AMI type.",
          R, aws.gpu_instance_nvidia_ami),
     # ECR

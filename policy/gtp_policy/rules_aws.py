@@ -24,6 +24,8 @@ from .model import (
 
 CLUSTER = "aws:eks/cluster:Cluster"
 NODE_GROUP = "aws:eks/nodeGroup:NodeGroup"
+ADDON = "aws:eks/addon:Addon"
+NODE_MONITORING_AGENT = "eks-node-monitoring-agent"
 ACCESS_ENTRY = "aws:eks/accessEntry:AccessEntry"
 POD_IDENTITY = "aws:eks/podIdentityAssociation:PodIdentityAssociation"
 KMS_KEY = "aws:kms/key:Key"
@@ -274,6 +276,24 @@ def nodes_private_subnets(stack: StackIndex, facts: Facts) -> Iterator[Finding]:
                 yield Finding("subnetIds", _in(node_group, "subnetIds"),
                               f"subnet '{subnet.get('name')}' has mapPublicIpOnLaunch = {public!r}; "
                               "place nodes in private subnets", record=node_group)
+
+
+def node_repair_needs_monitoring_agent(stack: StackIndex, facts: Facts) -> Iterator[Finding]:
+    """A node group with `nodeRepairConfig.enabled` needs the eks-node-monitoring-agent add-on in the stack.
+
+    Without the agent, EKS node repair reacts only to the kubelet's Ready condition; GPU faults (XID errors, DCGM
+    failures) reach it only as the agent's AcceleratedHardwareReady condition (EKS user guide, node-health.html
+    and node-repair.html), so a GPU node with a failed GPU keeps its place and keeps failing jobs."""
+    agents = [a for a in stack.of_type(ADDON) if _in(a, "addonName") == NODE_MONITORING_AGENT]
+    if agents:
+        return
+    for node_group in stack.of_type(NODE_GROUP):
+        repair = _in(node_group, "nodeRepairConfig.enabled")
+        if is_true(repair):
+            yield Finding("nodeRepairConfig.enabled", repair,
+                          f"node repair is on but the stack installs no {NODE_MONITORING_AGENT} add-on: repair sees "
+                          "only the kubelet's Ready condition, never a GPU fault (AcceleratedHardwareReady); add the "
+                          "add-on", record=node_group)
 
 
 def _instance_types(record: Record) -> list[str]:

@@ -53,3 +53,32 @@ def test_dashboard_with_another_data_source_is_refused(tmp_path):
     path.write_text(json.dumps({"panels": [{"datasource": {"uid": "other"}}]}))
     with pytest.raises(ValueError, match="panels must use the data source uid 'prometheus'"):
         load_dashboard(path)
+
+
+def test_dcgm_exporter_counters_add_the_alerts_fields_to_the_charts_list():
+    """The chart's default list (templates/metrics-configmap.yaml) lacks throttling and ECC counters, which the
+    alert rules need: `customMetrics` replaces it whole, so it keeps every default field too."""
+    from pathlib import Path
+
+    values = dcgm_exporter_values({"nodeAffinity": {}}, [])
+    enabled = {line.split(",")[0].strip() for line in values["customMetrics"].splitlines()
+               if line.startswith("DCGM_FI_")}
+    chart = (Path(__file__).resolve().parents[2] / "vendor/charts/dcgm-exporter-4.6.0/templates/"
+             "metrics-configmap.yaml").read_text().split("{{- else }}")[1]
+    defaults = {line.split(",")[0].strip() for line in chart.splitlines() if line.strip().startswith("DCGM_FI_")}
+    assert defaults <= enabled
+    assert {"DCGM_FI_DEV_THERMAL_VIOLATION", "DCGM_FI_DEV_POWER_VIOLATION", "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL",
+            "DCGM_FI_DEV_RETIRED_PENDING"} <= enabled - defaults
+
+
+def test_prometheus_loads_the_alert_rules_and_scrapes_kueue_when_asked():
+    import yaml
+
+    rules = {"groups": [{"name": "g", "rules": [{"alert": "A", "expr": "up == 0"}]}]}
+    values = prometheus_values("7d", alert_rules=rules, scrape_kueue=True)
+    assert values["serverFiles"] == {"alerting_rules.yml": rules}
+    job = yaml.safe_load(values["extraScrapeConfigs"])[0]
+    assert job["job_name"] == "kueue" and job["scheme"] == "https"
+    assert job["relabel_configs"][0]["regex"] == "kueue-controller-manager-metrics-service"
+    plain = prometheus_values("7d")
+    assert "serverFiles" not in plain and "extraScrapeConfigs" not in plain

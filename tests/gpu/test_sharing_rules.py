@@ -80,7 +80,9 @@ def test_replicas_without_a_sharing_mode(config_of):
     def edit(raw):
         raw["gpu"]["sharing"] = {"mode": "none", "replicas": 3}
 
-    with pytest.raises(ConfigError, match=r"gpu\.sharing\.replicas: 3 needs a sharing mode; with mode 'none' use 1"):
+    with pytest.raises(ConfigError, match=r"gpu\.sharing\.replicas: 3 has no effect here: only applies where "
+                                          r"gpu\.sharing\.mode is 'mps' or 'time-slicing' \(here gpu\.sharing\.mode is "
+                                          r"'none'\)"):
         config_of("prod", edit)
 
 

@@ -1,6 +1,7 @@
 """tools.bench_report: golden text on sample runs, tolerant parsing, S3 prefix listing (moto)."""
 
 import json
+import sys
 import os
 from pathlib import Path
 
@@ -175,3 +176,57 @@ def test_cli_floor_overrides_and_no_default_floors(tmp_path):
 def test_cli_rejects_a_malformed_floor(tmp_path):
     with pytest.raises(SystemExit):
         bench_report.main([str(tmp_path), "--busbw-floor", "p5.48xlarge"])
+
+
+def _p5_runs() -> bench_report.LoadResult:
+    run = bench_report.BenchRun(name="p5.json", instance_type="p5.48xlarge", world_size=16, device="H200",
+                                busbw_gbps_by_size={1 << 20: 15.0, 1 << 30: 83.8})
+    other = bench_report.BenchRun(name="cpu.json", instance_type="m7i.large", busbw_gbps_by_size={1 << 20: 1.0})
+    return bench_report.LoadResult(runs=[run, other])
+
+
+def test_the_plot_draws_the_floor_of_each_plotted_instance_type_only():
+    floors = {"p5.48xlarge": 99.0, "p4d.24xlarge": 45.0}
+    assert bench_report.plot_floors(_p5_runs(), floors) == {"p5.48xlarge": 99.0}
+    assert bench_report.plot_floors(bench_report.LoadResult(), floors) == {}
+
+
+def test_the_plot_has_a_dashed_floor_line(monkeypatch, tmp_path):
+    """matplotlib is not in the base setup (requirements-plot.txt): a recording stand-in shows what is drawn."""
+    import types
+
+    calls: list[tuple[str, tuple, dict]] = []
+
+    class Recorder:
+        def __getattr__(self, name):
+            return lambda *args, **kwargs: calls.append((name, args, kwargs))
+
+    pyplot = types.ModuleType("matplotlib.pyplot")
+    pyplot.subplots = lambda **kwargs: (Recorder(), Recorder())
+    pyplot.close = lambda figure: None
+    matplotlib = types.ModuleType("matplotlib")
+    matplotlib.use = lambda backend: None
+    matplotlib.pyplot = pyplot
+    monkeypatch.setitem(sys.modules, "matplotlib", matplotlib)
+    monkeypatch.setitem(sys.modules, "matplotlib.pyplot", pyplot)
+    note = bench_report.write_plot(_p5_runs(), tmp_path / "busbw.png", {"p5.48xlarge": 99.0})
+    assert note.endswith("(2 run(s), 1 floor line(s))")
+    floors = [(args, kwargs) for name, args, kwargs in calls if name == "axhline"]
+    assert floors == [((99.0,), {"linestyle": "--", "linewidth": 1, "color": "red",
+                                 "label": "p5.48xlarge floor 99 GB/s"})]
+
+
+def test_the_plot_is_a_png_with_real_matplotlib(tmp_path, monkeypatch):
+    """With matplotlib (requirements-plot.txt, which `make bench-report PLOT=...` installs): a real PNG. Without it
+    (the base setup): the available part, that the report says in one line how to get the plot and writes none."""
+    output = tmp_path / "busbw.png"
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        print("\nmatplotlib is not installed (requirements-plot.txt): checked the missing-plot note, not a real PNG")
+        monkeypatch.setitem(sys.modules, "matplotlib", None)  # absent for the plot function too
+        note = bench_report.write_plot(_p5_runs(), output, {"p5.48xlarge": 99.0})
+        assert note.startswith("matplotlib is not installed") and "\n" not in note and not output.exists()
+        return
+    assert "1 floor line(s)" in bench_report.write_plot(_p5_runs(), output, {"p5.48xlarge": 99.0})
+    assert output.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

@@ -110,8 +110,12 @@ def test_pr_workflow_posts_one_comment_with_every_stack_diff():
     checkout = plan["steps"][0]
     assert checkout["with"]["fetch-depth"] == 0
     render = next(step for step in plan["steps"] if step.get("name", "").startswith("Render"))
-    assert f"for stack in {' '.join(STACKS)}; do" in render["run"]
-    assert 'make --no-print-directory plan-diff STACK="${stack}" BASE="origin/${BASE_REF}"' in render["run"]
+    # The stacks come from the stack files (tools.plan_diff --list-stacks), never a hand-written list.
+    assert '.venv/bin/python -m tools.plan_diff --list-stacks --base "${base}"' in render["run"]
+    assert "for stack in ${stacks}; do" in render["run"]
+    assert not re.search(r"for stack in [a-z]", render["run"]), "a hand-written list of stacks"
+    assert ('.venv/bin/python -m tools.plan_diff --stack "${stack}" --base "${base}" --format markdown'
+            in render["run"])
     assert render["env"]["BASE_REF"] == "${{ github.base_ref }}"
     comment = next(step for step in plan["steps"] if "pr-comment.sh" in step.get("run", ""))
     assert comment["run"] == '.github/scripts/pr-comment.sh "<!-- gtp-plan-diff -->" plan-diff.md'
@@ -121,19 +125,32 @@ def test_pr_workflow_posts_one_comment_with_every_stack_diff():
     assert "make check" in [step.get("run") for step in workflow["jobs"]["check"]["steps"]]
 
 
+def test_pr_workflow_runs_the_fast_tests_and_the_goldens():
+    """`make test-fast` (not slow, engine or cluster) includes the golden plans; the job runs it on every PR."""
+    test = load("pr.yml")["jobs"]["test"]
+    assert [step.get("run") for step in test["steps"]][-2:] == ["make setup", "make test-fast"]
+    assert test["permissions"] == {"contents": "read"}
+    golden = (REPO_ROOT / "tests" / "test_golden_plans.py").read_text()
+    assert "mark.slow" not in golden and "mark.engine" not in golden and "mark.cluster" not in golden
+
+
 def _run_render(tmp_path: Path, failing: str) -> tuple[int, str, str]:
     """The render step's script, run by bash -e as GitHub runs it, with a `make` that fails for one stack."""
     render = next(step for step in load("pr.yml")["jobs"]["plan-diff"]["steps"]
                   if step.get("name", "").startswith("Render"))
-    fake = tmp_path / "bin"
-    fake.mkdir()
-    (fake / "make").write_text(
-        "#!/usr/bin/env bash\nstack=\"${3#STACK=}\"\n"
+    fake = tmp_path / ".venv" / "bin"
+    fake.mkdir(parents=True)
+    # A python whose `-m tools.plan_diff` lists STACKS (and a stack only this repository has) and fails for one.
+    (fake / "python").write_text(
+        "#!/usr/bin/env bash\n"
+        f"if [ \"$3\" = \"--list-stacks\" ]; then printf '%s\\n' {' '.join(STACKS)} new-site; exit 0; fi\n"
+        "stack=\"$4\"\n"
         f"if [ \"$stack\" = \"{failing}\" ]; then echo \"error: $stack: policy violation\" >&2; exit 3; fi\n"
-        "echo \"  ~ $stack changed\"\n")
-    (fake / "make").chmod(0o755)
+        "echo \"plan-diff: $stack at origin/main: 1 resources in 1.0 s\" >&2\n"
+        "echo \"**stack $stack**: changed\"\n")
+    (fake / "python").chmod(0o755)
     output, summary = tmp_path / "output", tmp_path / "summary"
-    env = {"PATH": f"{fake}:/usr/bin:/bin", "BASE_REF": "main", "GITHUB_OUTPUT": str(output),
+    env = {"PATH": "/usr/bin:/bin", "BASE_REF": "main", "GITHUB_OUTPUT": str(output),
            "GITHUB_STEP_SUMMARY": str(summary)}
     result = subprocess.run(["bash", "-e", "-c", render["run"]], cwd=tmp_path, env=env, capture_output=True, text=True)
     return result.returncode, (tmp_path / "plan-diff.md").read_text(), output.read_text()
@@ -144,7 +161,9 @@ def test_a_failing_stack_shows_its_failure_in_the_comment_and_the_others_still_r
     assert code == 0  # the step itself succeeds so the comment gets posted; a later step fails the job
     assert "<b>edge</b>: :x: plan-diff failed (exit 3)" in comment
     assert "error: edge: policy violation" in comment
-    assert "~ dev changed" in comment and "~ prod changed" in comment
+    assert "**stack dev**: changed" in comment and "**stack prod**: changed" in comment
+    assert "**stack new-site**: changed" in comment  # every listed stack, not a fixed set
+    assert "plan-diff: dev at" not in comment  # progress lines stay out of a good stack's comment
     assert output.strip() == "failed=edge"
 
 

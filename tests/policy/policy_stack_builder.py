@@ -111,8 +111,12 @@ def compliant_stack(kind: str = "dev") -> list[dict]:
         "labels": {"nvidia.com/gpu.present": "true"}, "launchTemplate": {"id": COMPUTED, "version": COMPUTED},
         "subnetIds": [COMPUTED], "nodeRoleArn": COMPUTED,
         "scalingConfig": {"minSize": 0.0, "maxSize": 2.0, "desiredSize": 0.0},
+        "nodeRepairConfig": {"enabled": True},
     }, parent=cluster_component["urn"], provider=aws["urn"],
         depends_on=[subnet["urn"], template["urn"], node_role["urn"]])
+    monitoring_agent = r("aws:eks/addon:Addon", n("eks-node-monitoring-agent"), {
+        "clusterName": COMPUTED, "addonName": "eks-node-monitoring-agent", "resolveConflictsOnCreate": "OVERWRITE"},
+        parent=cluster_component["urn"], provider=aws["urn"], depends_on=[cluster["urn"]])
     training_role = r("aws:iam/role:Role", n("trainer-pod-role"), {"assumeRolePolicy": json.dumps({
         "Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Principal": {"Service": "pods.eks.amazonaws.com"},
                                                 "Action": ["sts:AssumeRole", "sts:TagSession"]}]})},
@@ -200,7 +204,7 @@ def compliant_stack(kind: str = "dev") -> list[dict]:
     service = kr("kubernetes:core/v1:Service", n("metrics"), {"metadata": {"namespace": "training"},
                                                               "spec": {"type": "ClusterIP", "ports": [{"port": 80.0}]}})
     return copy.deepcopy([aws, key, cluster_component, cluster, access_entry, subnet, public_subnet, template,
-                          node_role, node_policy, node_group, training_role, training_policy, attachment, association,
+                          node_role, node_policy, node_group, monitoring_agent, training_role, training_policy, attachment, association,
                           irsa_role, repository, lifecycle, repository_policy, bucket, k8s, plugin_ns, training_ns,
                           device_plugin, operators, training_operator, dlrover, keda, trainer, workload, pytorch_job,
                           elastic_job, scaled_job, job, service, runtime, train_job])

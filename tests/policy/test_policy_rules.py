@@ -66,6 +66,9 @@ FAILING = [
     ("eks-no-implicit-creator-admin", "dev", "-cluster",
      ["inputs", "accessConfig", "bootstrapClusterCreatorAdminPermissions"], DELETE,
      "accessConfig.bootstrapClusterCreatorAdminPermissions"),
+    # Repair without the agent: blind to GPU faults (AcceleratedHardwareReady).
+    ("eks-node-repair-needs-monitoring-agent", "prod", None, remove("-eks-node-monitoring-agent"), None,
+     "node repair is on but the stack installs no eks-node-monitoring-agent add-on"),
     ("nodes-use-launch-template", "dev", "-gpu", ["inputs", "launchTemplate"], DELETE, "launchTemplate"),
     ("nodes-imdsv2", "dev", "-gpu-lt", ["inputs", "metadataOptions", "httpTokens"], "optional",
      "metadataOptions.httpTokens = 'optional'"),

@@ -125,9 +125,12 @@ def test_prod_plan_reusing_a_digest_must_list_it_as_signed(tmp_path: Path):
             config["gtp:image"].update(build=False, reference=reference, signedDigests=signed)
         return edit
 
+    from stack_config import ConfigError
+
     (tmp_path / "unsigned").mkdir()
-    messages = _plan_violations(plan_modified(tmp_path / "unsigned", "prod", reuse([])))
-    assert messages and all(reference in m for m in messages)
+    # the config stage refuses it first, before anything is registered; the pack is the second line
+    with pytest.raises(ConfigError, match=r"image\.reference: '[^']+' is not in image\.signedDigests"):
+        plan_modified(tmp_path / "unsigned", "prod", reuse([]))
     (tmp_path / "signed").mkdir()
     assert _plan_violations(plan_modified(tmp_path / "signed", "prod", reuse([reference]))) == []
 

@@ -28,6 +28,15 @@ def bodies(**changes):
             runtime_body("training-test-torch", shape, num_nodes=2, backoff_limit=3))
 
 
+def test_trainjob_pods_carry_the_workloads_name_like_every_kind():
+    """Alert rules select a workload's pods by `app.kubernetes.io/name: <workload>` (components/alert_rules.py):
+    the runtime's pods carried the runtime's name (`training-test-torch`) and matched no rule."""
+    shape = make_shape()
+    runtime = runtime_body("training-test-torch", shape, num_nodes=2, backoff_limit=3, workload="train")
+    template = runtime_templates(runtime)[NODE]
+    assert template["metadata"]["labels"]["app.kubernetes.io/name"] == "train"
+
+
 def test_trainjob_carries_every_gpu_and_efa_request_in_resources_per_node():
     job, runtime = bodies()
     per_node = job["spec"]["trainer"]["resourcesPerNode"]

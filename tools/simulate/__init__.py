@@ -17,10 +17,15 @@ Parts (each a module with `check(...) -> list[CheckResult]`):
   the catalog's);
 - `scheduling`: every pod fits a node group (labels, taints, allocatable minus kube-reserved and DaemonSets);
 - `autoscaler`: scale from zero — the cluster-autoscaler's template node from the ASG tags only;
+- `gangs`: `provisioned` — each gang under the atomic ProvisioningRequest check is one request of N pods that fits
+  N template nodes within its group's maxSize, and the check is wired end to end; `topology` — each gang asking for a
+  network domain gets one (flavor → Topology level → labelled nodes), with the level it used;
 - `rendezvous`: every multi-node job's rendezvous host is reachable within its timeout at the stack's worst start
   skew, and the operator's restart accounting leaves room for one re-formed rendezvous;
 - `storage`: who may write each volume against the pod's uid/gid/fsGroup;
-- `queries`: the KEDA queries (verified against a real Prometheus by the test suite).
+- `queries`: the KEDA queries (verified against a real Prometheus by the test suite);
+- `swarm`: a Swarm stack's planned services: placement against the labels README tells sites to set, GPUs
+  reserved against `gpusPerNode`, one task per server, overlay and rendezvous wiring, restart policy.
 """
 
 from __future__ import annotations
@@ -38,8 +43,10 @@ from tools.plan_record import Plan
 from tools.simulate import (
     admission,
     autoscaler,
+    claims,
     device_mounts,
     disruption,
+    gangs,
     nodes,
     platforms,
     queries,
@@ -48,6 +55,7 @@ from tools.simulate import (
     runtime,
     scheduling,
     storage,
+    swarm,
     webhooks,
 )
 from tools.simulate.model import CheckResult, ExpandedPod, Finding
@@ -75,9 +83,12 @@ def simulate(plan: Plan, objects: list[ClusterObject]) -> dict[str, Any]:
         results.append(scheduling.check(expanded, groups))
         results.append(autoscaler.check(expanded, groups, objects))
     results += queue.check(objects, pods, groups)
+    results += gangs.check(objects, pods, groups)
     results += rendezvous.check(objects, _startup_bound(plan))
     results += storage.check(plan, objects, pods)
+    results += claims.check(plan, objects, pods, groups, nodes._lands, nodes._mode(plan) == "eks")
     results += queries.check(objects)
+    results += swarm.check(plan)
     return {"stack": plan.stack, "objects": dict(sorted(by_source(objects).items())),
             "checks": {result.name: result.as_json() for result in results},
             "ok": all(not result.findings and result.passed == result.total for result in results)}

@@ -153,6 +153,11 @@ def eks_groups(plan: Plan) -> list[NodeGroup]:
                   **nl.eks_labels(node_group_name=nl.UNKNOWN, capacity_type=str(inputs.get("capacityType", "ON_DEMAND")),
                                   instance_type=types[0] if len(types) == 1 else nl.UNKNOWN, region=region, zone=zone),
                   **{str(k): str(v) for k, v in (inputs.get("labels") or {}).items()}}
+        # The AWS cloud provider's network-topology labels, written at registration on the types EC2 has a topology
+        # for (catalog/node_labels.py); a mixed group only when every type has them. Not on the autoscaler's
+        # template node (tools/simulate/autoscaler.py `template_node`: ASG tags only), as upstream.
+        if types and all(nl.network_topology_layers(t) >= 3 for t in types):
+            labels.update(nl.topology_labels(types[0]))
         taints = [{"key": str(t["key"]), "value": str(t.get("value") or ""), "effect": EKS_EFFECTS[t["effect"]]}
                   for t in inputs.get("taints") or []]
         tags = {str(tag.inputs["tag"]["key"]): str(tag.inputs["tag"]["value"]) for tag in plan.by_type(ASG_TAG_TYPE)

@@ -1,0 +1,241 @@
+"""A picture of a stack: `make plan` writes `build/plan/<stack>/overview.svg`, drawn by Graphviz's `dot`.
+
+What it shows: the node groups (instance types × min..max nodes, GPUs per node, how they are shared), Kueue's
+ClusterQueues with each flavor's quota and the node group it stands for, the workloads and where they land (their
+node group, their queue), and the shared storage they mount. Built from the stack's parsed config and its rendered
+cluster (cluster.yaml's Kueue objects), never from a running cluster.
+
+Graphviz is a Debian package (`apt-get install graphviz`); without it the plan writes no SVG and says so in one line.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import time
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+from catalog.gpu_instances import GPU_INSTANCE_TYPES
+from tools.cluster import ClusterObject
+from tools.plan_record import Plan
+
+SVG_NAME = "overview.svg"
+NODE_GROUP_LABEL = "gtp.dev/node-group"
+QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+COLOURS = {"group": "#dbeafe", "system": "#e5e7eb", "queue": "#fef3c7", "workload": "#dcfce7", "storage": "#fce7f3"}
+
+
+def _quote(text: str) -> str:
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def _label(*lines: str) -> str:
+    # Left-justified lines (`\l`): the first is the name, alone, so the SVG names it as one <text> element.
+    return '"' + "".join(line.replace("\\", "\\\\").replace('"', '\\"') + "\\l" for line in lines) + '"'
+
+
+def _node(identifier: str, lines: Iterable[str], colour: str) -> str:
+    return f'    {_quote(identifier)} [label={_label(*lines)}, fillcolor="{colour}"];'
+
+
+def _sharing(config: Any, group: Any) -> str:
+    sharing = getattr(group, "sharing", None) or getattr(getattr(config, "gpu", None), "sharing", None)
+    if sharing is None or sharing.mode == "none":
+        mig = getattr(group, "mig_strategy", "none")
+        return "whole GPUs" + (f", MIG {mig}" if mig != "none" else "")
+    return f"{sharing.mode} × {sharing.replicas} per GPU"
+
+
+def _gpus(group: Any) -> str:
+    types = [GPU_INSTANCE_TYPES[name] for name in group.instance_types if name in GPU_INSTANCE_TYPES]
+    count = group.gpus_per_node or (min(t.num_gpus for t in types) if types else 0)
+    model = group.gpu_model or (types[0].gpu_model if types else "GPU")
+    return f"{count}× {model} per node" if count else "GPUs: as the site's nodes have them"
+
+
+def node_group_lines(config: Any) -> dict[str, list[str]]:
+    """Node group name → its label lines (the EKS system group first, as `system`)."""
+    groups: dict[str, list[str]] = {}
+    cluster = config.cluster
+    if getattr(cluster, "mode", "eks") == "eks":
+        system = cluster.system_node_group
+        groups["system"] = ["system", f"{' | '.join(system.instance_types)} × {system.min_size}..{system.max_size}",
+                            "CPU: operators, add-ons"]
+    for name, group in sorted(config.gpu_node_groups.items()):
+        types = " | ".join(group.instance_types) or "the site's nodes"
+        capacity = getattr(group, "capacity_type", "ON_DEMAND")
+        groups[name] = [name, f"{types} × {group.min_size}..{group.max_size}"
+                        + (f" ({capacity.lower().replace('_', ' ')})" if group.instance_types else "")
+                        + (f", reserved {group.capacity_reservation_id}" if group.capacity_reservation_id else ""),
+                        _gpus(group), _sharing(config, group)]
+    return groups
+
+
+def workload_lines(name: str, workload: Any) -> list[str]:
+    scale = (f"{workload.elastic.min_nodes}..{workload.elastic.max_nodes} nodes" if workload.elastic
+             else f"{workload.num_nodes} node(s)")
+    gpus = f"{workload.gpus_per_node} GPU(s) per node" if workload.gpus_per_node else "every GPU of its nodes"
+    shared = ", shared GPUs" if workload.gpu_resource == "shared" else ""
+    lines = [name, f"{workload.kind}: {scale}, {gpus}{shared}"]
+    if workload.autoscaling.mode != "none":
+        lines.append(f"{workload.autoscaling.mode} {workload.autoscaling.min_replicas}.."
+                     f"{workload.autoscaling.max_replicas}")
+    return lines
+
+
+def queues(objects: Iterable[ClusterObject]) -> tuple[dict[str, list[str]], dict[str, set[str]], dict[str, str]]:
+    """ClusterQueue → label lines; ClusterQueue → the node groups of its flavors; `<namespace>/<LocalQueue>` →
+    its ClusterQueue."""
+    flavors: dict[str, str] = {}
+    cluster_queues: dict[str, Mapping[str, Any]] = {}
+    local: dict[str, str] = {}
+    for item in objects:
+        body, kind = item.obj, item.obj.get("kind")
+        metadata = body.get("metadata") or {}
+        if kind == "ResourceFlavor":
+            group = ((body.get("spec") or {}).get("nodeLabels") or {}).get(NODE_GROUP_LABEL)
+            flavors[metadata.get("name", "")] = group or ""
+        elif kind == "ClusterQueue":
+            cluster_queues[metadata.get("name", "")] = body.get("spec") or {}
+        elif kind == "LocalQueue":
+            local[f"{metadata.get('namespace', '')}/{metadata.get('name', '')}"] = str(
+                (body.get("spec") or {}).get("clusterQueue", ""))
+    lines: dict[str, list[str]] = {}
+    groups: dict[str, set[str]] = {}
+    for name, spec in sorted(cluster_queues.items()):
+        lines[name] = [name, "Kueue ClusterQueue"]
+        groups[name] = set()
+        for resource_group in spec.get("resourceGroups") or []:
+            for flavor in resource_group.get("flavors") or []:
+                # Accelerators (GPUs, EFA) on one line, cpu/memory/disk on the next: a line per flavor is too wide.
+                quotas = [(str(r["name"]), r.get("nominalQuota")) for r in flavor.get("resources") or []]
+                devices = [f"{key} {value}" for key, value in quotas if "/" in key]
+                basics = [f"{key} {value}" for key, value in quotas if "/" not in key]
+                lines[name].append(f"flavor {flavor.get('name')}: {', '.join(devices) or 'no accelerators'}")
+                if basics:
+                    lines[name].append(f"    {', '.join(basics)}")
+                if flavors.get(flavor.get("name", "")):
+                    groups[name].add(flavors[flavor["name"]])
+    return lines, groups, local
+
+
+def _workload_queue(objects: Iterable[ClusterObject], local: Mapping[str, str]) -> dict[str, str]:
+    """Workload object name → the ClusterQueue its queue label names."""
+    found = {}
+    for item in objects:
+        metadata = item.obj.get("metadata") or {}
+        queue = (metadata.get("labels") or {}).get(QUEUE_LABEL)
+        if queue and f"{metadata.get('namespace', '')}/{queue}" in local:
+            found[str(metadata.get("name"))] = local[f"{metadata.get('namespace', '')}/{queue}"]
+    return found
+
+
+def storage_lines(config: Any) -> list[str] | None:
+    storage = config.storage
+    if storage.kind == "none":
+        return None
+    where = {"nfs": f"{storage.nfs_server}:{storage.nfs_path}", "host-path": str(storage.host_path),
+             "existing": f"StorageClass {storage.existing_storage_class}"}.get(storage.kind, f"{storage.size_gib} GiB")
+    return ["storage", f"{storage.kind}: {where}", f"mounted at {storage.mount_path}"]
+
+
+def overview_dot(plan: Plan, objects: list[ClusterObject]) -> str:
+    """The stack's overview as a Graphviz DOT document (pure: no Graphviz needed)."""
+    config = plan.config
+    out = [f"digraph {_quote(plan.stack)} {{",
+           f'    graph [rankdir=LR, fontname="Helvetica", fontsize=12, label={_quote(f"stack {plan.stack}")}, '
+           'labelloc=t, nodesep=0.3, ranksep=0.8];',
+           '    node [shape=box, style="rounded,filled", fontname="Helvetica", fontsize=10];',
+           '    edge [fontname="Helvetica", fontsize=9, color="#555555"];']
+    groups = node_group_lines(config)
+    cluster_queues, queue_groups, local = queues(objects)
+    storage = storage_lines(config)
+    by_object = _workload_queue(objects, local)
+
+    def subgraph(name: str, title: str, nodes: list[str]) -> None:
+        if nodes:
+            out.extend([f"  subgraph {_quote('cluster_' + name)} {{", f"    label={_quote(title)}; style=dashed;",
+                        *nodes, "  }"])
+
+    subgraph("workloads", "workloads", [_node(f"workload/{name}", workload_lines(name, workload), COLOURS["workload"])
+                                        for name, workload in sorted(config.workloads.items())])
+    subgraph("queues", "queues and quotas", [_node(f"queue/{name}", lines, COLOURS["queue"])
+                                            for name, lines in cluster_queues.items()])
+    subgraph("nodes", "node groups", [_node(f"group/{name}", lines,
+                                            COLOURS["group" if name in config.gpu_node_groups else "system"])
+                                      for name, lines in groups.items()])
+    if storage:
+        out.append(_node("storage", storage, COLOURS["storage"]))
+    for name, workload in sorted(config.workloads.items()):
+        if workload.node_group in groups:
+            out.append(f'    {_quote("workload/" + name)} -> {_quote("group/" + workload.node_group)} '
+                       '[label="runs on"];')
+        queue = by_object.get(workload.name or name) or by_object.get(name)
+        if queue in cluster_queues:
+            out.append(f'    {_quote("workload/" + name)} -> {_quote("queue/" + queue)} [label="queued in", '
+                       'style=dashed];')
+        if storage and getattr(workload, "checkpoints", "keep") != "none":
+            out.append(f'    {_quote("workload/" + name)} -> "storage" [label="checkpoints", style=dotted];')
+    for queue in cluster_queues:
+        for group in sorted(queue_groups.get(queue, ())):
+            if group in groups:
+                out.append(f'    {_quote("queue/" + queue)} -> {_quote("group/" + group)} [label="flavor", '
+                           'style=dashed];')
+    out.append("}")
+    return "\n".join(out) + "\n"
+
+
+def render_svg(dot_text: str, *, dot: str = "dot", timeout_s: float = 30) -> bytes:
+    """The SVG `dot -Tsvg` draws; FileNotFoundError when Graphviz is missing, RuntimeError when dot fails."""
+    binary = shutil.which(dot)
+    if binary is None:
+        raise FileNotFoundError(2, "not found", dot)
+    done = subprocess.run([binary, "-Tsvg"], input=dot_text.encode(), capture_output=True, timeout=timeout_s,
+                          check=False)
+    if done.returncode != 0:
+        raise RuntimeError(f"dot exited {done.returncode}: {done.stderr.decode(errors='replace').strip()[-500:]}")
+    return done.stdout
+
+
+class Drawing:
+    """`dot` drawing overview.svg in the background (the plan validates meanwhile); `finish()` waits for it."""
+
+    def __init__(self, plan: Plan, objects: list[ClusterObject], directory: Path, *, dot: str = "dot") -> None:
+        self.started = time.perf_counter()
+        self.target = directory / SVG_NAME
+        self.partial = directory / (SVG_NAME + ".partial")
+        source = directory / "overview.dot"
+        source.write_text(overview_dot(plan, objects))
+        self.target.unlink(missing_ok=True)  # a stale picture would contradict the plan
+        binary = shutil.which(dot)
+        self.process = None if binary is None else subprocess.Popen(
+            [binary, "-Tsvg", "-o", str(self.partial), str(source)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+
+    def finish(self, timeout_s: float = 30) -> str:
+        """The one progress line: the SVG written, or why not (the plan never fails for its picture)."""
+        if self.process is None:
+            return (f"{SVG_NAME}: not drawn: Graphviz's `dot` is not installed (sudo apt-get install graphviz); "
+                    "overview.dot written")
+        waited = time.perf_counter()
+        try:
+            _, errors = self.process.communicate(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.communicate()
+            return f"{SVG_NAME}: not drawn: dot took over {timeout_s:.0f} s"
+        if self.process.returncode != 0:
+            self.partial.unlink(missing_ok=True)
+            message = errors.decode(errors="replace").strip().splitlines()[-1:] or [""]
+            return f"{SVG_NAME}: not drawn: dot exited {self.process.returncode}: {message[0]}"
+        self.partial.replace(self.target)
+        # What the picture added to the plan: dot ran while the plan was validated, so only the wait counts.
+        return (f"{SVG_NAME} in {time.perf_counter() - self.started:.2f} s, "
+                f"{(time.perf_counter() - waited) * 1000:.0f} ms of it waited for")
+
+
+def write(plan: Plan, objects: list[ClusterObject], directory: Path, *, dot: str = "dot") -> str:
+    """Write `overview.svg` (and `overview.dot`) into `directory` and wait for it; the one line saying what happened.
+    Never fails: without Graphviz the line says what to install and no SVG is written."""
+    return Drawing(plan, objects, directory, dot=dot).finish()

@@ -1,0 +1,148 @@
+"""Claims bound: does every PersistentVolumeClaim a pod mounts get a volume that pod can use?
+
+For each claim of the rendered cluster that some pod mounts:
+- a claim naming a PersistentVolume (`volumeName`, static provisioning): the volume exists, has the claim's class,
+  and offers every access mode the claim asks for (the PV controller binds only then: kubernetes
+  pkg/controller/volume/persistentvolume/pv_controller.go `syncUnboundClaim` → `checkVolumeSatisfyClaim`);
+- a dynamic claim: its StorageClass exists (on EKS no class is default since 1.30, so a claim without one, or naming
+  one the stack doesn't create, stays Pending); the provisioner supports the access modes (aws-ebs-csi-driver
+  v1.51.1 pkg/driver/controller.go:707-727 `isValidCapability`: SINGLE_NODE_WRITER — ReadWriteOnce — for file
+  systems, MULTI_NODE_MULTI_WRITER only for raw block volumes); and the zone: an EBS volume lives in one zone, so
+  with `volumeBindingMode: Immediate` it is created before the pod is scheduled, in a zone the pod may have no
+  node in, unless every node group the pod can land on sits in one known zone (or `allowedTopologies` pins it
+  there); `WaitForFirstConsumer` creates it in the zone of the node the scheduler picked (Kubernetes docs, Storage
+  Classes, "Volume binding mode");
+- a ReadWriteOnce volume attaches to one node: a Deployment mounting it must replace its pod with `Recreate` (a
+  rolling update starts the new pod first, which can't attach: "Multi-Attach error") and run one replica.
+Claims of a class the site already has (an adopted cluster) can't be judged offline: recorded as assumptions.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from tools.cluster import ClusterObject
+from tools.plan_record import Plan
+from tools.simulate.model import CheckResult, ExpandedPod, Finding
+
+NAME = "claims bound"
+EBS = "ebs.csi.aws.com"
+ACCESS_MODES: dict[str, frozenset[str]] = {EBS: frozenset({"ReadWriteOnce"})}
+"""File-system access modes a dynamic provisioner supports (see the module docstring)."""
+ZONAL = frozenset({EBS})
+"""Provisioners whose volumes live in one availability zone."""
+UNKNOWN_ZONE = "unknown"
+
+
+def _claims_mounted(pods: Sequence[ExpandedPod]) -> dict[tuple[str, str], list[ExpandedPod]]:
+    found: dict[tuple[str, str], list[ExpandedPod]] = {}
+    for pod in pods:
+        for volume in pod.pod["spec"].get("volumes") or []:
+            claim = (volume.get("persistentVolumeClaim") or {}).get("claimName")
+            if claim:
+                found.setdefault((pod.namespace, str(claim)), []).append(pod)
+    return found
+
+
+def _owner_object(objects: Sequence[ClusterObject], owner: str) -> ClusterObject | None:
+    parts = owner.split()
+    if len(parts) < 2 or "/" not in parts[1]:
+        return None
+    kind, (namespace, name) = parts[0], parts[1].split("/", 1)
+    return next((o for o in objects if o.kind == kind and o.namespace == namespace and o.name == name), None)
+
+
+def check(plan: Plan, objects: Sequence[ClusterObject], pods: Sequence[ExpandedPod], groups: Sequence[Any],
+          lands: Callable[[ExpandedPod, Any], bool], eks: bool) -> list[CheckResult]:
+    mounted = _claims_mounted(pods)
+    if not mounted:
+        return []
+    result = CheckResult(NAME)
+    claims = {(o.namespace, o.name): o.obj for o in objects if o.kind == "PersistentVolumeClaim"}
+    classes = {o.name: o.obj for o in objects if o.kind == "StorageClass"}
+    volumes = {o.name: o.obj for o in objects if o.kind == "PersistentVolume"}
+    for (namespace, name), consumers in sorted(mounted.items()):
+        subject = f"PersistentVolumeClaim {namespace}/{name}"
+        claim = claims.get((namespace, name))
+        if claim is None:  # volumes writable reports it (the pod stays Pending)
+            continue
+        problem = _problem(claim, classes, volumes, consumers, objects, groups, lands, eks, result.details, subject)
+        result.record(problem is None, None if problem is None else Finding(subject, *problem))
+    return [result]
+
+
+def _problem(claim: Mapping[str, Any], classes: Mapping[str, Any], volumes: Mapping[str, Any],
+             consumers: Sequence[ExpandedPod], objects: Sequence[ClusterObject], groups: Sequence[Any],
+             lands: Callable[[ExpandedPod, Any], bool], eks: bool, details: list[str],
+             subject: str) -> tuple[str, str] | None:
+    spec = claim.get("spec") or {}
+    modes = set(spec.get("accessModes") or [])
+    class_name = spec.get("storageClassName")
+    if spec.get("volumeName"):
+        volume = volumes.get(str(spec["volumeName"]))
+        if volume is None:
+            return (f"names PersistentVolume {spec['volumeName']}, which is not in the cluster",
+                    "create the PersistentVolume with the claim")
+        pv_spec = volume.get("spec") or {}
+        if class_name and pv_spec.get("storageClassName") != class_name:
+            return (f"asks class {class_name!r}, PersistentVolume {spec['volumeName']} has "
+                    f"{pv_spec.get('storageClassName')!r}", "give both the same storageClassName")
+        missing = sorted(modes - set(pv_spec.get("accessModes") or []))
+        if missing:
+            return (f"asks access modes {missing} PersistentVolume {spec['volumeName']} doesn't offer",
+                    "ask only the volume's access modes")
+        details.append(f"{subject}: bound to PersistentVolume {spec['volumeName']} (static)")
+        return None
+    if not class_name:
+        if eks:
+            return ("names no StorageClass and EKS marks none default: the claim stays Pending",
+                    "set storageClassName to a class the stack creates")
+        details.append(f"{subject}: the site's default StorageClass (assumed to exist)")
+        return None
+    storage_class = classes.get(str(class_name))
+    if storage_class is None:
+        if eks:
+            return (f"StorageClass {class_name!r} is not in the cluster: the claim stays Pending",
+                    "create the StorageClass in the stack or name one it creates")
+        details.append(f"{subject}: StorageClass {class_name} is the site's (assumed to exist)")
+        return None
+    provisioner = str(storage_class.get("provisioner"))
+    supported = ACCESS_MODES.get(provisioner)
+    if supported is not None and not modes <= supported:
+        return (f"asks {sorted(modes)} of {provisioner}, which provisions file systems only as "
+                f"{sorted(supported)}", f"ask {sorted(supported)} (or use a shared file system for many writers)")
+    problem = _zone_problem(storage_class, provisioner, consumers, groups, lands)
+    if problem:
+        return problem
+    if "ReadWriteOnce" in modes:
+        for pod in consumers:
+            owner = _owner_object(objects, pod.owner)
+            if owner is None or owner.kind != "Deployment":
+                continue
+            owner_spec = owner.obj.get("spec") or {}
+            strategy = (owner_spec.get("strategy") or {}).get("type", "RollingUpdate")
+            if strategy != "Recreate" or int(owner_spec.get("replicas", 1)) > 1:
+                return (f"ReadWriteOnce, mounted by {pod.owner} with strategy {strategy} and "
+                        f"{owner_spec.get('replicas', 1)} replica(s): a second pod can't attach the volume "
+                        "(Multi-Attach error)", "run one replica with strategy Recreate")
+    binding = storage_class.get("volumeBindingMode", "Immediate")
+    details.append(f"{subject}: {provisioner} {sorted(modes)} in class {class_name} ({binding}), mounted by "
+                   + ", ".join(sorted({pod.owner for pod in consumers})))
+    return None
+
+
+def _zone_problem(storage_class: Mapping[str, Any], provisioner: str, consumers: Sequence[ExpandedPod],
+                  groups: Sequence[Any], lands: Callable[[ExpandedPod, Any], bool]) -> tuple[str, str] | None:
+    if provisioner not in ZONAL or storage_class.get("volumeBindingMode") == "WaitForFirstConsumer":
+        return None
+    allowed = {str(value) for term in storage_class.get("allowedTopologies") or []
+               for expression in term.get("matchLabelExpressions") or []
+               if str(expression.get("key", "")).endswith("zone") for value in expression.get("values") or []}
+    zones = {str(getattr(group, "zone", UNKNOWN_ZONE)) for pod in consumers for group in groups if lands(pod, group)}
+    if len(allowed) == 1 and (not zones or zones == allowed):
+        return None
+    return (f"volumeBindingMode Immediate creates the zonal {provisioner} volume before its pod is scheduled; the "
+            f"pod's node groups are in zone(s) {sorted(zones) or ['none']}"
+            + (f", the class allows {sorted(allowed)}" if allowed else ""),
+            "use volumeBindingMode WaitForFirstConsumer")
