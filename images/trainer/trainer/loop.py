@@ -197,15 +197,21 @@ class Trainer:
 
     def _save_now(self, blocking: bool) -> None:
         started = time.perf_counter()
+        staging_s = 0.0
         if self.checkpoints.last_started_step == self.progress.step:
             if blocking:
                 self.checkpoints.wait()
         else:
             self.checkpoints.save(self.model, self.optimizer, self.scheduler, self.progress, blocking=blocking)
+            staging_s = self.checkpoints.last_staging_s
         blocked_s = time.perf_counter() - started
         self.checkpoint_blocked_s += blocked_s
+        # staging_ms: the part of blocked_ms spent copying the state into the reused staging buffers (an async
+        # save's floor); the rest is waiting for the previous save, the barrier and handing off to the writer.
         emit({"event": "checkpoint", **base_fields(self.ctx.rank), "step": self.progress.step,
               "blocking": blocking or not self.config.async_checkpoint, "blocked_ms": round(blocked_s * 1000, 3),
+              "staging_ms": round(staging_s * 1000, 3),
+              "staging_share": round(staging_s / blocked_s, 3) if blocked_s > 0 else 0.0,
               "blocked_ms_total": round(self.checkpoint_blocked_s * 1000, 3)})
         self.metrics.observe_checkpoint(self.checkpoints.last_complete_step)
 
@@ -252,11 +258,18 @@ class Trainer:
                 bar.update(step, loss_value)
             if check_stop and int(stop_flag.item()):
                 self._save(blocking=True)
+                self._close_checkpoints()
                 return int(stop_flag.item())
             if config.checkpoint_every and step % config.checkpoint_every == 0 and step < config.max_steps:
                 self._save(blocking=False)
         self._save(blocking=True)
+        self._close_checkpoints()
         return 0
+
+    def _close_checkpoints(self) -> None:
+        """After the last (blocking) save: free the async saves' staging buffers."""
+        if self.checkpoints is not None:
+            self.checkpoints.close()
 
     def _agree_stop_check_every(self, mean_step_s: float) -> int:
         """One interval for all ranks (from the slowest rank's step time), or they would check at different steps."""
