@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 from collections.abc import Callable
@@ -15,6 +16,9 @@ from tools import plan as gtp_plan
 
 ROOT = Path(__file__).resolve().parents[1]
 _CACHE: dict[str, gtp_plan.Plan] = {}
+# Every plan a test runs (tools.plan in a subprocess included) is planned, never restored from the plan cache
+# (tools/plan_cache.py): a test's plan stands alone. tests/test_plan_cache.py points the cache at its own folder.
+os.environ["GTP_PLAN_CACHE"] = "off"
 
 
 def clone_working_tree(dest: Path) -> None:

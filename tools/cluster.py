@@ -171,23 +171,38 @@ def helm_binary() -> str:
 def render_releases(releases: list[Mapping[str, Any]], kubernetes_version: str,
                     root: Path = ROOT) -> list[ClusterObject]:
     """Render every release (recorded Release inputs) with helm, concurrently; in the order given."""
+    from tools import plan_cache
+
     helm = helm_binary()
     objects: list[ClusterObject] = []
     with tempfile.TemporaryDirectory(prefix="gtp-helm-") as tmp:
         running = []
         for index, release in enumerate(releases):
+            values_text = json.dumps(_plain_values(release.get("values") or {}))
+            # A render of the same chart, values and version is reused (tools/plan_cache.py): an edited stack
+            # runs helm only for the releases the edit touched.
+            key = plan_cache.helm_render_key(helm, root / release["chart"], release["name"], release["namespace"],
+                                             kubernetes_version, values_text)
+            cached = plan_cache.load_helm_render(key)
+            if cached is not None:
+                running.append((release, key, cached))
+                continue
             values = Path(tmp) / f"values-{index}.json"
-            values.write_text(json.dumps(_plain_values(release.get("values") or {})))
+            values.write_text(values_text)
             command = [helm, "template", release["name"], str(root / release["chart"]),
                        "--namespace", release["namespace"], "--kube-version", kubernetes_version,
                        "--include-crds", "--values", str(values)]
-            running.append((release, subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                                      text=True, cwd=tmp)))
-        for release, process in running:
-            out, err = process.communicate()
+            running.append((release, key, subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                                           text=True, cwd=tmp)))
+        for release, key, process in running:
             source = f"chart {release['chart']} release {release['namespace']}/{release['name']}"
-            if process.returncode != 0:
-                raise RenderError(f"helm template failed for {source}: {err.strip()}")
+            if isinstance(process, str):
+                out = process
+            else:
+                out, err = process.communicate()
+                if process.returncode != 0:
+                    raise RenderError(f"helm template failed for {source}: {err.strip()}")
+                plan_cache.store_helm_render(key, out)
             if release.get("createNamespace"):
                 objects.append(ClusterObject(source, {"apiVersion": "v1", "kind": "Namespace",
                                                       "metadata": {"name": release["namespace"]}}))

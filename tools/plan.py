@@ -16,7 +16,9 @@ Usage: ``python -m tools.plan --stack dev`` (what ``make plan STACK=dev`` runs) 
 ``build/plan/<stack>/resources.json``, ``manifests.yaml``, ``cluster.yaml`` (tools/cluster.py), ``cost.json``
 (tools/cost.py: $/h at the node groups' min and max sizes) and the picture ``overview.svg`` (tools/overview.py,
 when Graphviz is installed), prints a resource tree and progress lines (on
-stderr), and validates; ``--all`` (``make plan-all``) plans every stack in one process.
+stderr), and validates; ``--all`` (``make plan-all``) plans every stack in one process. A stack whose inputs are
+unchanged since its last plan is restored from the content-addressed cache under ``build/plan-cache/``
+(tools/plan_cache.py: same files, same lines; ``--no-cache`` plans from scratch).
 """
 
 from __future__ import annotations
@@ -298,12 +300,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--stack-file", type=Path, help="plan this stack file instead (tests, experiments)")
     parser.add_argument("--out", type=Path, default=ROOT / "build" / "plan", help="output directory root")
     parser.add_argument("--quiet", action="store_true", help="don't print the resource tree")
+    parser.add_argument("--no-cache", action="store_true",
+                        help="plan from scratch and store nothing (tools/plan_cache.py; GTP_PLAN_CACHE=off does too)")
     args = parser.parse_args(argv)
     stacks = known_stacks(ROOT) if args.all else args.stack
     if args.stack_file and len(stacks) != 1:
         parser.error("--stack-file plans exactly one --stack")
     started = time.perf_counter()
-    codes = {stack: plan_one(stack, stack_file=args.stack_file, out=args.out, quiet=args.quiet) for stack in stacks}
+    if args.no_cache:
+        os.environ["GTP_PLAN_CACHE"] = "off"
+    from tools.plan_cache import cached_plan
+
+    codes = {stack: cached_plan(stack, plan_one, stack_file=args.stack_file, out=args.out, quiet=args.quiet)
+             for stack in stacks}
     if len(stacks) > 1:
         failed = [stack for stack, code in codes.items() if code]
         progress(f"{len(stacks)} stacks in {time.perf_counter() - started:.1f} s"
@@ -345,6 +354,13 @@ def warn_placeholders(plan: Plan) -> None:
 def plan_one(stack: str, *, stack_file: Path | None = None, out: Path = ROOT / "build" / "plan",
              quiet: bool = False) -> int:
     """Plan, write and validate one stack. 0: valid; 1: invalid objects or policy violations; 2: invalid config."""
+    return plan_and_check(stack, stack_file=stack_file, out=out, quiet=quiet)[0]
+
+
+def plan_and_check(stack: str, *, stack_file: Path | None = None, out: Path = ROOT / "build" / "plan",
+                   quiet: bool = False, refusals: str = "print") -> tuple[int, Plan | None]:
+    """`plan_one`'s exit code, and the plan it checked (None when the config was refused). `refusals="raise"`:
+    an invalid config raises its ConfigError instead of printing it (a caller that words it for its user)."""
     from stack_config import ConfigError
     from tools.validate import validate_plan
 
@@ -353,8 +369,10 @@ def plan_one(stack: str, *, stack_file: Path | None = None, out: Path = ROOT / "
     try:
         plan = run(stack, stack_file=stack_file)
     except (ConfigError, FileNotFoundError, YamlFileError) as error:
+        if refusals == "raise":
+            raise
         print(f"error: {error}", file=sys.stderr)
-        return 2
+        return 2, None
     progress(f"{stack}: {len(plan.resources)} resources registered in {time.perf_counter() - started:.1f} s")
     warn_placeholders(plan)
     directory = out / stack
@@ -378,7 +396,7 @@ def plan_one(stack: str, *, stack_file: Path | None = None, out: Path = ROOT / "
         objects = cluster.render_cluster(plan)
     except (cluster.RenderError, FileNotFoundError) as error:
         print(f"error: rendering the cluster of stack '{stack}': {error}", file=sys.stderr)
-        return 1
+        return 1, plan
     (directory / "cluster.yaml").write_text(cluster.dump(objects))
     counts = ", ".join(f"{source} {count}" for source, count in cluster.by_source(objects).items()) or "none"
     progress(f"{stack}: cluster.yaml: {len(objects)} objects ({counts}) in {time.perf_counter() - rendered:.1f} s")
@@ -407,14 +425,14 @@ def plan_one(stack: str, *, stack_file: Path | None = None, out: Path = ROOT / "
         print(f"error: the plan of stack '{stack}' has {len(report.errors)} invalid object(s):", file=sys.stderr)
         for line in report.errors:
             print(f"  - {line}", file=sys.stderr)
-        return 1
+        return 1, plan
     if misses:
-        return 1
+        return 1, plan
     if not quiet:
         picture = f", {directory / overview.SVG_NAME}" if (directory / overview.SVG_NAME).is_file() else ""
         print(f"\nwrote {directory / 'resources.json'}, {directory / 'manifests.yaml'}, {directory / 'cluster.yaml'}"
               f"{picture} and {directory / cost.FILE}")
-    return 0
+    return 0, plan
 
 
 if __name__ == "__main__":
