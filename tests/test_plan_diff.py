@@ -14,6 +14,7 @@ import pytest
 
 import tools.plan as gtp_plan
 from tools import plan_diff
+from tools.cluster import ClusterObject
 from tools.plan_diff import diff_plans
 from tests.conftest import ROOT, plan_modified, plan_stack
 
@@ -383,3 +384,32 @@ def test_listing_stacks_at_a_base_without_stacks_or_an_unknown_ref(tmp_path: Pat
                             cwd=ROOT, capture_output=True, text=True, check=False, timeout=120)
     assert result.returncode == 2 and "can't read stacks/ at 'no-such-ref'" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_the_base_is_planned_once_per_git_tree_and_tool_set(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+                                                            capsys: pytest.CaptureFixture) -> None:
+    """plan-diff plans BASE once per tree (tools/plan_cache.py `tree_key`); the head is planned on every run."""
+    monkeypatch.setenv("GTP_PLAN_CACHE", str(tmp_path / "cache"))
+    planned: list[str] = []
+
+    def plan_tree(tree: Path, stack: str, out: Path) -> dict:
+        planned.append("head" if tree == plan_diff.ROOT else "base")
+        pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": "n"}}
+        return {**_plan(), "cluster": [ClusterObject("stack", pod)]}
+
+    monkeypatch.setattr(plan_diff, "plan_tree", plan_tree)
+    assert plan_diff.main(["--stack", "dev", "--base", "HEAD"]) == 0
+    first = capsys.readouterr()
+    assert plan_diff.main(["--stack", "dev", "--base", "HEAD"]) == 0
+    second = capsys.readouterr()
+    assert planned == ["base", "head", "head"]
+    assert "read from the plan cache" in second.err and second.out == first.out
+    assert plan_diff.main(["--stack", "dev", "--base", "HEAD~1"]) == 0  # another tree: planned
+    assert planned[-2:] == ["base", "head"]
+    from tools import plan_cache
+
+    tree = subprocess.run(["git", "rev-parse", "HEAD^{tree}"], cwd=ROOT, capture_output=True, text=True,
+                          check=True).stdout.strip()
+    same = plan_cache.tree_key(tree, "dev")
+    monkeypatch.setattr(plan_cache, "tool_identity", lambda: {"helm": "another helm"})
+    assert plan_cache.tree_key(tree, "dev") != same, "a base planned with other tools was reused"

@@ -20,6 +20,10 @@ this order (`SECTIONS`):
 4. **outputs**, **versions** (providers' SDK pins, Helm charts, EKS add-ons, vendored manifests) and the head
    plan's **policy violations**.
 
+Both plans go through the plan cache (tools/plan_cache.py): BASE is planned once per git tree and tool set and
+then read back (a PR's base, diffed for every push and stack), and the working tree's plan is restored when its
+inputs are unchanged since `make plan`. `GTP_PLAN_CACHE=off` plans both from scratch.
+
 ``--format plain`` (the default, for a terminal) or ``--format markdown`` (the PR comment `pr.yml` posts). One
 progress line per plan goes to stderr. Exit status: 0 clean, 1 the head plan has policy violations or failed, 2 an
 unknown stack or ref. This is what a reviewer reads on a pull request; no credentials are involved.
@@ -794,10 +798,13 @@ def provider_pins(tree: Path) -> dict[str, str]:
     return {name.lower(): version for name, version in _PIN.findall(path.read_text())} if path.exists() else {}
 
 
-def provider_version_changes(base: Path, head: Path) -> list[str]:
-    old, new = provider_pins(base), provider_pins(head)
+def pin_changes(old: Mapping[str, str], new: Mapping[str, str]) -> list[str]:
     return [f"    {name}: {old.get(name, '(absent)')} -> {new.get(name, '(absent)')}"
             for name in sorted(set(old) | set(new)) if old.get(name) != new.get(name)]
+
+
+def provider_version_changes(base: Path, head: Path) -> list[str]:
+    return pin_changes(provider_pins(base), provider_pins(head))
 
 
 def stacks_to_diff(base: str, root: Path = ROOT) -> list[str]:
@@ -841,6 +848,37 @@ def plan_tree(tree: Path, stack: str, out: Path) -> dict[str, Any] | None:
     return plan
 
 
+def base_plan(tree: str, base: str, stack: str, scratch: Path) -> tuple[dict[str, Any] | None, dict[str, str]]:
+    """`stack`'s plan document at BASE and BASE's provider pins: planned once per git tree and tool set, then read
+    from the plan cache (tools/plan_cache.py `tree_key`), so a PR's base is planned once, not on every diff. On a
+    miss BASE is checked out in a temporary `git worktree` and planned with its own code."""
+    from tools import plan_cache
+
+    from tools import cluster
+
+    digest = plan_cache.tree_key(tree, stack)
+    found, stored = plan_cache.load_document(digest)
+    if found:
+        print(f"plan-diff: {stack} at {base}: planned before (tree {tree[:12]}), read from the plan cache",
+              file=sys.stderr, flush=True)
+        plan = stored["plan"]
+        if plan is not None and "cluster" in plan:  # stored as cluster.yaml's text, read back as plan_tree does
+            plan["cluster"] = cluster.load(plan["cluster"])
+        return plan, stored["pins"]
+    worktree = scratch / "base"
+    subprocess.run(["git", "worktree", "add", "--detach", "--quiet", str(worktree), base], cwd=ROOT, check=True,
+                   capture_output=True, text=True)
+    try:
+        plan = plan_tree(worktree, stack, scratch / "base-plan")
+        pins = provider_pins(worktree)
+    finally:
+        subprocess.run(["git", "worktree", "remove", "--force", str(worktree)], cwd=ROOT, check=False,
+                       capture_output=True)
+    stored_plan = plan if plan is None or "cluster" not in plan else {**plan, "cluster": cluster.dump(plan["cluster"])}
+    plan_cache.store_document(digest, {"plan": stored_plan, "pins": pins})
+    return plan, pins
+
+
 def _progress(stack: str, where: str, plan: Mapping[str, Any] | None, started: float) -> None:
     """The one line per plan on stderr (a plan takes seconds to a minute: never a silent terminal)."""
     if plan is None:
@@ -874,28 +912,24 @@ def main(argv: list[str] | None = None) -> int:
     if not args.stack:
         parser.error("--stack is required (or --list-stacks)")
 
+    try:
+        tree = subprocess.run(["git", "rev-parse", "--verify", "--quiet", f"{args.base}^{{tree}}"], cwd=ROOT,
+                              capture_output=True, text=True, check=True).stdout.strip()
+    except subprocess.CalledProcessError:
+        print(f"error: can't check out {args.base!r}: not a commit of this repository", file=sys.stderr)
+        return 2
     with tempfile.TemporaryDirectory(prefix="gtp-plan-diff-") as tmp:
-        worktree = Path(tmp) / "base"
-        try:
-            subprocess.run(["git", "worktree", "add", "--detach", "--quiet", str(worktree), args.base], cwd=ROOT,
-                           check=True, capture_output=True, text=True)
-        except subprocess.CalledProcessError as error:
-            print(f"error: can't check out {args.base!r}: {error.stderr.strip()}", file=sys.stderr)
-            return 2
         try:
             started = time.perf_counter()
-            base = plan_tree(worktree, args.stack, Path(tmp) / "base-plan")
+            base, base_pins = base_plan(tree, args.base, args.stack, Path(tmp))
             _progress(args.stack, args.base, base, started)
             started = time.perf_counter()
             head = plan_tree(ROOT, args.stack, Path(tmp) / "head-plan")
             _progress(args.stack, "the working tree", head, started)
-            providers = provider_version_changes(worktree, ROOT)
-        except RuntimeError as error:
-            print(f"error: {error}", file=sys.stderr)
+        except (RuntimeError, subprocess.CalledProcessError) as error:
+            print(f"error: {getattr(error, 'stderr', None) or error}", file=sys.stderr)
             return 1
-        finally:
-            subprocess.run(["git", "worktree", "remove", "--force", str(worktree)], cwd=ROOT, check=False,
-                           capture_output=True)
+    providers = pin_changes(base_pins, provider_pins(ROOT))
     if head is None and base is None:
         print(f"error: no stack {args.stack!r} at {args.base} or in the working tree "
               f"(stacks: {', '.join(known_stacks(ROOT))})", file=sys.stderr)
