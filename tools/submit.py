@@ -37,7 +37,7 @@ import yaml
 
 from stack_config.derived import kueue_enabled
 from stack_config.source import YamlFileError, load_yaml_file
-from tools.plan import ROOT, plan_one, run
+from tools.plan import COMPUTED, ROOT, plan_and_check, run
 
 SUBMITTABLE = ("pytorchjob", "trainjob")
 """Kinds Kueue admits whose whole workload is Kubernetes objects (ElasticJob: no Kueue integration)."""
@@ -76,7 +76,8 @@ def render(stack: str, entry: dict[str, Any], *, trainer_image: str | None = Non
         # Substituted before planning, so the image goes through every check a stack's own image does (by digest,
         # signed where the policy pack requires it): the stack runs it instead of building one.
         config["gtp:image"] = {**(config.get("gtp:image") or {}), "build": False, "reference": trainer_image}
-    before = _run(stack, document, "as it stands")
+    # As an apply would run it: a stage that refuses only at apply (an unpinned base image) refuses here too.
+    before = _run(stack, document, "as it stands", known_outputs=True)
     if not kueue_enabled(before.config):
         raise SubmitError(f"stack {stack!r} runs no Kueue, so nothing admits a job it doesn't declare (its quota is "
                           "sized for its own workloads): add the job to the stack's workloads instead")
@@ -84,27 +85,49 @@ def render(stack: str, entry: dict[str, Any], *, trainer_image: str | None = Non
     with tempfile.TemporaryDirectory() as scratch:
         variant = Path(scratch) / f"Pulumi.{stack}.yaml"
         variant.write_text(yaml.safe_dump(document, sort_keys=False))
-        after = _run(stack, document, f"with workload {name!r}", variant)
-        # The whole plan of the stack with the job in it: validators, policy pack and the cluster simulation
-        # (admitted, scheduled, queued within the quota, volumes writable), exactly as `make plan` checks it.
-        if plan_one(stack, stack_file=variant, out=Path(scratch) / "plan", quiet=True) != 0:
+        # The whole plan of the stack with the job in it: config rules, validators, policy pack and the cluster
+        # simulation (admitted, scheduled, queued within the quota, volumes writable), exactly as `make plan`
+        # checks it. Its Helm releases are the stack's own, so their renders come from the plan cache.
+        try:
+            code, after = plan_and_check(stack, stack_file=variant, out=Path(scratch) / "plan", quiet=True,
+                                         refusals="raise")
+        except pulumi.RunError as error:  # a ConfigError, or a stage's refusal (e.g. an unpinned base image)
+            raise SubmitError(f"stack {stack!r} with workload {name!r} can't be planned: {error}") from None
+        if code != 0:
             raise SubmitError(f"stack {stack!r} with workload {name!r} does not plan clean (the lines above say "
                               "why)")
-    old = {_object_key(obj) for obj in before.kubernetes_objects()}
-    added = [obj for obj in after.kubernetes_objects() if _object_key(obj) not in old]
+        old = {_object_key(obj) for obj in before.kubernetes_objects()}
+        added = [obj for obj in after.kubernetes_objects() if _object_key(obj) not in old]
+        # An object the preview knows whole is the object an apply creates, under the same key; one holding a
+        # value only an apply knows (another resource's output, or a name computed from one) is planned again
+        # as an apply would, so that `kubectl create` gets real values and the keys compare like with like.
+        if any(_unknown(obj) for obj in added):
+            applied = _run(stack, document, f"with workload {name!r}", variant, known_outputs=True)
+            added = [obj for obj in applied.kubernetes_objects() if _object_key(obj) not in old]
     if not added:
         raise SubmitError(f"workload {name!r} adds no Kubernetes object to stack {stack!r}")
     return yaml.safe_dump_all(added, sort_keys=False, default_flow_style=False, width=120)
 
 
-def _run(stack: str, document: dict[str, Any], what: str, stack_file: Path | None = None) -> Any:
-    """The stack's apply-like plan (`document`, or its file), or a SubmitError saying why the program refused."""
+def _unknown(value: Any) -> bool:
+    """Whether a planned value holds a preview's marker for what only an apply knows."""
+    if isinstance(value, dict):
+        return any(_unknown(item) for item in value.values())
+    if isinstance(value, list):
+        return any(_unknown(item) for item in value)
+    return value == COMPUTED
+
+
+def _run(stack: str, document: dict[str, Any], what: str, stack_file: Path | None = None,
+         known_outputs: bool = False) -> Any:
+    """The stack's plan (`document`, or its file; as an apply would see it with `known_outputs`), or a SubmitError
+    saying why the program refused."""
     with tempfile.TemporaryDirectory() as scratch:
         if stack_file is None:
             stack_file = Path(scratch) / f"Pulumi.{stack}.yaml"
             stack_file.write_text(yaml.safe_dump(document, sort_keys=False))
         try:
-            return run(stack, stack_file=stack_file, known_outputs=True)
+            return run(stack, stack_file=stack_file, known_outputs=known_outputs)
         except pulumi.RunError as error:  # a ConfigError, or a stage's refusal (e.g. an unpinned base image)
             raise SubmitError(f"stack {stack!r} {what} can't be planned: {error}") from None
 

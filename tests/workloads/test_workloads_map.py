@@ -334,6 +334,36 @@ def test_submit_checks_the_trainer_image_before_planning(capsys: pytest.CaptureF
         gtp_submit.render("prod", prod, trainer_image="registry.example.invalid/t@sha256:" + "b" * 64)
 
 
+def test_submit_plans_the_variant_once_and_again_as_an_apply_only_for_values_a_preview_does_not_know(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The stack as it stands (apply-like) and the stack with the entry (the checked plan): two runs. A third, the
+    variant as an apply would run it, only when an added object holds a value the preview can't know."""
+    entry = {"lr-sweep": {"kind": "pytorchjob", "nodeGroup": "g6", "gpuResource": "shared", "gpusPerNode": 1,
+                          "cpu": "900m", "memory": "3Gi", "shmSize": "1Gi", "maxSteps": 50}}
+    trainer = "123456789012.dkr.ecr.us-west-2.amazonaws.com/gtp-dev-trainer@sha256:" + "a" * 64
+    runs: list[bool] = []
+    real_run, real_check = gtp_submit.run, gtp_submit.plan_and_check
+
+    def counted_run(*args: Any, known_outputs: bool = False, **kwargs: Any) -> Any:
+        runs.append(known_outputs)
+        return real_run(*args, known_outputs=known_outputs, **kwargs)
+
+    monkeypatch.setattr(gtp_submit, "run", counted_run)
+    plain = gtp_submit.render("dev", entry, trainer_image=trainer)
+    assert runs == [True], "the submit planned the stack more often than as it stands plus the checked variant"
+
+    def job_output_unknown(*args: Any, **kwargs: Any) -> Any:
+        code, plan = real_check(*args, **kwargs)
+        job = next(r for r in plan.resources if r.type == "kubernetes:kubeflow.org/v1:PyTorchJob")
+        job.inputs["metadata"] = {**job.inputs["metadata"], "annotations": {"from": gtp_submit.COMPUTED}}
+        return code, plan
+
+    monkeypatch.setattr(gtp_submit, "plan_and_check", job_output_unknown)
+    runs.clear()
+    assert gtp_submit.render("dev", entry, trainer_image=trainer) == plain  # the apply-like objects, not markers
+    assert runs == [True, True]
+
+
 def test_submit_on_a_stack_whose_program_refuses_says_so_without_a_traceback(capsys: pytest.CaptureFixture) -> None:
     # Before: edge's own image build (an unpinned Jetson base) ended `tools.submit` in a RunError traceback.
     job = {"one-off": {"kind": "pytorchjob", "nodeGroup": "orin", "image": DIGEST, "command": ["/app/t.py"]}}
