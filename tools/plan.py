@@ -358,9 +358,10 @@ def plan_one(stack: str, *, stack_file: Path | None = None, out: Path = ROOT / "
 
 
 def plan_and_check(stack: str, *, stack_file: Path | None = None, out: Path = ROOT / "build" / "plan",
-                   quiet: bool = False, refusals: str = "print") -> tuple[int, Plan | None]:
+                   quiet: bool = False, refusals: str = "print", write: bool = True) -> tuple[int, Plan | None]:
     """`plan_one`'s exit code, and the plan it checked (None when the config was refused). `refusals="raise"`:
-    an invalid config raises its ConfigError instead of printing it (a caller that words it for its user)."""
+    an invalid config raises its ConfigError instead of printing it (a caller that words it for its user).
+    `write=False`: every check, no files (the plan files, cluster.yaml, the picture): what tools.submit needs."""
     from stack_config import ConfigError
     from tools.validate import validate_plan
 
@@ -376,17 +377,18 @@ def plan_and_check(stack: str, *, stack_file: Path | None = None, out: Path = RO
     progress(f"{stack}: {len(plan.resources)} resources registered in {time.perf_counter() - started:.1f} s")
     warn_placeholders(plan)
     directory = out / stack
-    directory.mkdir(parents=True, exist_ok=True)
-    resources, manifests = render(plan)
-    (directory / "resources.json").write_text(resources)
-    (directory / "manifests.yaml").write_text(manifests)
     from tools import cost
 
-    # What its nodes cost per hour at min and max size (cost.json: what plan-diff compares).
-    priced = cost.stack_cost(plan.config)
-    cost.write(priced, directory)
-    for line in cost.summary(priced):
-        progress(f"{stack}: {line}")
+    if write:
+        directory.mkdir(parents=True, exist_ok=True)
+        resources, manifests = render(plan)
+        (directory / "resources.json").write_text(resources)
+        (directory / "manifests.yaml").write_text(manifests)
+        # What its nodes cost per hour at min and max size (cost.json: what plan-diff compares).
+        priced = cost.stack_cost(plan.config)
+        cost.write(priced, directory)
+        for line in cost.summary(priced):
+            progress(f"{stack}: {line}")
     if not quiet:
         print(tree(plan))
     from tools import cluster
@@ -397,28 +399,34 @@ def plan_and_check(stack: str, *, stack_file: Path | None = None, out: Path = RO
     except (cluster.RenderError, FileNotFoundError) as error:
         print(f"error: rendering the cluster of stack '{stack}': {error}", file=sys.stderr)
         return 1, plan
-    (directory / "cluster.yaml").write_text(cluster.dump(objects))
+    if write:
+        (directory / "cluster.yaml").write_text(cluster.dump(objects))
     counts = ", ".join(f"{source} {count}" for source, count in cluster.by_source(objects).items()) or "none"
-    progress(f"{stack}: cluster.yaml: {len(objects)} objects ({counts}) in {time.perf_counter() - rendered:.1f} s")
+    progress(f"{stack}: {'cluster.yaml' if write else 'cluster'}: {len(objects)} objects ({counts}) in "
+             f"{time.perf_counter() - rendered:.1f} s")
     from tools import simulate
 
     simulated = time.perf_counter()
     simulation = simulate.simulate(plan, objects)
-    simulate.write(simulation, directory)
-    progress(f"{stack}: simulation.json: {simulate.summary(simulation)} in {time.perf_counter() - simulated:.1f} s")
+    if write:
+        simulate.write(simulation, directory)
+    progress(f"{stack}: simulation{'.json' if write else ''}: {simulate.summary(simulation)} in "
+             f"{time.perf_counter() - simulated:.1f} s")
     from tools import overview
 
-    drawing = overview.Drawing(plan, objects, directory)  # dot draws overview.svg while the plan is validated
+    # dot draws overview.svg while the plan is validated
+    drawing = overview.Drawing(plan, objects, directory) if write else None
     misses = simulate.findings(simulation)
     if misses:
         print(f"error: the cluster of stack '{stack}' would not run: {len(misses)} miss(es):", file=sys.stderr)
         for line in misses:
             print(f"  - {line}", file=sys.stderr)
     validated = time.perf_counter()
-    report = validate_plan(plan, directory, objects)
+    report = validate_plan(plan, directory if write else None, objects)
     progress(f"{stack}: validated ({report.summary()}) in {time.perf_counter() - validated:.1f} s: "
              + (f"{len(report.errors)} error(s)" if report.errors else "ok"))
-    progress(f"{stack}: {drawing.finish()}")
+    if drawing is not None:
+        progress(f"{stack}: {drawing.finish()}")
     for line in report.notes:
         print(f"note: {line}", file=sys.stderr)
     if report.errors:
