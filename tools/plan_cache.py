@@ -37,7 +37,7 @@ import shutil
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -207,12 +207,26 @@ def restore(entry: Path, directory: Path) -> int:
     return int(recorded["code"])
 
 
-def store(root: Path, key: Key, directory: Path, chunks: list[list[str]], code: int) -> None:
-    """Save the plan just written into `directory` under `key`, atomically (a concurrent plan of the same key
-    wins or loses the rename whole; a reader never sees half an entry)."""
+def _store_entry(root: Path, digest: str, fill: Callable[[Path], None]) -> None:
+    """Make entry `root/digest` with `fill(folder)`, atomically: it is filled in a staging folder and renamed, so a
+    concurrent plan of the same key wins or loses the rename whole and a reader never sees half an entry."""
     root.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=".staging-", dir=root))
     try:
+        fill(staging)
+        try:
+            os.rename(staging, root / digest)
+        except OSError:  # the same key stored meanwhile: identical by construction
+            pass
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    prune(root)
+
+
+def store(root: Path, key: Key, directory: Path, chunks: list[list[str]], code: int) -> None:
+    """Save the plan just written into `directory` under `key`."""
+
+    def fill(staging: Path) -> None:
         (staging / "files").mkdir()
         names = sorted(child.name for child in directory.iterdir() if child.is_file()) if directory.is_dir() else []
         for name in names:
@@ -222,13 +236,8 @@ def store(root: Path, key: Key, directory: Path, chunks: list[list[str]], code: 
         output = [[stream, text.replace(str(directory), DIRECTORY)] for stream, text in chunks]
         (staging / OUTPUT_FILE).write_text(json.dumps({"stack": key.stack, "code": code, "files": names,
                                                        "output": output, "stored": time.time()}))
-        try:
-            os.rename(staging, root / key.digest)
-        except OSError:  # the same key stored meanwhile: identical by construction
-            pass
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
-    prune(root)
+
+    _store_entry(root, key.digest, fill)
 
 
 def prune(root: Path, keep: int = ENTRIES_KEPT) -> None:
@@ -274,33 +283,29 @@ def tree_key(tree: str, stack: str) -> str:
 DOCUMENT_FILE = "document.json"
 
 
+def _cached(*parts: str) -> Path | None:
+    """The cache file at `parts` (its use recorded, so pruning keeps it), or None: cache off, or no such entry."""
+    cache = cache_dir()
+    path = None if cache is None else cache.joinpath(*parts)
+    if path is None or not path.is_file():
+        return None
+    # The entry is what pruning sorts: a file right under its kind's folder (a render), else the folder holding it.
+    os.utime(path if len(parts) == 2 else path.parent)
+    return path
+
+
 def load_document(digest: str) -> tuple[bool, object]:
     """(found, the stored plan document or None for "no such stack") under `digest`; (False, None) on a miss."""
-    cache = cache_dir()
-    path = None if cache is None else cache / PLANS / digest / DOCUMENT_FILE
-    if path is None or not path.is_file():
-        return False, None
-    os.utime(path.parent)
-    return True, json.loads(path.read_text())["document"]
+    path = _cached(PLANS, digest, DOCUMENT_FILE)
+    return (False, None) if path is None else (True, json.loads(path.read_text())["document"])
 
 
 def store_document(digest: str, document: object) -> None:
-    """Store a plan document (tools.plan_diff.plan_tree's) under `digest`, atomically."""
+    """Store a plan document (tools.plan_diff.plan_tree's) under `digest`."""
     cache = cache_dir()
-    if cache is None:
-        return
-    root = cache / PLANS
-    root.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=".staging-", dir=root))
-    try:
-        (staging / DOCUMENT_FILE).write_text(json.dumps({"document": document, "stored": time.time()}))
-        try:
-            os.rename(staging, root / digest)
-        except OSError:
-            pass
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
-    prune(root)
+    if cache is not None:
+        _store_entry(cache / PLANS, digest, lambda staging: (staging / DOCUMENT_FILE).write_text(
+            json.dumps({"document": document, "stored": time.time()})))
 
 
 def helm_render_key(helm: str, chart: Path, name: str, namespace: str, kubernetes_version: str,
@@ -314,12 +319,8 @@ def helm_render_key(helm: str, chart: Path, name: str, namespace: str, kubernete
 
 
 def load_helm_render(digest: str) -> str | None:
-    cache = cache_dir()
-    path = None if cache is None else cache / HELM / f"{digest}.yaml"
-    if path is None or not path.is_file():
-        return None
-    os.utime(path)
-    return path.read_text()
+    path = _cached(HELM, f"{digest}.yaml")
+    return None if path is None else path.read_text()
 
 
 def store_helm_render(digest: str, text: str) -> None:
