@@ -12,6 +12,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 import textwrap
 from pathlib import Path
 
@@ -193,6 +194,13 @@ def test_the_key_covers_every_file_a_real_plan_reads(tmp_path: Path, stack: str,
             and "__pycache__" not in path and not path.startswith(derived)}
     assert read, "the audit hook saw no file of the repository opened: it watched nothing"
     assert read - keyed == set(), "a plan read files the cache key leaves out (tools/plan_cache.py input_files)"
+    # Outside the repository: only the interpreter's own files (its version and the installed distributions are
+    # in the key) and the plan's scratch under the temporary directory (helm's values files).
+    outside = {path for path in record["opened"] if not path.startswith(root + os.sep) and os.path.isfile(path)}
+    prefixes = tuple(os.path.realpath(prefix) for prefix in {sys.prefix, sys.base_prefix, sys.exec_prefix})
+    scratch = os.path.realpath(tempfile.gettempdir()) + os.sep
+    assert {path for path in outside if not path.startswith((*prefixes, scratch))} == set(), \
+        "a plan read a file outside the repository and the Python installation: the key can't see it"
     programs = {Path(command[0]).name for command in record["ran"]}
     assert programs <= {"helm", "dot"}, f"a plan ran {programs - {'helm', 'dot'}}: add it to plan_cache's identity"
     assert must_run in programs, f"the plan never ran {must_run}: the audit saw too little to mean anything"

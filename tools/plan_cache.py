@@ -12,8 +12,10 @@ What is not in the key, and why it can't change a plan: `.git` (the plan pins th
 "unknown", tools/plan.py), `build/` (outputs; the mirror lock the offline stage reads is `vendor/` or the stack's
 own), `tests/`, `docs/`, `benchmarks/`, `.github/`, `.ci/` and the top-level Markdown files (nothing the program
 imports or opens; a chart's README.md is in), virtualenvs and bytecode. tests/test_plan_cache.py holds the planner
-to that: it records every file a real plan opens under the repository (an audit hook) and fails on any that is
-outside the key.
+to that: it records every file a real plan opens (an audit hook) and fails on any repository file outside the key,
+on any file outside the repository and the Python installation, and on any program but helm and dot. One input is
+left out knowingly: the fonts Graphviz lays overview.svg out with (a new font package moves the picture's text,
+not the plan; `--no-cache` redraws it).
 
 One stage is cached on its own, because a changed stack usually leaves it unchanged: each Helm release's render
 (`helm template` output), keyed by helm, the chart directory's files, the release's name, namespace and values and
