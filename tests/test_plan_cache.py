@@ -176,6 +176,7 @@ AUDIT = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("stack", "must_run"), [("dev", "helm"), ("edge-swarm", "dot")])
 def test_the_key_covers_every_file_a_real_plan_reads(tmp_path: Path, stack: str, must_run: str) -> None:
     """A real plan under an audit hook: each repository file it opens is one of the key's inputs, and each program
@@ -241,6 +242,7 @@ def test_a_hit_is_byte_identical_to_a_fresh_plan_on_every_committed_stack(tmp_pa
     assert _plan_lines(restored.stderr, tmp_path / "restored") == _plan_lines(fresh.stderr, tmp_path / "fresh")
 
 
+@pytest.mark.slow
 def test_a_helm_render_is_reused_and_any_input_of_it_renders_again(tmp_path: Path,
                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     """The one stage cached on its own: a release rendered before is not rendered again; a release whose values,

@@ -15,6 +15,8 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
+
 SCRIPT = textwrap.dedent("""
     import json, sys
     import torch, torch.distributed as dist
@@ -65,6 +67,7 @@ def _free_port() -> int:
         return sock.getsockname()[1]
 
 
+@pytest.mark.slow
 def test_async_saves_reuse_the_staging_buffers_and_save_their_own_step(tmp_path: Path) -> None:
     trainer = Path(__file__).resolve().parents[2] / "images" / "trainer"
     env = {**os.environ, "PYTHONPATH": f"{trainer}{os.pathsep}{os.environ.get('PYTHONPATH', '')}",
