@@ -64,9 +64,9 @@ ROOT_DOCS = ".md"
 README.md is one of the chart's files (`.Files` in its templates)."""
 DERIVED_CACHES = ("build/cache/", "build/kueue/", "build/offline/", "build/plan-cache/")
 """Files under `build/` a plan reads without them being inputs: each is named by the SHA-256 of its source or of its
-content, derived from inputs in the key (tools/cluster.py `_parsed`: a vendored manifest's parse; a Helm render of
-this cache, `helm_render_key`; the stack's derived
-Kueue and offline operator manifests, components/kueue.py `kueue_manifest`, rewritten whenever the text differs)."""
+content, derived from inputs in the key: a vendored manifest's parse (tools/cluster.py `_parsed`), a Helm render of
+this cache (`helm_render_key`), the stack's derived Kueue and offline operator manifests (components/kueue.py
+`kueue_manifest`, rewritten whenever the text differs)."""
 NOT_READ_ENV = frozenset({"GTP_PLAN_CACHE", "GTP_VCS_REVISION", "GTP_SOURCE_URL"})
 """The cache's own setting, and what tools.plan.run overwrites before the program runs (the image labels)."""
 TOOLS = ("dot",)
