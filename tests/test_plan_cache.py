@@ -267,3 +267,40 @@ def test_a_helm_render_is_reused_and_any_input_of_it_renders_again(tmp_path: Pat
                                    (release, "1.33")):
         with pytest.raises(AssertionError, match="helm ran"):
             cluster.render_releases([changed], other_version)
+
+
+def test_a_hit_restores_the_plan_files_and_output_and_leaves_other_records(tmp_path: Path,
+                                                                          monkeypatch: pytest.MonkeyPatch,
+                                                                          capsys: pytest.CaptureFixture) -> None:
+    """cached_plan around a stand-in planner: the miss plans and stores, the hit plans nothing and gives the same
+    files, lines and exit code; a stale plan file is removed, a record that is not the plan's (cluster-run.json)
+    is left alone."""
+    monkeypatch.setenv("GTP_PLAN_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(plan_cache, "plan_key", lambda stack, stack_file, tools: plan_cache.Key(
+        stack, "s", {"a.py": "1"}, tools))
+    out = tmp_path / "plan"
+    (out / "dev").mkdir(parents=True)
+    (out / "dev" / "overview.svg").write_text("a picture of an older plan")
+    (out / "dev" / "cluster-run.json").write_text("{}")
+    calls = []
+
+    def planner(stack: str, *, stack_file: Path | None, out: Path, quiet: bool) -> int:
+        calls.append(stack)
+        (out / stack / "resources.json").write_text('{"resources": []}\n')
+        print("a tree")
+        print(f"plan: {stack}: wrote {out / stack}", file=sys.stderr)
+        return 1
+
+    assert plan_cache.cached_plan("dev", planner, stack_file=None, out=out, quiet=False) == 1
+    fresh = capsys.readouterr()
+    assert not (out / "dev" / "overview.svg").exists(), "a stale plan file outlived the plan that replaced it"
+    other = tmp_path / "other"
+    assert plan_cache.cached_plan("dev", planner, stack_file=None, out=other, quiet=False) == 1
+    hit = capsys.readouterr()
+    assert calls == ["dev"], "the hit planned again"
+    assert (other / "dev" / "resources.json").read_text() == '{"resources": []}\n'
+    assert hit.out == fresh.out == "a tree\n"
+    assert hit.err.splitlines()[1:] == [f"plan: dev: wrote {other / 'dev'}"], hit.err  # its own --out, named
+    assert "inputs unchanged" in hit.err.splitlines()[0]
+    assert plan_cache.cached_plan("dev", planner, stack_file=None, out=out, quiet=False) == 1
+    assert (out / "dev" / "cluster-run.json").read_text() == "{}", "a hit removed a record that is not the plan's"

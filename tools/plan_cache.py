@@ -4,8 +4,8 @@ A plan (tools.plan.plan_one: the program under mocks, the Helm renders, the oper
 validators and the policy pack, the cost and the picture) is a pure function of what it reads: the stack file, the
 repository's code and data (`__main__.py`, every package, `vendor/`, `stacks/`, `dashboards/`, `images/`, `policy/`,
 `conventions/`...), the tools it runs (the Python interpreter and every installed distribution, `helm`, Graphviz's
-`dot`) and the `GTP_*` / `PULUMI_*` environment. The key is a SHA-256 over exactly those; an entry holds every file
-the plan wrote into `<out>/<stack>/`, what it printed (stdout and stderr, in order) and its exit code. A hit writes
+`dot`) and the `GTP_*` / `PULUMI_*` environment. The key is a SHA-256 over exactly those; an entry holds the plan's
+files in `<out>/<stack>/` (PLAN_FILES), what it printed (stdout and stderr, in order) and its exit code. A hit writes
 the same files and prints the same lines, byte for byte, after one line that says it is a hit.
 
 What is not in the key, and why it can't change a plan: `.git` (the plan pins the image labels' revision to
@@ -48,6 +48,10 @@ FORMAT = 1
 """Bumped when an entry's layout or the key's recipe changes: old entries then simply miss."""
 ENTRIES_KEPT = 64
 HELM_RENDERS_KEPT = 512
+PLAN_FILES = ("resources.json", "manifests.yaml", "cost.json", "cluster.yaml", "simulation.json", "overview.dot",
+              "overview.svg", "policy-facts.json", "policy-pack-config.json")
+"""Every file tools.plan.plan_and_check writes into `<out>/<stack>/` (what an entry stores and a hit restores;
+tests/test_plan_cache.py fails on a plan that writes one more)."""
 PLANS, HELM = "plans", "helm"
 OUTPUT_FILE = "output.json"
 DIRECTORY = "\u0000plan-directory\u0000"
@@ -188,12 +192,11 @@ def recording() -> Iterator[list[list[str]]]:
 
 
 def clear_outputs(directory: Path) -> None:
-    """`<out>/<stack>/` holds exactly the last plan's files: a file an earlier plan wrote and this one doesn't (an
-    overview.svg when `dot` is gone) would contradict it."""
-    if directory.is_dir():
-        for child in directory.iterdir():
-            if child.is_file() or child.is_symlink():
-                child.unlink()
+    """The plan files in `<out>/<stack>/` are exactly the last plan's: one an earlier plan wrote and this one doesn't
+    (an overview.svg when `dot` is gone) would contradict it. Other files there (`make cluster-test`'s
+    cluster-run.json) are not the plan's to remove."""
+    for name in PLAN_FILES:
+        (directory / name).unlink(missing_ok=True)
 
 
 def restore(entry: Path, directory: Path) -> int:
@@ -230,7 +233,7 @@ def store(root: Path, key: Key, directory: Path, chunks: list[list[str]], code: 
 
     def fill(staging: Path) -> None:
         (staging / "files").mkdir()
-        names = sorted(child.name for child in directory.iterdir() if child.is_file()) if directory.is_dir() else []
+        names = sorted(name for name in PLAN_FILES if (directory / name).is_file())
         for name in names:
             shutil.copyfile(directory / name, staging / "files" / name)
         # The output names the directory it wrote ("wrote build/plan/dev/..."): stored as a placeholder, so a hit
