@@ -852,9 +852,7 @@ def base_plan(tree: str, base: str, stack: str, scratch: Path) -> tuple[dict[str
     """`stack`'s plan document at BASE and BASE's provider pins: planned once per git tree and tool set, then read
     from the plan cache (tools/plan_cache.py `tree_key`), so a PR's base is planned once, not on every diff. On a
     miss BASE is checked out in a temporary `git worktree` and planned with its own code."""
-    from tools import plan_cache
-
-    from tools import cluster
+    from tools import cluster, plan_cache
 
     digest = plan_cache.tree_key(tree, stack)
     found, stored = plan_cache.load_document(digest)
