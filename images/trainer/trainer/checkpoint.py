@@ -130,14 +130,17 @@ class ReusedStager(DefaultStager):
     """One stager for every async save of a run, so the staging copies land in the same host buffers each time.
 
     dcp.async_save builds a throwaway DefaultStager per call when given none (torch 2.13
-    torch/distributed/checkpoint/state_dict_saver.py `async_save`: ``owned_async_stager``), so every save allocates
-    a fresh copy of the whole state: on ~300 MB that is page faults and zeroing, several times the memcpy itself.
-    DefaultStager's StateDictStager caches one staged storage per live storage (_state_dict_stager.py
-    ``_stage_untyped_storage``: a cached storage is refilled with ``copy_``), and parameters and optimizer
-    moments keep their storages across steps, so from the second save on staging is the copy alone. On a GPU
-    the buffers are pinned and the copies non-blocking (one synchronize at the end); staging stays synchronous
-    (``use_async_staging=False``): training mutates the live tensors right after async_save returns. The
-    caller owns it (async_save closes only stagers it made): CheckpointManager.close releases the buffers.
+    torch/distributed/checkpoint/state_dict_saver.py `async_save`: ``owned_async_stager``), so every save stages
+    into a fresh host copy of the whole state, pageable, with blocking copies. DefaultStager's StateDictStager caches
+    one staged storage per live storage (_state_dict_stager.py ``_stage_untyped_storage``: a cached storage is
+    refilled with ``copy_``), and parameters and optimizer moments keep their storages across steps, so from the
+    second save on staging is the copy alone. On a GPU the buffers are pinned (pinning is what costs; pinned
+    device-to-host copies are the fast ones) and the copies non-blocking, with one synchronize at the end. On a CPU
+    host the gain is small: glibc hands a freed block of the same size back, and the memcpy is most of an async
+    save's block (benchmarks/bench_checkpoint.py prints that share). The price: one host copy of the rank's state
+    stays allocated between saves, where each save needed one anyway. Staging stays synchronous
+    (``use_async_staging=False``): training mutates the live tensors right after async_save returns. The caller
+    owns it (async_save closes only stagers it made): CheckpointManager.close releases the buffers.
     ``last_staging_s``: how long the latest stage() took, the copy's share of the time a save blocks."""
 
     def __init__(self) -> None:
