@@ -190,15 +190,17 @@ def test_the_key_covers_every_file_a_real_plan_reads(tmp_path: Path, stack: str,
     keyed = {os.path.realpath(path) for path in plan_cache.input_files(ROOT)}
     root = os.path.realpath(ROOT)
     derived = tuple(os.path.join(root, prefix) for prefix in plan_cache.DERIVED_CACHES)
+    # The Python installation: its version and the installed distributions are in the key, wherever it lives (a
+    # `make setup` venv is `.venv` inside the repository).
+    prefixes = tuple(os.path.realpath(prefix) + os.sep for prefix in {sys.prefix, sys.base_prefix, sys.exec_prefix})
     # Files read before this run wrote them (a file it wrote first is its own output, not an input).
     read = {path for path in record["opened"] if path.startswith(root + os.sep) and os.path.isfile(path)
-            and "__pycache__" not in path and not path.startswith(derived)}
+            and "__pycache__" not in path and not path.startswith(derived) and not path.startswith(prefixes)}
     assert read, "the audit hook saw no file of the repository opened: it watched nothing"
     assert read - keyed == set(), "a plan read files the cache key leaves out (tools/plan_cache.py input_files)"
     # Outside the repository: only the interpreter's own files (its version and the installed distributions are
     # in the key) and the plan's scratch under the temporary directory (helm's values files).
     outside = {path for path in record["opened"] if not path.startswith(root + os.sep) and os.path.isfile(path)}
-    prefixes = tuple(os.path.realpath(prefix) for prefix in {sys.prefix, sys.base_prefix, sys.exec_prefix})
     scratch = os.path.realpath(tempfile.gettempdir()) + os.sep
     assert {path for path in outside if not path.startswith((*prefixes, scratch))} == set(), \
         "a plan read a file outside the repository and the Python installation: the key can't see it"
