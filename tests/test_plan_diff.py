@@ -110,7 +110,8 @@ def test_provider_pins_compare_requirements(tmp_path: Path) -> None:
     (tmp_path / "a").mkdir(), (tmp_path / "b").mkdir()
     (tmp_path / "a" / "requirements.txt").write_text("pulumi==3.1\npulumi-aws==7.1.0\nPyYAML==6\n")
     (tmp_path / "b" / "requirements.txt").write_text("pulumi==3.1\npulumi-aws==7.2.0\nPyYAML==7\n")
-    assert plan_diff.provider_version_changes(tmp_path / "a", tmp_path / "b") == ["    pulumi-aws: 7.1.0 -> 7.2.0"]
+    pins = plan_diff.provider_pins(tmp_path / "a"), plan_diff.provider_pins(tmp_path / "b")
+    assert plan_diff.pin_changes(*pins) == ["    pulumi-aws: 7.1.0 -> 7.2.0"]
 
 
 def test_plan_tree_collects_policy_violations(tmp_path: Path) -> None:
@@ -138,6 +139,13 @@ def test_cli_exits_non_zero_on_a_violation(monkeypatch: pytest.MonkeyPatch, caps
     monkeypatch.setattr(plan_diff, "plan_tree", lambda tree, stack, out: head)
     assert plan_diff.main(["--stack", "dev", "--base", "HEAD"]) == 1
     assert "policy violations (1)" in capsys.readouterr().out
+
+
+def test_cli_rejects_an_unknown_base_before_planning_anything(monkeypatch: pytest.MonkeyPatch,
+                                                                capsys: pytest.CaptureFixture) -> None:
+    monkeypatch.setattr(plan_diff, "plan_tree", lambda tree, stack, out: pytest.fail("planned for an unknown base"))
+    assert plan_diff.main(["--stack", "dev", "--base", "no-such-ref-anywhere"]) == 2
+    assert "can't check out 'no-such-ref-anywhere': not a commit of this repository" in capsys.readouterr().err
 
 
 def test_cli_rejects_an_unknown_stack() -> None:

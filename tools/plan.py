@@ -358,8 +358,9 @@ def plan_one(stack: str, *, stack_file: Path | None = None, out: Path = ROOT / "
 
 
 def plan_and_check(stack: str, *, stack_file: Path | None = None, out: Path = ROOT / "build" / "plan",
-                   quiet: bool = False, refusals: str = "print", write: bool = True) -> tuple[int, Plan | None]:
-    """`plan_one`'s exit code, and the plan it checked (None when the config was refused). `refusals="raise"`:
+                   quiet: bool = False, raise_config_errors: bool = False,
+                   write: bool = True) -> tuple[int, Plan | None]:
+    """`plan_one`'s exit code, and the plan it checked (None when the config was refused). `raise_config_errors`:
     an invalid config raises its ConfigError instead of printing it (a caller that words it for its user).
     `write=False`: every check, no files (the plan files, cluster.yaml, the picture): what tools.submit needs."""
     from stack_config import ConfigError
@@ -370,7 +371,7 @@ def plan_and_check(stack: str, *, stack_file: Path | None = None, out: Path = RO
     try:
         plan = run(stack, stack_file=stack_file)
     except (ConfigError, FileNotFoundError, YamlFileError) as error:
-        if refusals == "raise":
+        if raise_config_errors:
             raise
         print(f"error: {error}", file=sys.stderr)
         return 2, None

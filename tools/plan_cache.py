@@ -130,30 +130,19 @@ def tool_identity() -> dict[str, str]:
     return identity
 
 
-@dataclass
-class Key:
-    """A plan's key and what it was made of (so a test can say which input made two keys differ)."""
-
-    stack: str
-    stack_file: str
-    files: dict[str, str]
-    tools: dict[str, str]
-    digest: str = ""
-
-    def __post_init__(self) -> None:
-        recipe = json.dumps({"format": FORMAT, "stack": self.stack, "stack_file": self.stack_file,
-                             "files": self.files, "tools": self.tools}, sort_keys=True)
-        self.digest = hashlib.sha256(recipe.encode()).hexdigest()
+def _digest(recipe: dict) -> str:
+    return hashlib.sha256(json.dumps({"format": FORMAT, **recipe}, sort_keys=True).encode()).hexdigest()
 
 
 def plan_key(stack: str, stack_file: Path | None = None, root: Path = ROOT,
-             tools: dict[str, str] | None = None) -> Key:
+             tools: dict[str, str] | None = None) -> str:
     """The key of planning `stack` (from `stack_file`, else `root/stacks/Pulumi.<stack>.yaml`) with `root`'s code."""
     path = (stack_file or root / "stacks" / f"Pulumi.{stack}.yaml").resolve()
     files = {str(file.relative_to(root)): _file_digest(file) for file in input_files(root)}
     # The stack file by content wherever it is (a --stack-file outside the tree; the committed one is also in files).
     stack_digest = _file_digest(path) if path.is_file() else "absent"
-    return Key(stack, stack_digest, files, tool_identity() if tools is None else tools)
+    return _digest({"stack": stack, "stack_file": stack_digest, "files": files,
+                    "tools": tool_identity() if tools is None else tools})
 
 
 @dataclass
@@ -228,7 +217,7 @@ def _store_entry(root: Path, digest: str, fill: Callable[[Path], None]) -> None:
     prune(root)
 
 
-def store(root: Path, key: Key, directory: Path, chunks: list[list[str]], code: int) -> None:
+def store(root: Path, key: str, stack: str, directory: Path, chunks: list[list[str]], code: int) -> None:
     """Save the plan just written into `directory` under `key`."""
 
     def fill(staging: Path) -> None:
@@ -239,10 +228,10 @@ def store(root: Path, key: Key, directory: Path, chunks: list[list[str]], code: 
         # The output names the directory it wrote ("wrote build/plan/dev/..."): stored as a placeholder, so a hit
         # with another --out names its own.
         output = [[stream, text.replace(str(directory), DIRECTORY)] for stream, text in chunks]
-        (staging / OUTPUT_FILE).write_text(json.dumps({"stack": key.stack, "code": code, "files": names,
+        (staging / OUTPUT_FILE).write_text(json.dumps({"stack": stack, "code": code, "files": names,
                                                        "output": output, "stored": time.time()}))
 
-    _store_entry(root, key.digest, fill)
+    _store_entry(root, key, fill)
 
 
 def prune(root: Path, keep: int = ENTRIES_KEPT) -> None:
@@ -265,24 +254,22 @@ def cached_plan(stack: str, plan, *, stack_file: Path | None, out: Path, quiet: 
     root = cache / PLANS
     started = time.perf_counter()
     key = plan_key(stack, stack_file, tools={**tool_identity(), "quiet": str(quiet)})
-    entry = root / key.digest
+    entry = root / key
     if (entry / OUTPUT_FILE).is_file():
-        print(f"plan: {stack}: inputs unchanged (key {key.digest[:12]}): the plan below is restored from "
+        print(f"plan: {stack}: inputs unchanged (key {key[:12]}): the plan below is restored from "
               f"{entry} in {time.perf_counter() - started:.2f} s", file=sys.stderr, flush=True)
         return restore(entry, directory)
     clear_outputs(directory)
     with recording() as chunks:
         code = plan(stack, stack_file=stack_file, out=out, quiet=quiet)
-    store(root, key, directory, chunks, code)
+    store(root, key, stack, directory, chunks, code)
     return code
 
 
 def tree_key(tree: str, stack: str) -> str:
     """The key of planning `stack` at a git tree object (`git rev-parse <commit>^{tree}`): a commit's checkout holds
     exactly its tree's files, so the tree's hash names every repository input, and the tools do the rest."""
-    recipe = json.dumps({"format": FORMAT, "kind": "git-tree", "tree": tree, "stack": stack,
-                         "tools": tool_identity()}, sort_keys=True)
-    return hashlib.sha256(recipe.encode()).hexdigest()
+    return _digest({"kind": "git-tree", "tree": tree, "stack": stack, "tools": tool_identity()})
 
 
 DOCUMENT_FILE = "document.json"
@@ -318,9 +305,8 @@ def helm_render_key(helm: str, chart: Path, name: str, namespace: str, kubernete
     """What `helm template` reads: the binary, every file of the chart directory, the release's name, namespace and
     values, and the Kubernetes version it renders for (capabilities)."""
     files = {str(path.relative_to(chart)): _file_digest(path) for path in sorted(chart.rglob("*")) if path.is_file()}
-    recipe = json.dumps({"format": FORMAT, "helm": _executable_identity(helm), "chart": files, "name": name,
-                         "namespace": namespace, "kubernetes": kubernetes_version, "values": values}, sort_keys=True)
-    return hashlib.sha256(recipe.encode()).hexdigest()
+    return _digest({"kind": "helm-render", "helm": _executable_identity(helm), "chart": files, "name": name,
+                    "namespace": namespace, "kubernetes": kubernetes_version, "values": values})
 
 
 def load_helm_render(digest: str) -> str | None:

@@ -803,10 +803,6 @@ def pin_changes(old: Mapping[str, str], new: Mapping[str, str]) -> list[str]:
             for name in sorted(set(old) | set(new)) if old.get(name) != new.get(name)]
 
 
-def provider_version_changes(base: Path, head: Path) -> list[str]:
-    return pin_changes(provider_pins(base), provider_pins(head))
-
-
 def stacks_to_diff(base: str, root: Path = ROOT) -> list[str]:
     """Every stack of the working tree and of `base` (a stack the change deletes is diffed too: "removed"), from
     the stack files themselves (`stacks/Pulumi.<stack>.yaml`): what CI diffs, never a hand-written list."""

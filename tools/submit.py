@@ -90,7 +90,7 @@ def render(stack: str, entry: dict[str, Any], *, trainer_image: str | None = Non
         # checks it. Its Helm releases are the stack's own, so their renders come from the plan cache.
         try:
             code, after = plan_and_check(stack, stack_file=variant, out=Path(scratch) / "plan", quiet=True,
-                                         refusals="raise", write=False)
+                                         raise_config_errors=True, write=False)
         except pulumi.RunError as error:  # a ConfigError, or a stage's refusal (e.g. an unpinned base image)
             raise SubmitError(f"stack {stack!r} with workload {name!r} can't be planned: {error}") from None
         if code != 0:
