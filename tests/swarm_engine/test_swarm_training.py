@@ -157,10 +157,12 @@ def remove_job(swarm: SwarmHarness) -> None:
 
 # How long a planted defect may take to fail a task. A rank that cannot reach the c10d store fails only after torch's
 # store timeout (`read_timeout`, 60 s by default: torch/distributed/elastic/rendezvous/c10d_rendezvous_backend.py:148
-# at 2.13.0), which follows the node check and torch's import in the task. Measured from apply to the first failed
-# task: 78-91 s in warm CI runs, 129-131 s with the cluster test's cold Go build beside them on the two cores, and
-# past 150 s once.
-# The wait ends at the first failed task, so a generous deadline costs nothing when the defect fails as it should.
+# at 2.13.0), and the store client may spend it twice: its connect loop (torch/csrc/distributed/c10d/TCPStore.cpp,
+# `TCPStore::TCPStore`) retries a connect that timed out after a random backoff, the next connect again with the
+# whole timeout. Measured here: torchrun with no store at a closed loopback port exits after 96 s; from apply to the
+# first failed task 78-91 s in warm CI runs, 129-131 s with the cluster test's cold Go build on the same two cores,
+# past 150 s once (the log then held the first connect's "retrying" warning). The wait ends at the first failed task,
+# so a generous deadline costs nothing when the defect fails as it should.
 PLANTED_DEADLINE = 360
 
 
