@@ -32,7 +32,7 @@ def torchrun(nproc: int, module_or_script: list[str], max_restarts: int = 0) -> 
 def launch(command: list[str], timeout: float = 600, **extra_env: str) -> list[dict]:
     with tempfile.TemporaryDirectory() as workdir:
         completed = subprocess.run(command, env=env(**extra_env), cwd=workdir, capture_output=True, text=True,
-                                   timeout=timeout)
+                                   timeout=timeout, check=False)
     if completed.returncode != 0:
         raise SystemExit(f"{' '.join(command)} failed ({completed.returncode}):\n{completed.stderr[-3000:]}")
     return parse_records(completed.stdout)

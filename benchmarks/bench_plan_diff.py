@@ -19,7 +19,7 @@ from pathlib import Path
 from _common import BARE_IMPORT, PYTHON, ROOT, load_average, median, ratio_line, timed
 
 sys.path.insert(0, str(ROOT))
-from tests.conftest import clone_working_tree  # noqa: E402  (the clone the plan-diff tests use)
+from tests.conftest import clone_working_tree
 
 MAX_SIZE = re.compile(r"^(\s+maxSize:\s*)(\d+)", re.MULTILINE)
 
@@ -41,8 +41,9 @@ def main() -> None:
         bare, diffs, log = [], [], ""
         for index in range(args.rounds):
             # One line: the first maxSize grows by a different amount each round, so the head is new each time.
-            stack_file.write_text(MAX_SIZE.sub(lambda m: f"{m.group(1)}{int(m.group(2)) + index + 1}", original,
-                                               count=1))
+            grown = MAX_SIZE.sub(lambda m, index=index: f"{m.group(1)}{int(m.group(2)) + index + 1}", original,
+                                 count=1)
+            stack_file.write_text(grown)
             bare.append(timed(BARE_IMPORT)[0])
             elapsed, log = timed(diff, cwd=clone, GTP_PLAN_CACHE=cache)
             diffs.append(elapsed)

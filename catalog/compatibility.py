@@ -277,7 +277,7 @@ ROWS: tuple[Row, ...] = (
         "cuda-toolkit[...]==13.0.3",
         "the plugin loads into torch's own NCCL (2.29.7, CUDA 13 build) inside aws-ofi-nccl 1.21.1's NCCL range; "
         "aws-ofi-nccl states no CUDA range of its own, so the CUDA pairing is NCCL's, which torch's wheel fixes.",
-        lambda values: _efa_carries_torchs_nccl(values), component="efa"),
+        lambda values: _efa_carries_torchs_nccl(values), component="efa"),  # noqa: PLW0108 (defined below)
     Row("dlrover-python-controller", ("DLROVER_VERSION", "DLROVER_PYTHON"),
         {"DLROVER_VERSION": "v0.6.1", "DLROVER_PYTHON": "0.6.1"},
         "intelligent-machine-learning/dlrover v0.6.1: the controller's manifest (go/elasticjob/config) and the "
@@ -292,7 +292,7 @@ ROWS: tuple[Row, ...] = (
         "torch 2.13.0 METADATA Requires-Dist cuda-toolkit[...]==13.0.3 (CUDA 13.0); the pinned pytorch/pytorch tag "
         "2.13.0-cuda13.0-cudnn9-runtime (catalog/versions.py PYTORCH_BASE_IMAGE)",
         "the x86_64 base carries the torch release and the CUDA minor torch's wheels are built for.",
-        lambda values: _base_carries_torch(values)),
+        lambda values: _base_carries_torch(values)),  # noqa: PLW0108 (defined below)
 )
 
 

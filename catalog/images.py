@@ -98,7 +98,7 @@ publishes arm64 only as separate `_aarch64` images: the reference its manifest n
 images are built by no workflow of the tag, so nothing shows them to carry arm64)."""
 
 IMAGE_PLATFORMS: dict[str, tuple[str, ...]] = {
-    **{variant: ("linux/arm64",) for variant in ARM64_VARIANTS.values()},
+    **dict.fromkeys(ARM64_VARIANTS.values(), ("linux/arm64",)),
 }
 """Image → the platforms its publisher builds (from the build files cited above); the mirror lock records the
 platforms of every mirrored image (tools/mirror.py)."""

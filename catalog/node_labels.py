@@ -185,7 +185,7 @@ _TOPOLOGY_3 = (
     "trn1.2xlarge", "trn1.32xlarge", "trn1n.32xlarge", "trn2.48xlarge", "trn2u.48xlarge",
 )
 _TOPOLOGY_4 = ("p6-b200.48xlarge", "p6-b300.48xlarge")
-TOPOLOGY_INSTANCE_TYPES: dict[str, int] = {**{name: 3 for name in _TOPOLOGY_3}, **{name: 4 for name in _TOPOLOGY_4}}
+TOPOLOGY_INSTANCE_TYPES: dict[str, int] = {**dict.fromkeys(_TOPOLOGY_3, 3), **dict.fromkeys(_TOPOLOGY_4, 4)}
 """Instance type → how many network-node layers EC2 returns for it (the prerequisites page above)."""
 
 
@@ -198,10 +198,11 @@ def network_topology_layers(instance_type: str) -> int:
     """How many `topology.k8s.aws/network-node-layer-*` labels a node of `instance_type` carries once registered:
     0 when EC2 has no topology for the type. The g6e/g7e types are on EC2's list, but cloud-provider-aws v1.34.3
     still labels them: `GetNodeTopology` asks EC2 for every type not yet cached as unsupported (topology.go:87-131,
-    `mightSupportTopology` :148-175) and the regex only decides whether an empty answer is an error (:116-128), so the list, not the regex, is what a node carries."""
+    `mightSupportTopology` :148-175) and the regex only decides whether an empty answer is an error (:116-128), so the
+    list, not the regex, is what a node carries."""
     return TOPOLOGY_INSTANCE_TYPES.get(instance_type, 0)
 
 
 def topology_labels(instance_type: str) -> dict[str, str]:
     """The network labels a registered node of `instance_type` carries (values known only on the real node)."""
-    return {label: UNKNOWN for label in NETWORK_NODE_LAYERS[:min(3, network_topology_layers(instance_type))]}
+    return dict.fromkeys(NETWORK_NODE_LAYERS[:min(3, network_topology_layers(instance_type))], UNKNOWN)

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-
 VENDOR_DIR = "vendor"
 """Byte-exact copies of every upstream chart and operator manifest deployed (vendor/SOURCES.md, SHA256SUMS).
 Relative to the project root, which is where the Pulumi CLI runs the program and its providers."""
@@ -70,7 +69,7 @@ NODE_MONITORING_AGENT = "eks-node-monitoring-agent"
 # unpinned and the real engine refuses it before registering anything (stack_config.derived
 # `node_monitoring_agent_refusal`), like an unpinned base image: record here the output of `aws eks
 # describe-addon-versions --addon-name eks-node-monitoring-agent --kubernetes-version <v>` (with its date) to lift it.
-EKS_NODE_MONITORING_AGENT: dict[str, str | None] = {version: None for version in SUPPORTED_KUBERNETES_VERSIONS}
+EKS_NODE_MONITORING_AGENT: dict[str, str | None] = dict.fromkeys(SUPPORTED_KUBERNETES_VERSIONS)
 
 
 def eks_addon_version(addon: str, kubernetes_version: str) -> str | None:
@@ -111,8 +110,8 @@ TRAINING_OPERATOR_VERSION = "v1.9.4"
 # The kustomize render of github.com/kubeflow/trainer `manifests/overlays/standalone` at the tag (namespace
 # `kubeflow`), vendored byte-exact and applied as is.
 TRAINING_OPERATOR_MANIFEST = f"{VENDOR_DIR}/operators/training-operator-{TRAINING_OPERATOR_VERSION}.yaml"
-# DLRover's ElasticJob controller (elastic.iml.github.io/v1alpha1); the image carries dlrover (torch comes from the base image) of the
-# same minor version so `dlrover-run` speaks the controller's protocol.
+# DLRover's ElasticJob controller (elastic.iml.github.io/v1alpha1); the image carries dlrover (torch comes from the base
+# image) of the same minor version so `dlrover-run` speaks the controller's protocol.
 DLROVER_VERSION = "v0.6.1"
 # The kustomize render of the path DLRover's deployment guide applies (`kubectl -n dlrover apply -k
 # go/elasticjob/config/manifests/bases`; docs/deployment/controller.md), with its ElasticJob CRD swapped for the
@@ -130,7 +129,8 @@ KUEUE_MANIFEST = f"{VENDOR_DIR}/operators/kueue-{KUEUE_VERSION}.yaml"
 # Kubeflow Trainer v2 (trainer.kubeflow.org/v1alpha1 TrainJob) with the JobSet v0.12.0 controller it bundles: the
 # kustomize render of github.com/kubeflow/trainer `manifests/overlays/manager` at the tag (namespace
 # `kubeflow-system`; vendor/SOURCES.md has the provenance, incl. the rebuilt JobSet release asset). It coexists with
-# training-operator v1 (different API group and namespace) but a stack installs it only for a `workloads.<name>.kind: trainjob`.
+# training-operator v1 (different API group and namespace) but a stack installs it only for a
+# `workloads.<name>.kind: trainjob`.
 KUBEFLOW_TRAINER_VERSION = "v2.3.0"  # not TRAINER_VERSION: that is our trainer package's (below)
 JOBSET_VERSION = "v0.12.0"
 TRAINER_MANIFEST = f"{VENDOR_DIR}/operators/kubeflow-trainer-{KUBEFLOW_TRAINER_VERSION}.yaml"
@@ -206,7 +206,8 @@ class EfaInstaller:
 #   installer to version 1.41.0 (from 1.38.1)", PR #2953: sha256
 #   3506354cdfbe31ff552fe75f5d0d9bb7efd29cf79bd99457347d29c751c38f9f). It bundles aws-ofi-nccl
 #   1.14.2 (release notes rows 1.40.0/1.41.0); the first aws-ofi-nccl notes found that list NCCL 2.29.7 as tested
-#   are the 1.19 series' (v1.19.2), so nothing on record says 1.41.0 carries torch's NCCL. So 1.41.0 is not pinned, and 1.50.0 has no SHA-256 on record here:
+#   are the 1.19 series' (v1.19.2), so nothing on record says 1.41.0 carries torch's NCCL. So 1.41.0 is not pinned, and
+#   1.50.0 has no SHA-256 on record here:
 #   sha256 stays None and EFA builds stay refused until AWS's own record of 1.50.0's (or a newer release's)
 #   SHA-256 is cited here.
 EFA_INSTALLER = EfaInstaller(version="1.50.0", sha256=None, aws_ofi_nccl="1.21.1", nccl_range=("2.17.1", "2.31.2"))

@@ -14,9 +14,9 @@ from typing import ClassVar
 
 import pulumi
 
-from catalog.cpu_instances import CPU_INSTANCE_TYPES
 from catalog import ec2_offerings
 from catalog.aws_regions import EKS_DISALLOWED_ZONE_IDS, REGIONS, partition
+from catalog.cpu_instances import CPU_INSTANCE_TYPES
 from catalog.gpu_instances import AMI_TYPE_ARCHITECTURE, GPU_INSTANCE_TYPES, bottlerocket
 from catalog.purchase_options import PURCHASE_OPTIONS, RESERVATION_INSTANCE_TYPES
 from cluster_targets.base import AwsNetwork, Cluster, ClusterTarget
@@ -36,9 +36,9 @@ from conventions.names import (
     training_namespace,
 )
 from stack_config import Problem, StackConfig, ami_type, placement_group_enabled
+from stack_config.derived import node_update_strategy, provisioning_groups
 from stack_config.problems import did_you_mean
 from stack_config.rules import check_sizes
-from stack_config.derived import node_update_strategy, provisioning_groups
 from stack_config.schema import GpuNodeGroupConfig
 from stack_config.storage_kinds import kinds_on
 
@@ -125,9 +125,9 @@ class EksTarget(ClusterTarget):
         yield from check_sizes("cluster.systemNodeGroup", sng.min_size, sng.desired_size, sng.max_size)
         yield from check_offerings(config)
         if config.storage.kind not in kinds_on(self.mode):  # stack_config/storage_kinds.py: nfs, host-path
-            yield Problem("storage.kind", f"{config.storage.kind!r} is for a Docker Swarm; on Kubernetes shared storage "
-                                          "comes through a StorageClass (efs, fsx-lustre, existing), and Pod Security "
-                                          "'restricted' forbids nfs and hostPath volumes")
+            yield Problem("storage.kind", f"{config.storage.kind!r} is for a Docker Swarm; on Kubernetes shared "
+                                          "storage comes through a StorageClass (efs, fsx-lustre, existing), and Pod "
+                                          "Security 'restricted' forbids nfs and hostPath volumes")
         for name, group in config.gpu_node_groups.items():
             yield from check_gpu_node_group(f"gpuNodeGroups.{name}", group)
             yield from check_zone(f"gpuNodeGroups.{name}", config.region, group)

@@ -106,7 +106,8 @@ class ClusterAutoscaler(pulumi.ComponentResource):
         child = pulumi.ResourceOptions(parent=self)
         role = aws.iam.Role(f"{name}-role", assume_role_policy=iam.pod_identity_trust(),
                             description="cluster-autoscaler (Pod Identity)", opts=child)
-        aws.iam.RolePolicy(f"{name}-policy", role=role.id, policy=autoscaler_policy(args.cluster_name_plain), opts=child)
+        aws.iam.RolePolicy(f"{name}-policy", role=role.id, policy=autoscaler_policy(args.cluster_name_plain),
+                           opts=child)
         association = aws.eks.PodIdentityAssociation(
             f"{name}-identity", cluster_name=args.cluster_name, namespace=NAMESPACE, service_account=SERVICE_ACCOUNT,
             role_arn=role.arn, opts=child)

@@ -1,4 +1,5 @@
-"""EksCluster: the EKS control plane, its KMS key and logs, access entries, core add-ons and the CPU system node group."""
+"""EksCluster: the EKS control plane, its KMS key and logs, access entries, core add-ons and the CPU system node
+group."""
 
 from __future__ import annotations
 
@@ -169,7 +170,8 @@ class EksCluster(pulumi.ComponentResource):
         ]
         cni_role = self._pod_role(name, "vpc-cni", ["AmazonEKS_CNI_Policy"])
         ebs_role = self._pod_role(name, "ebs-csi", ["service-role/AmazonEBSCSIDriverPolicy"])
-        service_accounts = {"vpc-cni": ("aws-node", cni_role), "aws-ebs-csi-driver": ("ebs-csi-controller-sa", ebs_role)}
+        service_accounts = {"vpc-cni": ("aws-node", cni_role),
+                            "aws-ebs-csi-driver": ("ebs-csi-controller-sa", ebs_role)}
         before_nodes = [self._addon(name, addon, service_accounts.get(addon)) for addon in ADDONS_BEFORE_NODES]
 
         # --- system node group ----------------------------------------------------------------------------------
@@ -219,7 +221,8 @@ class EksCluster(pulumi.ComponentResource):
                                 description=f"Pod Identity role of {role}", opts=pulumi.ResourceOptions(parent=self))
         for policy in managed:
             aws.iam.RolePolicyAttachment(f"{name}-{role}-{policy.rsplit('/', 1)[-1]}", role=pod_role.name,
-                                         policy_arn=iam.managed_policy(policy), opts=pulumi.ResourceOptions(parent=self))
+                                         policy_arn=iam.managed_policy(policy),
+                                         opts=pulumi.ResourceOptions(parent=self))
         return pod_role
 
     def _addon(self, name: str, addon: str, identity: tuple[str, aws.iam.Role] | None,

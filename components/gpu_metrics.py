@@ -365,8 +365,8 @@ class GpuMetrics(pulumi.ComponentResource):
         if args.dcgm_exporter:
             self.releases.append(_release(
                 f"{name}-dcgm-exporter", DCGM_EXPORTER_RELEASE, versions.DCGM_EXPORTER, args.device_plugin_namespace,
-                dcgm_exporter_values(args.gpu_affinity, args.gpu_tolerations, priority, args.runtime_class_name), release_opts,
-                args.site_images))
+                dcgm_exporter_values(args.gpu_affinity, args.gpu_tolerations, priority, args.runtime_class_name),
+                release_opts, args.site_images))
         if args.prometheus or args.grafana:
             self.namespace = k8s.core.v1.Namespace(
                 f"{name}-namespace", metadata={"name": METRICS_NAMESPACE, "labels": metrics_namespace_labels()},

@@ -119,8 +119,9 @@ class GpuNodeGroup(pulumi.ComponentResource):
             capacity_block=capacity_block), opts=child)
         single_zone = args.num_efa_interfaces > 0 or args.placement_group
         subnets = pulumi.Output.from_input(args.subnet_ids).apply(lambda ids: ids[:1] if single_zone else ids)
-        tags = autoscaler_tags(args.cluster_name_plain, args.num_gpus, args.labels, args.taints, args.num_efa_interfaces,
-                               disk_size_gib=args.disk_size_gib, gpu_slices_per_gpu=args.gpu_slices_per_gpu)
+        tags = autoscaler_tags(args.cluster_name_plain, args.num_gpus, args.labels, args.taints,
+                               args.num_efa_interfaces, disk_size_gib=args.disk_size_gib,
+                               gpu_slices_per_gpu=args.gpu_slices_per_gpu)
         self.node_group = aws.eks.NodeGroup(
             f"{name}-nodes",
             cluster_name=args.cluster_name,
@@ -135,7 +136,8 @@ class GpuNodeGroup(pulumi.ComponentResource):
             scaling_config={"min_size": args.min_size, "desired_size": args.desired_size, "max_size": args.max_size},
             update_config={"max_unavailable": 1, "update_strategy": args.update_strategy},
             labels=dict(sorted(args.labels.items())),
-            taints=[{"key": key, "value": value, "effect": effect} for key, (value, effect) in sorted(args.taints.items())],
+            taints=[{"key": key, "value": value, "effect": effect}
+                    for key, (value, effect) in sorted(args.taints.items())],
             launch_template={"id": template.id, "version": template.latest_version.apply(str)},
             node_repair_config=GPU_NODE_REPAIR,
             tags=tags,

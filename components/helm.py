@@ -72,5 +72,5 @@ def pinned_release(resource_name: str, chart: HelmChart, *, release_name: str, n
     if site_images:
         values = merged(values, site_image_values(chart.chart, site_images))
     return k8s.helm.v3.Release(
-        resource_name, name=release_name, chart=chart.path, version=chart.version, namespace=namespace, values=values, atomic=True, opts=opts,
-        **extra)
+        resource_name, name=release_name, chart=chart.path, version=chart.version, namespace=namespace, values=values,
+        atomic=True, opts=opts, **extra)

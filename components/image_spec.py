@@ -17,9 +17,9 @@ from __future__ import annotations
 
 import hashlib
 import json
-import stat
 import os
 import re
+import stat
 import subprocess
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass

@@ -14,8 +14,9 @@ What the stack deploys:
   why the copy is per stack (like the offline copies with site images, components/training_operators.py
   `operator_file`), not a single committed file checked by tools/vendor.py like DLRover's.
 - a ResourceFlavor per GPU node group (its node labels and taints), one ClusterQueue whose nominal quota is what
-  the node groups can provide at their largest (stack_config/derived.py `group_quota`), and a LocalQueue in the training namespace.
-  Every training workload carries `kueue.x-k8s.io/queue-name` (`QUEUE_LABEL`) naming that LocalQueue.
+  the node groups can provide at their largest (stack_config/derived.py `group_quota`), and a LocalQueue in the
+  training namespace. Every training workload carries `kueue.x-k8s.io/queue-name` (`QUEUE_LABEL`) naming that
+  LocalQueue.
 - where `kueue.atomicProvisioning` chooses flavors (stack_config.derived `provisioning_groups`): an AdmissionCheck of
   the provisioning controller (`PROVISIONING_CONTROLLER`) with a ProvisioningRequestConfig of `ATOMIC_CLASS`, run for
   those flavors only (ClusterQueue `admissionChecksStrategy.onFlavors`); the manager waits for the

@@ -138,8 +138,8 @@ class Network(pulumi.ComponentResource):
                 f"{name}-deployer", transit_gateway_id=args.transit_gateway_id, vpc_id=vpc.id,
                 subnet_ids=[subnet.id for subnet in private_subnets],
                 tags={"Name": f"{args.cluster_name}-deployer"}, opts=child)
-            to_deployer = [{"cidr_block": cidr, "transit_gateway_id": self.transit_gateway_attachment.transit_gateway_id}
-                           for cidr in args.transit_gateway_cidrs]
+            gateway = self.transit_gateway_attachment.transit_gateway_id
+            to_deployer = [{"cidr_block": cidr, "transit_gateway_id": gateway} for cidr in args.transit_gateway_cidrs]
             self.deployer_path = [self.transit_gateway_attachment, *[
                 self._private_route_table(name, args, vpc, zone, private, nat_id, to_deployer)
                 for zone, private, nat_id in deferred]]

@@ -27,9 +27,9 @@ from catalog import versions
 from components.helm import pinned_release
 from conventions.kubernetes import platform_labels, pod_security_labels
 from conventions.names import (
-    NVIDIA_RUNTIME_HANDLER,
     DEVICE_PLUGIN_NAMESPACE,
     NODE_GROUP_LABEL,
+    NVIDIA_RUNTIME_HANDLER,
     PLATFORM_PRIORITY_CLASS,
     WHOLE_GPU_RESOURCE,
     config_name,

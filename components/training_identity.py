@@ -49,7 +49,8 @@ class TrainingIdentity(pulumi.ComponentResource):
                                        opts=child)
         aws.s3.BucketServerSideEncryptionConfiguration(
             f"{name}-artifacts", bucket=self.bucket.id,
-            rules=[{"apply_server_side_encryption_by_default": {"sse_algorithm": "aws:kms"}, "bucket_key_enabled": True}],
+            rules=[{"apply_server_side_encryption_by_default": {"sse_algorithm": "aws:kms"},
+                    "bucket_key_enabled": True}],
             opts=child)
         aws.s3.BucketVersioning(f"{name}-artifacts", bucket=self.bucket.id,
                                 versioning_configuration={"status": "Enabled"}, opts=child)

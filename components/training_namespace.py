@@ -9,8 +9,8 @@ scraping, and HTTPS egress for AWS APIs.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import pulumi

@@ -28,9 +28,9 @@ import yaml
 
 from catalog import versions
 from catalog.images import ARM64_VARIANTS, OPERATOR_IMAGES, operator_images
-from conventions.images import normalized
 from components.helm import pinned_release
 from conventions import iam
+from conventions.images import normalized
 from conventions.kubernetes import restricted_pod
 from conventions.names import PLATFORM_PRIORITY_CLASS, SYSTEM_ROLE_LABEL
 

@@ -330,7 +330,7 @@ def _resolve(path: str, config: StackConfig, model: tuple[BaseModel, str], entry
 def _matches(actual: Any, allowed: tuple[Any, ...]) -> bool:
     given = actual is not None and actual != () and actual != {} and actual != ""
     for value in allowed:
-        if value is SET and given or value is UNSET and not given or value is actual or (
+        if (value is SET and given) or (value is UNSET and not given) or value is actual or (
                 not isinstance(value, _Marker) and not isinstance(value, bool) and value == actual):
             return True
     return False

@@ -15,7 +15,6 @@ from pydantic import BaseModel, SecretStr, ValidationError
 from stack_config.problems import ConfigError, Problem, did_you_mean
 from stack_config.rules import Rule, check_rules
 from stack_config.rules import snake as _snake
-from stack_config.source import StackSource, read_stack_source
 from stack_config.schema import (
     ClusterConfig,
     GpuConfig,
@@ -29,6 +28,7 @@ from stack_config.schema import (
     WorkloadConfig,
     _Section,
 )
+from stack_config.source import StackSource, read_stack_source
 
 NAMESPACE = "gtp"
 

@@ -6,7 +6,7 @@ import ipaddress
 import math
 import re
 from collections.abc import Callable, Iterable, Iterator
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 from catalog import compatibility, versions
 from catalog.aws_regions import REGIONS
@@ -428,7 +428,8 @@ def _check_workload(config: StackConfig, workload: WorkloadConfig, p: str) -> It
         return
     facts = config.node_facts(workload.node_group)
     sharing = config.sharing_for(workload.node_group)
-    if workload.gpus_per_node is not None and workload.gpu_resource == "whole" and workload.gpus_per_node > facts.num_gpus:
+    if (workload.gpus_per_node is not None and workload.gpu_resource == "whole"
+            and workload.gpus_per_node > facts.num_gpus):
         yield Problem(f"{p}.gpusPerNode", f"{workload.gpus_per_node} is more than the {facts.num_gpus} GPUs of a "
                                               f"'{workload.node_group}' node")
     if workload.elastic is not None and workload.elastic.max_nodes < workload.elastic.min_nodes:
@@ -455,7 +456,8 @@ def _check_workload(config: StackConfig, workload: WorkloadConfig, p: str) -> It
                                              "'1M,16M,128M'")
     max_pods = job_pods(workload)
     group = config.gpu_node_groups[workload.node_group]
-    if workload.gpu_resource == "whole" and max_pods > group.max_size * max(1, facts.num_gpus // gpus_per_pod(config, workload)):
+    pods_per_node = max(1, facts.num_gpus // gpus_per_pod(config, workload))
+    if workload.gpu_resource == "whole" and max_pods > group.max_size * pods_per_node:
         yield Problem(f"{p}.numNodes" if workload.elastic is None else f"{p}.elastic.maxNodes",
                       f"{max_pods} pods don't fit on node group '{workload.node_group}' (maxSize {group.max_size})")
 
@@ -582,8 +584,8 @@ def _check_where_work_is_kept(config: StackConfig, workload: WorkloadConfig, p: 
     yield Problem("storage.kind", f"{config.storage.kind!r} keeps checkpoints in one pod's node-local scratch, deleted "
                                   f"with the pod, but workload {workload.name!r} ({why}) must resume from them after a "
                                   f"pod is lost; allowed: storage every pod of the job shares ({', '.join(shared)} on "
-                                  f"cluster.mode {config.cluster.mode!r}), or {p}.checkpoints: none if the job keeps no "
-                                  "work")
+                                  f"cluster.mode {config.cluster.mode!r}), or {p}.checkpoints: none if the job keeps "
+                                  "no work")
 
 
 def _check_production_images(config: StackConfig) -> Iterator[Problem]:
@@ -854,8 +856,8 @@ def _check_autoscaling(config: StackConfig, workload: WorkloadConfig, p: str) ->
                                                  f"{autoscaling.min_replicas}")
     if autoscaling.mode == "scaledobject":
         if workload.kind != "pytorchjob" or workload.elastic is None:
-            yield Problem(f"{p}.autoscaling.mode", "'scaledobject' scales the Worker replicas of an elastic PyTorchJob: "
-                                              f"set {p}.kind pytorchjob and {p}.elastic")
+            yield Problem(f"{p}.autoscaling.mode", "'scaledobject' scales the Worker replicas of an elastic "
+                                              f"PyTorchJob: set {p}.kind pytorchjob and {p}.elastic")
         if autoscaling.min_replicas < 1:
             yield Problem(f"{p}.autoscaling.minReplicas", f"{autoscaling.min_replicas} would scale the PyTorchJob to 0 "
                           "workers, which the training-operator's webhook rejects; use >= 1 or mode scaledjob")
@@ -909,7 +911,7 @@ def _check_lifecycle(config: StackConfig) -> Iterator[Problem]:
             yield Problem("lifecycle.ttlHours", "is required for an ephemeral stack (the reaper destroys it after)")
         if lifecycle.created_at is None:
             yield Problem("lifecycle.createdAt", "is required for an ephemeral stack (ISO-8601 UTC)")
-        elif lifecycle.created_at.utcoffset() != timezone.utc.utcoffset(None):
+        elif lifecycle.created_at.utcoffset() != UTC.utcoffset(None):
             yield Problem("lifecycle.createdAt", f"{lifecycle.created_at.isoformat()!r} must be UTC (end with 'Z')")
         else:
             yield from _check_lifetime(lifecycle.created_at)
@@ -950,7 +952,7 @@ CLOCK_SKEW = timedelta(minutes=10)
 def _check_lifetime(created_at: datetime, now: datetime | None = None) -> Iterator[Problem]:
     """A stack "created" in the future outlives its TTL: the reaper counts ttlHours from createdAt (tools/reap.py).
     (An expiry already past is not refused here: plans of a stack that is being reaped still run.)"""
-    now = now or datetime.now(timezone.utc)
+    now = now or datetime.now(UTC)
     if created_at > now + CLOCK_SKEW:
         yield Problem("lifecycle.createdAt", f"'{created_at:%Y-%m-%dT%H:%M:%SZ}' is in the future (now "
                                              f"{now:%Y-%m-%dT%H:%M:%SZ}): the reaper counts ttlHours from it, so the "

@@ -75,9 +75,6 @@ class SwarmConfig(_Section):
     that does (moby/moby#44378, fixed in Engine 23.0, which README asks of a site)."""
 
 
-DEPLOYER_ACCESS = ("public-endpoint", "in-vpc", "transit-gateway")
-
-
 class DeployerConfig(_Section):
     """Where `pulumi up` runs (CI's deploy, preview and reap jobs; an engineer's shell) and so how it reaches the
     cluster's Kubernetes API. Every in-cluster resource is created over that API: a deployer that cannot reach it
@@ -400,8 +397,8 @@ class KueueConfig(_Section):
     flavors (`topology`) whose group's `minSize` is below its largest
     gang (Kueue's topology-aware scheduling counts only nodes that already run, so such a gang is never placed
     without a provisioning check: Kueue site/content/en/docs/concepts/topology_aware_scheduling.md:61-67,124-137 at
-    v0.19.2). `on`: also every other flavor a multi-node gang runs on and every `minSize: 0` flavor. `off`: none (a `topology` that needs it is then an
-    error). Default `auto`."""
+    v0.19.2). `on`: also every other flavor a multi-node gang runs on and every `minSize: 0` flavor. `off`: none (a
+    `topology` that needs it is then an error). Default `auto`."""
     topology: Literal["auto", "required", "preferred", "off"] = "auto"
     """Topology-aware admission of multi-node EFA gangs: a Kueue Topology of the EC2 network layers
     (`topology.k8s.aws/network-node-layer-1..3`, written by the AWS cloud provider on the instance types EC2 has a

@@ -121,7 +121,7 @@ def _pairs(node: yaml.MappingNode, path: str, problems: list[Problem], *, top: b
 def _walk(node: yaml.Node, path: str, lines: dict[str, int], problems: list[Problem]) -> None:
     lines.setdefault(path, node.start_mark.line + 1)
     if isinstance(node, yaml.MappingNode):
-        for key_node, value in node.value:
+        for key_node, _value in node.value:
             lines.setdefault(f"{path}.{key_node.value}", key_node.start_mark.line + 1)
         for key, value in _pairs(node, path, problems):
             _walk(value, f"{path}.{key}", lines, problems)

@@ -9,8 +9,8 @@ import cluster_targets
 from cluster_targets import Cluster
 from components.aws_provider import AwsProvider, AwsProviderArgs
 from components.platform_priority import PlatformPriority, PlatformPriorityArgs
-from stages.config import under_mocks
 from stack_config import ConfigError, Problem, StackConfig
+from stages.config import under_mocks
 
 
 def uses_aws(config: StackConfig) -> bool:

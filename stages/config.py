@@ -14,12 +14,12 @@ from typing import Any
 import cluster_targets
 import stack_config
 import workload_kinds
-from stages import offline
 from stack_config import ConfigError, Problem, StackConfig
 from stack_config.derived import base_image_refusal, efa_installer_refusal, node_monitoring_agent_refusal
 from stack_config.placeholders import find_placeholders
 from stack_config.rules import Rule
 from stack_config.source import StackSource
+from stages import offline
 
 CHOICES: dict[str, list[str]] = {
     "cluster.mode": sorted(cluster_targets.TARGETS),

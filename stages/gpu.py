@@ -20,6 +20,7 @@ from components.alert_rules import AlertInputs, GpuGroupExpectation, TrainedWork
 from components.efa_device_plugin import EfaDevicePlugin, EfaDevicePluginArgs
 from components.gpu_metrics import GpuMetrics, GpuMetricsArgs, estimated_series, prometheus_volume_gib
 from components.gpu_readiness import POLL_SECONDS, GpuReadiness, GpuReadinessArgs
+from components.kueue import cluster_queue_name
 from components.nvidia_device_plugin import (
     NvidiaDevicePlugin,
     NvidiaDevicePluginArgs,
@@ -27,7 +28,6 @@ from components.nvidia_device_plugin import (
     gpu_node_affinity,
     merge_tolerations,
 )
-from components.kueue import cluster_queue_name
 from conventions.names import EFA_RESOURCE, SHARED_GPU_RESOURCE, WHOLE_GPU_RESOURCE, config_name, training_namespace
 from stack_config import StackConfig, ami_type
 from stack_config.derived import (

@@ -9,8 +9,8 @@ import pulumi
 from cluster_targets import Cluster
 from components import image_spec
 from components.training_image import TrainingImage, TrainingImageArgs
-from stack_config import StackConfig
 from conventions.images import normalized
+from stack_config import StackConfig
 from stack_config.derived import base_image, base_image_refusal, image_variant
 from stages.offline import site_images
 

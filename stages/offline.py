@@ -15,8 +15,8 @@ from pathlib import Path
 
 import cluster_targets
 import workload_kinds
-from catalog.images import CHART_IMAGES, OPERATOR_IMAGES, operator_images
 from catalog import versions
+from catalog.images import CHART_IMAGES, OPERATOR_IMAGES, operator_images
 from conventions.images import Lock, LockError, normalized, on_registry, read_lock, site_repository, site_tag
 from stack_config import Problem, StackConfig
 from stack_config.derived import base_image, dcgm_exporter_enabled, kueue_enabled, site_architecture

@@ -7,7 +7,7 @@ from __future__ import annotations
 import copy
 import json
 import typing
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -301,15 +301,15 @@ def test_a_production_stack_refuses_an_unsigned_team_image_before_the_policy_pac
 
 def test_a_bench_stack_created_in_the_future_is_refused() -> None:
     """Class 4: the reaper counts ttlHours from createdAt, so a future createdAt outlives its TTL."""
-    from datetime import timedelta, timezone
+    from datetime import timedelta
 
-    future = (datetime.now(timezone.utc) + timedelta(days=2)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    future = (datetime.now(UTC) + timedelta(days=2)).strftime("%Y-%m-%dT%H:%M:%SZ")
     raw, secrets = _raw("dev")
     lifecycle = {"ephemeral": True, "protect": False, "ttlHours": 4, "createdAt": future}
     with pytest.raises(ConfigError) as caught:
         parse_stack_config(_set(raw, "lifecycle", lifecycle), stack="dev", secret_keys=secrets)
     assert any(str(p).startswith(f"lifecycle.createdAt: {future!r} is in the future") for p in caught.value.problems)
-    recent = (datetime.now(timezone.utc) + timedelta(minutes=2)).strftime("%Y-%m-%dT%H:%M:%SZ")  # clock skew
+    recent = (datetime.now(UTC) + timedelta(minutes=2)).strftime("%Y-%m-%dT%H:%M:%SZ")  # clock skew
     parse_stack_config(_set(raw, "lifecycle", {**lifecycle, "createdAt": recent}), stack="dev", secret_keys=secrets)
 
 

@@ -12,6 +12,8 @@ import pytest
 
 from tools import plan as gtp_plan
 
+pytestmark = pytest.mark.program
+
 
 @pytest.mark.parametrize("stack", ["dev", "prod", "edge-swarm"])
 def test_every_resource_registers_with_known_outputs(stack: str) -> None:

@@ -46,6 +46,7 @@ def test_import_contracts_hold() -> None:
     # The policy pack importing the project (it runs in its own environment).
     ("policy/gtp_policy/model.py", "from catalog import versions", "The policy pack stands alone"),
 ])
+@pytest.mark.slow
 def test_a_planted_wrong_import_breaks_the_contract(tmp_path: Path, module: str, planted: str, contract: str) -> None:
     root = copy_packages(tmp_path)
     path = root / module
@@ -108,6 +109,7 @@ def test_no_import_cycles() -> None:
 
 def test_main_is_wiring_only() -> None:
     source = (ROOT / "__main__.py").read_text()
-    code = [line for line in source.split('"""', 2)[2].splitlines() if line.strip() and not line.strip().startswith("#")]
+    code = [line for line in source.split('"""', 2)[2].splitlines()
+            if line.strip() and not line.strip().startswith("#")]
     assert len(code) <= 40, f"__main__.py has {len(code)} non-comment lines"
     assert "config.get" not in source and "import pulumi_" not in source

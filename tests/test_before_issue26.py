@@ -1,5 +1,5 @@
-"""Issue 26 findings 1-5: edge, dev and prod as the plan produced them before the fixes (tests/fixtures/before-issue26: their
-cluster.yaml without CRDs, resources.json and stack file) fail the simulation, each finding named by its class."""
+"""Issue 26 findings 1-5: edge, dev and prod as the plan produced them before the fixes (tests/fixtures/before-issue26:
+their cluster.yaml without CRDs, resources.json and stack file) fail the simulation, each finding named by its class."""
 
 from __future__ import annotations
 

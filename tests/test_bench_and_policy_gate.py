@@ -6,20 +6,20 @@ import json
 import shutil
 import subprocess
 import sys
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 import yaml
 
+from stack_config import ConfigError
+from tests.conftest import ROOT
 from tools import bench_stack
 from tools import plan as gtp_plan
-from stack_config import ConfigError
 from tools.validate import Report, policy_facts, run_policy_pack
-from tests.conftest import ROOT
 
 IMAGE = "123456789012.dkr.ecr.us-west-2.amazonaws.com/gtp-dev-trainer@sha256:" + "ab" * 32
-NOW = datetime(2026, 12, 2, 13, 0, tzinfo=timezone.utc)
+NOW = datetime(2026, 12, 2, 13, 0, tzinfo=UTC)
 
 
 @pytest.fixture
@@ -33,6 +33,7 @@ def project(tmp_path: Path) -> Path:
     return tmp_path
 
 
+@pytest.mark.program
 def test_generated_bench_stack_plans_with_ttl_tags_everywhere_and_passes_ephemeral_policies(project: Path) -> None:
     path = bench_stack.create("sweep", 6, IMAGE, root=project, now=NOW)
     document = yaml.safe_load(path.read_text())
@@ -87,6 +88,7 @@ def test_bench_stack_cost_cap_and_name_are_validated(project: Path) -> None:
         bench_stack.create("tagged", 2, "repo:tag", root=project, now=NOW)
 
 
+@pytest.mark.program
 def test_a_weakened_prod_stack_fails_the_plan_with_policy_names(project: Path) -> None:
     path = project / "stacks" / "Pulumi.prod.yaml"
     document = yaml.safe_load(path.read_text())
@@ -108,6 +110,7 @@ def test_an_unprotected_production_stack_fails_the_policy_pack(project: Path) ->
     assert any(line.startswith("policy production-protect-stateful") for line in report.errors), report.errors
 
 
+@pytest.mark.program
 def test_plan_cli_writes_policy_facts_that_the_pack_cli_accepts(tmp_path: Path) -> None:
     out = tmp_path / "plan"
     result = subprocess.run([sys.executable, "-m", "tools.plan", "--stack", "prod", "--out", str(out), "--quiet"],

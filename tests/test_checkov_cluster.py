@@ -12,8 +12,19 @@ import yaml
 
 from catalog.versions import CLUSTER_AUTOSCALER, DCGM_EXPORTER, GRAFANA, KEDA, NVIDIA_DEVICE_PLUGIN, PROMETHEUS
 from tools import check
-from tools.check import (ACCEPTED_FILE, COMPUTED_IMAGE, CheckovFinding, checkov_documents, judge, load_accepted,
-                         object_key, parse_checkov_report, run_checkov_json, source_file_name, write_checkov_inputs)
+from tools.check import (
+    ACCEPTED_FILE,
+    COMPUTED_IMAGE,
+    CheckovFinding,
+    checkov_documents,
+    judge,
+    load_accepted,
+    object_key,
+    parse_checkov_report,
+    run_checkov_json,
+    source_file_name,
+    write_checkov_inputs,
+)
 from tools.cluster import ClusterObject, dump, render_releases
 from tools.plan_record import COMPUTED, ROOT
 
@@ -185,6 +196,7 @@ def checkov_binary() -> str:
     return str(path)
 
 
+@pytest.mark.slow
 def test_real_checkov_findings_on_a_small_cluster_are_matched_per_object_and_source(tmp_path: Path) -> None:
     hardened = deployment("hardened", "apps", image="registry.invalid/a@sha256:" + "1" * 64,
                           automountServiceAccountToken=False,
@@ -219,7 +231,7 @@ def test_real_checkov_findings_on_a_small_cluster_are_matched_per_object_and_sou
     # the pod in `node`. If this starts failing, Checkov fixed it: drop the note and expect CKV2_K8S_6 here.
     assert not any(item.check_id == "CKV2_K8S_6" for item in findings), findings
     assert {"CKV_K8S_16", "CKV_K8S_43", "CKV_K8S_8"} <= by_key["Deployment/node/agent"]
-    accepted = {"Deployment/node/agent": {check_id: "test" for check_id in by_key["Deployment/node/agent"]}}
+    accepted = {"Deployment/node/agent": dict.fromkeys(by_key["Deployment/node/agent"], "test")}
     assert judge(findings, accepted) == ([], [])
     del accepted["Deployment/node/agent"]["CKV_K8S_16"]
     unexplained, stale = judge(findings, accepted)

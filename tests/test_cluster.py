@@ -8,8 +8,8 @@ from pathlib import Path
 from components.gpu_node_group import autoscaler_tags
 from components.launch_template import launch_template_args
 from components.network import subnet_layout
-from tools.plan import COMPUTED
 from tests.conftest import plan_modified, plan_stack
+from tools.plan import COMPUTED
 
 GPU_TAINT = {"key": "nvidia.com/gpu", "value": "true", "effect": "NO_SCHEDULE"}
 
@@ -54,13 +54,15 @@ def test_control_plane_settings() -> None:
         # the stack for it (tests/test_node_health.py).
         assert all(a.inputs["addonVersion"] for name, a in addons.items() if name != "eks-node-monitoring-agent")
         assert "addonVersion" not in addons["eks-node-monitoring-agent"].inputs
-    assert plan_stack("dev").one("aws:eks/cluster:Cluster").inputs["vpcConfig"]["publicAccessCidrs"] == ["203.0.113.0/24"]
+    assert (plan_stack("dev").one("aws:eks/cluster:Cluster").inputs["vpcConfig"]["publicAccessCidrs"]
+            == ["203.0.113.0/24"])
 
 
 def test_access_entries_for_deployer_and_admins() -> None:
     prod = plan_stack("prod")
     principals = {e.inputs["principalArn"] for e in prod.by_type("aws:eks/accessEntry:AccessEntry")}
-    assert principals == {"arn:aws:iam::210987654321:role/gtp-prod-deployer", "arn:aws:iam::210987654321:role/platform-admins",
+    assert principals == {"arn:aws:iam::210987654321:role/gtp-prod-deployer",
+                          "arn:aws:iam::210987654321:role/platform-admins",
                           "arn:aws:iam::210987654321:role/gtp-preview"}
     dev = plan_stack("dev")
     assert {e.inputs["principalArn"] for e in dev.by_type("aws:eks/accessEntry:AccessEntry")} == {
@@ -122,8 +124,8 @@ def test_scale_from_zero_tags_for_a_min_zero_group() -> None:
     group = dev.one("aws:eks/nodeGroup:NodeGroup", "g6-nodes")
     assert group.inputs["tags"]["k8s.io/cluster-autoscaler/gtp-dev"] == "owned"
     release = dev.one("kubernetes:helm.sh/v3:Release", "autoscaler-release")
-    assert release.inputs["chart"] == "vendor/charts/cluster-autoscaler-9.52.1" and release.inputs["values"]["autoDiscovery"] == {
-        "clusterName": "gtp-dev"}
+    assert (release.inputs["chart"] == "vendor/charts/cluster-autoscaler-9.52.1"
+            and release.inputs["values"]["autoDiscovery"] == {"clusterName": "gtp-dev"})
     identity = dev.one("aws:eks/podIdentityAssociation:PodIdentityAssociation", "autoscaler-identity")
     assert identity.inputs["serviceAccount"] == "cluster-autoscaler"
 
@@ -157,7 +159,8 @@ def test_autoscaler_resource_tags_are_kubernetes_quantities() -> None:
 
 
 def test_capacity_block_launch_template() -> None:
-    args = launch_template_args(name="n", disk_size_gib=100, tags={}, capacity_reservation_id="cr-1", capacity_block=True)
+    args = launch_template_args(name="n", disk_size_gib=100, tags={}, capacity_reservation_id="cr-1",
+                                capacity_block=True)
     assert args["instance_market_options"] == {"market_type": "capacity-block"}
 
 
@@ -168,9 +171,11 @@ def test_iam_has_no_wildcard_actions_and_pod_identity_is_scoped() -> None:
             continue
         for statement in json.loads(policy.inputs["policy"])["Statement"]:
             assert all("*" not in action for action in statement["Action"]), policy.name
-    attached = {a.inputs["policyArn"].rsplit("/", 1)[-1] for a in dev.by_type("aws:iam/rolePolicyAttachment:RolePolicyAttachment")
+    attached = {a.inputs["policyArn"].rsplit("/", 1)[-1]
+                for a in dev.by_type("aws:iam/rolePolicyAttachment:RolePolicyAttachment")
                 if a.name.startswith("eks-node-")}
-    assert attached == {"AmazonEKSWorkerNodePolicy", "AmazonEC2ContainerRegistryReadOnly", "AmazonSSMManagedInstanceCore"}
+    assert attached == {"AmazonEKSWorkerNodePolicy", "AmazonEC2ContainerRegistryReadOnly",
+                        "AmazonSSMManagedInstanceCore"}
     training = dev.one("aws:eks/podIdentityAssociation:PodIdentityAssociation", "training-training")
     assert training.inputs["namespace"] == "training-dev" and training.inputs["serviceAccount"] == "trainer"
 
@@ -227,7 +232,8 @@ def test_a_transit_gateway_deployer_gets_an_attachment_routes_and_443_before_any
         {"cidrBlock": "192.0.2.0/24", "transitGatewayId": "tgw-0123456789abcdef0"} in t.inputs["routes"]
         and attachment.urn in t.depends_on for t in private_tables)
     ingress = prod.one("aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule", "eks-api-from-192-0-2-0-24")
-    assert (ingress.inputs["cidrIpv4"], ingress.inputs["fromPort"], ingress.inputs["toPort"]) == ("192.0.2.0/24", 443, 443)
+    assert (ingress.inputs["cidrIpv4"], ingress.inputs["fromPort"], ingress.inputs["toPort"]) == (
+        "192.0.2.0/24", 443, 443)
     provider = prod.one("pulumi:providers:kubernetes")
     assert {attachment.urn, ingress.urn, *[t.urn for t in private_tables]} <= set(provider.depends_on)
 

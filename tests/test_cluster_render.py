@@ -11,11 +11,11 @@ from typing import Any
 
 import pytest
 
+from tests.conftest import plan_stack
 from tools import cluster
 from tools.cluster import ClusterObject, exists_after_up, render_cluster, render_operator, render_releases
 from tools.plan_record import COMPUTED
 from tools.validate import Report, validate_objects
-from tests.conftest import plan_stack
 
 KUBERNETES_STACKS = ["dev", "edge", "prod"]
 
@@ -40,6 +40,7 @@ def errors_of(objects: Any, version: str = "1.34") -> list[str]:
 # --- rendering ---------------------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("stack", KUBERNETES_STACKS)
+@pytest.mark.program
 def test_cluster_render_is_deterministic(stack: str) -> None:
     first = cluster.dump(render_cluster(plan_stack(stack)))
     second = cluster.dump(render_cluster(plan_stack(stack)))
@@ -78,7 +79,8 @@ HOOK_CHART = {
         kind: Job
         metadata:
           name: prune
-          annotations: {"helm.sh/hook": post-delete, "helm.sh/hook-delete-policy": "before-hook-creation,hook-succeeded"}
+          annotations: {"helm.sh/hook": post-delete,
+                        "helm.sh/hook-delete-policy": "before-hook-creation,hook-succeeded"}
         spec: {template: {spec: {restartPolicy: Never, containers: [{name: c, image: busybox}]}}}
         ---
         apiVersion: v1
@@ -158,8 +160,8 @@ def test_the_stacks_clusters_validate_clean(stack: str) -> None:
     report = Report()
     validate_objects(list(objects), plan_stack(stack).config.kubernetes_version, report)
     assert report.errors == []
-    custom = [item for item in objects if item.kind in ("PyTorchJob", "ElasticJob", "ScaledJob", "ScaledObject", "TrainJob",
-                                                        "ClusterTrainingRuntime",
+    custom = [item for item in objects if item.kind in ("PyTorchJob", "ElasticJob", "ScaledJob", "ScaledObject",
+                                                        "TrainJob", "ClusterTrainingRuntime",
                                                         "ClusterQueue", "LocalQueue", "ResourceFlavor",
                                                         # issue 32: the atomic check and the network Topology
                                                         "AdmissionCheck", "ProvisioningRequestConfig", "Topology")]
@@ -229,7 +231,8 @@ def test_an_unknown_group_is_named_with_what_the_cluster_does_install() -> None:
 
 def test_a_crd_version_that_is_not_served_is_an_error() -> None:
     objects = [copy.deepcopy(item.obj) for item in rendered("dev")]
-    crd = next(obj for obj in objects if obj["kind"] == "CustomResourceDefinition" and obj["spec"]["names"]["kind"] == "ScaledJob")
+    crd = next(obj for obj in objects
+               if obj["kind"] == "CustomResourceDefinition" and obj["spec"]["names"]["kind"] == "ScaledJob")
     crd["spec"]["versions"][0]["served"] = False
     errors = errors_of([ClusterObject("chart keda", obj) for obj in objects])
     assert len(errors) == 1 and "ScaledJob" in errors[0] and "is not a served version of CustomResourceDefinition " \

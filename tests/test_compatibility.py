@@ -210,7 +210,8 @@ def test_each_floor_fails_a_pin_below_it_and_passes_one_at_it(index: int) -> Non
     major, minor, patch = compatibility.version_tuple(oldest)
     below = f"{major}.{minor}.{patch - 1}" if patch else f"{major}.{minor - 1}.9"
     if floor.pin is None:  # site-provided: README states it (test_readme_states_...)
-        assert compatibility.below_floor(below, floor.fixed_in) and not compatibility.below_floor(oldest, floor.fixed_in)
+        assert (compatibility.below_floor(below, floor.fixed_in)
+                and not compatibility.below_floor(oldest, floor.fixed_in))
         return
     found = compatibility.floor_problems(_values(**{floor.pin: below}), lambda f: f is floor)
     assert len(found) == 1 and found[0][1].startswith(f"{floor.pin} {below} is below {floor.component}'s floor")

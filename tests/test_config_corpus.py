@@ -45,6 +45,7 @@ def test_the_corpus_is_large_and_every_file_says_what_it_expects() -> None:
 
 
 @pytest.mark.parametrize("path", FILES, ids=[path.stem for path in FILES])
+@pytest.mark.program
 def test_an_invalid_stack_file_exits_2_with_every_key_path_and_registers_nothing(path: Path, tmp_path: Path) -> None:
     from stack_config import ConfigError
 

@@ -11,7 +11,7 @@ import json
 import os
 import re
 import shutil
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -39,7 +39,7 @@ GPU_FILES_DATE = ec2_prices.SOURCES[gen_ec2_prices.GPU_PRICES][3]
 KARPENTER_DATE = ec2_prices.SOURCES["karpenter-aws"][3][:10]
 SECRETS = ("kubeconfig", "registryPassword", "swarmSecrets")
 IMAGE = "registry.example/gtp-trainer@sha256:" + "ab" * 32
-BENCH_CREATED = datetime(2026, 12, 2, 13, 0, tzinfo=timezone.utc)
+BENCH_CREATED = datetime(2026, 12, 2, 13, 0, tzinfo=UTC)
 
 
 def stack_raw(stack: str) -> dict[str, Any]:
@@ -129,8 +129,8 @@ def test_the_gpu_prices_and_the_offerings_catalog_come_from_the_same_price_files
     """catalog/ec2_offerings.py (where a type may run) and the GPU prices (what it costs there) read the same files at
     the same commit through one parser: a type is offered in a covered Region exactly where it has a price."""
     _, commit, files, generated_at = ec2_prices.SOURCES[gen_ec2_prices.GPU_PRICES]
-    assert ec2_offerings.SOURCES == ((f"tsaol/aws-gpu {files} @{commit}", generated_at),)
-    assert ec2_offerings.KNOWN_REGIONS == tuple(GPU_FILES)
+    assert ((f"tsaol/aws-gpu {files} @{commit}", generated_at),) == ec2_offerings.SOURCES
+    assert tuple(GPU_FILES) == ec2_offerings.KNOWN_REGIONS
     for name, offered in ec2_offerings.OFFERED_IN.items():
         assert offered == tuple(region for region, prices in GPU_FILES.items() if prices[name] is not None), name
 
@@ -152,8 +152,8 @@ GPU_PRICES_GIT = Path(os.environ.get("GTP_GPU_PRICES_GIT", "/nonexistent"))
 
 def test_rerunning_the_documented_command_on_the_sources_gives_the_committed_module(tmp_path: Path) -> None:
     if not (KARPENTER_GIT.is_dir() and GPU_PRICES_GIT.is_dir()):
-        print("\nno git copies of aws/karpenter-provider-aws and tsaol/aws-gpu (GTP_KARPENTER_GIT, GTP_GPU_PRICES_GIT): "
-              "checked the committed data's render only")
+        print("\nno git copies of aws/karpenter-provider-aws and tsaol/aws-gpu "
+              "(GTP_KARPENTER_GIT, GTP_GPU_PRICES_GIT): checked the committed data's render only")
         test_the_table_is_the_generators_output_for_its_numbers()
         return
     out = tmp_path / "ec2_prices.py"
@@ -175,8 +175,10 @@ var instanceData = [
 """
 KARPENTER_TABLE = ('package pricing\n\n// generated at 2026-07-20T13:44:30Z for us-east-1\n\n'
                    'var InitialOnDemandPricesAWS = map[string]map[ec2types.InstanceType]float64{\n'
-                   '\t// us-east-1\n\t"us-east-1": {\n\t\t// g6 family\n\t\t"g6.xlarge": 0.805000, "g6.2xlarge": 0.977600,\n'
-                   '\t\t"m7i.large": 0.100800,\n\t},\n\t"cn-north-1": {\n\t\t"g6.xlarge": 7.5, "m7i.large": 1.0,\n\t},\n}\n')
+                   '\t// us-east-1\n\t"us-east-1": {\n\t\t// g6 family\n'
+                   '\t\t"g6.xlarge": 0.805000, "g6.2xlarge": 0.977600,\n'
+                   '\t\t"m7i.large": 0.100800,\n\t},\n\t"cn-north-1": {\n'
+                   '\t\t"g6.xlarge": 7.5, "m7i.large": 1.0,\n\t},\n}\n')
 
 
 def test_the_generator_takes_gpu_types_from_the_price_files_and_the_rest_from_karpenter(
@@ -188,7 +190,7 @@ def test_the_generator_takes_gpu_types_from_the_price_files_and_the_rest_from_ka
     table = gen_ec2_prices.sources({"aws": price_sources.parse_karpenter_table(KARPENTER_TABLE)}, "k" * 40,
                                    {"data/g6_instances.js": PRICE_FILE}, "f" * 40)
     module: dict[str, Any] = {}
-    exec(compile(gen_ec2_prices.render("python -m tools.gen_ec2_prices ...", table), "ec2_prices.py", "exec"),  # noqa: S102
+    exec(compile(gen_ec2_prices.render("python -m tools.gen_ec2_prices ...", table), "ec2_prices.py", "exec"),
          module)
     assert module["SOURCES"] == {"gpu-price-files": ("tsaol/aws-gpu", "f" * 40, "data/g6_instances.js", "2026-01-21"),
                                  "karpenter-aws": ("aws/karpenter-provider-aws", "k" * 40,
@@ -460,7 +462,7 @@ def test_the_plan_writes_cost_json_and_prints_two_lines(tmp_path: Path, capsys: 
     written = json.loads((tmp_path / "dev" / cost.FILE).read_text())
     assert written == cost.stack_cost(parse(stack_raw("dev"), "dev"))
     err = capsys.readouterr().err.splitlines()
-    lines = [line for line in err if line.startswith("plan: dev: cost: ") or line.startswith("plan: dev: node groups:")]
+    lines = [line for line in err if line.startswith(("plan: dev: cost: ", "plan: dev: node groups:"))]
     assert [line.removeprefix("plan: dev: ") for line in lines] == cost.summary(written)
 
 

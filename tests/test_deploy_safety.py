@@ -57,7 +57,8 @@ ROLE_B = "arn:aws:iam::123456789012:role/gtp-deployer"
 
 
 @pytest.mark.parametrize(("deployer", "admins", "expected"), [
-    (ROLE_B, [ROLE_A, ROLE_B], r"cluster\.adminRoleArns\[1\]: .*already cluster\.deployerRoleArn.*second EKS access entry"),
+    (ROLE_B, [ROLE_A, ROLE_B],
+     r"cluster\.adminRoleArns\[1\]: .*already cluster\.deployerRoleArn.*second EKS access entry"),
     (ROLE_B, [ROLE_A, ROLE_A], r"cluster\.adminRoleArns\[1\]: .*listed twice \(also cluster\.adminRoleArns\[0\]\)"),
 ])
 def test_a_principal_gets_one_access_entry(tmp_path: Path, deployer, admins, expected) -> None:
@@ -101,7 +102,8 @@ def test_keda_owns_the_scaled_worker_count_and_pulumi_ignores_it() -> None:
 def test_jobs_without_keda_ignore_nothing() -> None:
     for stack in ("dev", "edge", "prod"):
         for job in plan_stack(stack).resources:
-            if job.type.startswith("kubernetes:kubeflow.org/") or job.type.startswith("kubernetes:elastic.iml.github.io/"):
+            if (job.type.startswith("kubernetes:kubeflow.org/")
+                    or job.type.startswith("kubernetes:elastic.iml.github.io/")):
                 assert not job.options.get("ignoreChanges"), (stack, job.name)
 
 

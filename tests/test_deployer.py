@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from tools import deployer
 from tests.conftest import ROOT
+from tools import deployer
 
 
 def test_the_committed_stacks_and_the_bench_template_name_their_runners(capsys: pytest.CaptureFixture[str]) -> None:

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from tools.config_reference import render
 from tests.conftest import ROOT, clone_working_tree
+from tools.config_reference import render
 
 
 def test_readme_contains_the_current_config_reference() -> None:

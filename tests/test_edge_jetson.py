@@ -28,7 +28,8 @@ def test_mps_is_refused_on_jetson(path: str, where: str) -> None:
 
 
 def test_mps_stays_allowed_on_server_gpus() -> None:
-    config = parse(with_(with_(BASE, "gpu.sharing", {"mode": "mps", "replicas": 4}), "workloads.train.gpuResource", "shared"))
+    config = parse(with_(with_(BASE, "gpu.sharing", {"mode": "mps", "replicas": 4}), "workloads.train.gpuResource",
+                         "shared"))
     assert config.sharing_for("train").mode == "mps"
 
 

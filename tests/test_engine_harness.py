@@ -118,5 +118,6 @@ def test_verify_lock_names_an_entry_the_site_serves_differently_or_not_at_all() 
         "site:5000/mirror/registry.example-5000/a/b:1"]
     missing = Lock("site:5000", {"registry.example:5000/c/d:2": f"site:5000/mirror/registry.example-5000/c/d@{digest}"})
     [problem] = mirror.verify_lock(missing, "mirror", run=run)
-    assert problem.startswith("registry.example:5000/c/d:2: the site does not serve "
-                              "site:5000/mirror/registry.example-5000/c/d:2: skopeo inspect") and "manifest unknown" in problem
+    assert (problem.startswith("registry.example:5000/c/d:2: the site does not serve "
+                               "site:5000/mirror/registry.example-5000/c/d:2: skopeo inspect")
+            and "manifest unknown" in problem)

@@ -17,8 +17,7 @@ import yaml
 from catalog import node_labels as nl
 from catalog.gpu_instances import GPU_INSTANCE_TYPES
 from components import cluster_autoscaler, kueue
-from stack_config import ConfigError
-from stack_config import derived
+from stack_config import ConfigError, derived
 from tests.conftest import ROOT, plan_stack
 from tests.test_config import parse, with_
 from tools import cluster as gtp_cluster

@@ -9,8 +9,8 @@ import os
 
 import pytest
 
-from tools import plan as gtp_plan
 from tests.conftest import ROOT, plan_stack
+from tools import plan as gtp_plan
 
 GOLDEN = ROOT / "tests" / "golden"
 

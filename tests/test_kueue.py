@@ -77,6 +77,7 @@ def _documents(text: str) -> list[dict[str, Any]]:
     return [doc for doc in yaml.safe_load_all(text) if doc]
 
 
+@pytest.mark.program
 def test_derived_manifest_changes_only_the_config_the_deployment_and_the_webhooks() -> None:
     upstream = (ROOT / versions.KUEUE_MANIFEST).read_text()
     derived = derive_manifest(upstream, ["batch/job"], "7m", namespaces=["training-dev"])
@@ -149,6 +150,7 @@ def test_dev_queues_its_scaled_jobs_and_simulates_clean() -> None:
     assert report["ok"] and report["checks"]["queued"]["passed"] == report["checks"]["queued"]["total"] == 2
 
 
+@pytest.mark.program
 def test_kueue_off_removes_it_and_the_label(tmp_path: Path) -> None:
     plan = plan_modified(tmp_path, "dev", lambda c: c.update({"gtp:kueue": {"enabled": False}}))
     objects = _objects(plan)
@@ -173,6 +175,7 @@ def test_prod_queues_its_multi_node_efa_jobs() -> None:
     assert report["ok"], report["checks"].get("queued")
 
 
+@pytest.mark.program
 def test_prod_with_keda_scaling_has_no_kueue(tmp_path: Path) -> None:
     def scale(config: dict[str, Any]) -> None:
         config["gtp:workloads"]["gpt-pretrain"]["autoscaling"] = {"mode": "scaledobject", "minReplicas": 2,
@@ -241,6 +244,7 @@ def test_a_kind_whose_integration_is_off_fails() -> None:
     assert any("does not enable integration batch/job" in f.rule for f in result.findings), result.findings
 
 
+@pytest.mark.program
 def test_offline_the_derived_manifest_runs_the_site_copy_of_kueue() -> None:
     upstream = (ROOT / versions.KUEUE_MANIFEST).read_text()
     site = "registry.site.internal/kueue/kueue@sha256:" + "0" * 64

@@ -18,8 +18,8 @@ import pytest
 
 import stages.config
 from catalog.images import CHART_IMAGES, OPERATOR_IMAGES
-from components.kueue import vendored_manifest
 from components.helm import site_image_values
+from components.kueue import vendored_manifest
 from components.training_operators import site_manifest
 from conventions.images import Lock, LockError, normalized, on_registry, parse, read_lock, site_repository
 from stack_config import ConfigError
@@ -112,6 +112,7 @@ def test_the_edge_image_list_is_exactly_what_its_cluster_runs() -> None:
     assert mirror.stack_images(objects, plan.config) == EDGE_IMAGES
 
 
+@pytest.mark.program
 def test_the_list_is_the_same_from_an_online_plan_of_the_same_stack(tmp_path: Path) -> None:
     """Online, the rendered cluster names the upstream images (DLRover's job-master image only as a flag)."""
     online = plan_modified(tmp_path, "edge", lambda config: config["gtp:image"].pop("offline"))
@@ -146,6 +147,7 @@ if sys.argv[1] == "inspect":
 """
 
 
+@pytest.mark.slow
 def test_make_mirror_copies_every_image_and_locks_the_digests_skopeo_reports(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     bin_dir = tmp_path / "bin"
@@ -168,7 +170,8 @@ def test_make_mirror_copies_every_image_and_locks_the_digests_skopeo_reports(
                            # a single manifest: its platform comes from the image config
                            ["inspect", "--config", f"docker://{copy}"]]
         manifest = json.dumps({"schemaVersion": 2, "copy": f"docker://{copy}"}).encode()
-        expected_lock[source] = f"{site_repository(source, SITE, 'mirror')}@sha256:{hashlib.sha256(manifest).hexdigest()}"
+        expected_lock[source] = (f"{site_repository(source, SITE, 'mirror')}@sha256:"
+                                 f"{hashlib.sha256(manifest).hexdigest()}")
     assert calls == expected_calls
     assert read_lock(lock_file) == Lock(SITE, expected_lock)
     assert "7 image(s) locked" in capsys.readouterr().out

@@ -60,7 +60,7 @@ def test_an_unpinned_agent_is_refused_before_anything_is_registered(monkeypatch:
 def test_no_agent_build_is_invented() -> None:
     """No AWS page found lists its builds per Kubernetes version (catalog/versions.py says where to get them)."""
     assert set(versions.EKS_NODE_MONITORING_AGENT) == set(versions.SUPPORTED_KUBERNETES_VERSIONS)
-    assert all(build is None or build.startswith("v") and "-eksbuild." in build
+    assert all(build is None or (build.startswith("v") and "-eksbuild." in build)
                for build in versions.EKS_NODE_MONITORING_AGENT.values())
 
 

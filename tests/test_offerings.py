@@ -24,8 +24,8 @@ from stack_config import ConfigError
 from stages.config import parse_stack_config
 from tests.conftest import ROOT
 from tools import offerings as tool
-from tools import price_sources
 from tools import plan as gtp_plan
+from tools import price_sources
 from tools.plan import stack_config as read_stack
 
 OFFERING_TEXT = "is not offered in region"
@@ -96,7 +96,7 @@ def test_every_catalogued_instance_type_has_an_offerings_entry_and_none_is_stale
 def test_the_catalog_is_cited_dated_and_its_regions_are_real() -> None:
     assert ec2_offerings.SOURCE and ec2_offerings.SOURCES
     assert all(len(as_of) == 10 and as_of[4] == "-" for _, as_of in ec2_offerings.SOURCES)
-    assert ec2_offerings.AS_OF == max(as_of for _, as_of in ec2_offerings.SOURCES)
+    assert max(as_of for _, as_of in ec2_offerings.SOURCES) == ec2_offerings.AS_OF
     assert set(ec2_offerings.KNOWN_REGIONS) <= set(REGIONS)
     for instance_type, regions in ec2_offerings.OFFERED_IN.items():
         assert set(regions) <= set(ec2_offerings.KNOWN_REGIONS), instance_type
@@ -320,7 +320,7 @@ def test_one_parser_per_source_format() -> None:
 
 def _load(text: str) -> dict[str, Any]:
     namespace: dict[str, Any] = {}
-    exec(compile(text, "ec2_offerings.py", "exec"), namespace)  # noqa: S102 - our own generated module
+    exec(compile(text, "ec2_offerings.py", "exec"), namespace)
     return namespace
 
 
@@ -447,7 +447,8 @@ def test_the_committed_catalog_is_the_generators_output_for_its_data() -> None:
     assert command.startswith("python -m tools.offerings prices --repository tsaol/aws-gpu --commit ")
     by_region = {region: frozenset(t for t, where in ec2_offerings.OFFERED_IN.items() if region in where)
                  for region in ec2_offerings.KNOWN_REGIONS}
-    sources = tuple(tool.Source(description, as_of, tuple(r for r, d in ec2_offerings.REGION_AS_OF.items() if d == as_of))
+    sources = tuple(tool.Source(description, as_of,
+                                tuple(r for r, d in ec2_offerings.REGION_AS_OF.items() if d == as_of))
                     for description, as_of in ec2_offerings.SOURCES)
     assert tool.render(tool.Offerings(by_region, sources, command)) == text
 

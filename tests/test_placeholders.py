@@ -26,6 +26,7 @@ def test_the_committed_stacks_list_their_placeholders_by_key_path() -> None:
                              "cluster.adminRoleArns[1]", "gpuNodeGroups.h100.capacityReservationId"]
 
 
+@pytest.mark.program
 def test_the_offline_plan_warns_and_still_plans(tmp_path: Path) -> None:
     stderr = io.StringIO()
     with contextlib.redirect_stderr(stderr):

@@ -10,13 +10,14 @@ from pathlib import Path
 import pytest
 import yaml
 
+from tests.conftest import ROOT, clone_working_tree, plan_modified, plan_stack
 from tools import plan as gtp_plan
 from tools.plan_diff import diff_plans
 from tools.validate import Report, close_schema, validate_objects
-from tests.conftest import ROOT, clone_working_tree, plan_modified, plan_stack
 
 
 @pytest.mark.parametrize("stack", ["dev", "edge", "edge-swarm", "prod"])
+@pytest.mark.program
 def test_plan_renders_and_is_deterministic(stack: str) -> None:
     first = gtp_plan.render(plan_stack(stack))
     second = gtp_plan.render(gtp_plan.run(stack))
@@ -24,7 +25,8 @@ def test_plan_renders_and_is_deterministic(stack: str) -> None:
     document = json.loads(first[0])
     assert document["stack"] == stack and document["resources"]
     for resource in document["resources"]:
-        assert set(resource) == {"urn", "type", "name", "custom", "parent", "provider", "dependsOn", "options", "inputs"}
+        assert set(resource) == {"urn", "type", "name", "custom", "parent", "provider", "dependsOn", "options",
+                                 "inputs"}
         assert set(resource["options"]) == {"protect", "retainOnDelete", "deleteBeforeReplace", "ignoreChanges"}
 
 
@@ -121,6 +123,7 @@ def test_close_schema_rejects_undeclared_fields_but_keeps_preserved_ones() -> No
     assert "additionalProperties" not in schema["properties"]["free"]
 
 
+@pytest.mark.program
 def test_plan_diff_shows_a_changed_field(tmp_path: Path) -> None:
     base = json.loads(gtp_plan.render(gtp_plan.run("dev"))[0])
     changed = plan_modified(tmp_path, "dev", lambda config: config["gtp:gpuNodeGroups"]["g6"].update(maxSize=5))
@@ -130,6 +133,7 @@ def test_plan_diff_shows_a_changed_field(tmp_path: Path) -> None:
     assert "0 to add" in text and "0 to delete" in text
 
 
+@pytest.mark.program
 def test_plan_diff_cli_against_a_git_ref(tmp_path: Path) -> None:
     """`make plan-diff` end to end: a clone, an edited stack value, the diff against HEAD."""
     clone = tmp_path / "clone"
@@ -145,6 +149,7 @@ def test_plan_diff_cli_against_a_git_ref(tmp_path: Path) -> None:
     assert "gpuNodeGroups.orin.maxNodes: 3 -> 7" in result.stdout, result.stdout
 
 
+@pytest.mark.program
 def test_unknown_stack_and_unknown_base_ref_are_clear_errors(tmp_path: Path) -> None:
     result = subprocess.run([sys.executable, "-m", "tools.plan", "--stack", "nope", "--out", str(tmp_path)], cwd=ROOT,
                             capture_output=True, text=True, check=False)

@@ -21,6 +21,9 @@ import pytest
 from tools import plan_cache
 from tools.plan import known_stacks
 
+pytestmark = pytest.mark.program
+
+
 ROOT = Path(__file__).resolve().parents[1]
 TOOLS = {"python": "3.11.9", "distributions": "d1", "helm": "/usr/bin/helm 100 1", "dot": "/usr/bin/dot 10 1"}
 

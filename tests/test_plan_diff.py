@@ -13,10 +13,10 @@ from typing import Any
 import pytest
 
 import tools.plan as gtp_plan
+from tests.conftest import ROOT, plan_modified, plan_stack
 from tools import plan_diff
 from tools.cluster import ClusterObject
 from tools.plan_diff import diff_plans
-from tests.conftest import ROOT, plan_modified, plan_stack
 
 URN = "urn:pulumi:dev::gtp::{}::{}"
 

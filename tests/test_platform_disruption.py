@@ -14,11 +14,11 @@ from typing import Any
 import pytest
 import yaml
 
+from catalog import versions
 from components.kueue import derive_manifest, vendored_manifest
 from components.platform_priority import PLATFORM_PRIORITY, platform_priority_class
 from components.training_namespace import TRAINING_PRIORITY
 from components.training_operators import derived_name, keda_values, operator_file, with_priority_class
-from catalog import versions
 from conventions.names import PLATFORM_PRIORITY_CLASS, training_priority_class
 from tests.conftest import ROOT, plan_stack
 from tools import cluster

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import math
 import typing
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -178,7 +178,7 @@ def test_every_capacity_type_needs_or_refuses_a_reservation_as_its_row_says(capa
 
 @pytest.mark.parametrize("stack", ["prod", "dev"])
 def test_a_group_on_a_reservation_lists_only_the_reservations_instance_type(stack: str) -> None:
-    raw, secrets, config = config_of(stack)
+    raw, secrets, _config = config_of(stack)
     for group, entry in raw["gpuNodeGroups"].items():
         # two types EC2 sells On-Demand, of one architecture, the group's own first
         first = entry["instanceTypes"][0]
@@ -289,7 +289,7 @@ def test_without_kueue_the_readiness_timeout_bounds_a_multi_node_pytorchjob() ->
 @pytest.mark.parametrize("stack", ["dev", "prod"])
 def test_an_ephemeral_ttl_that_ends_before_anything_can_run_is_refused(stack: str) -> None:
     raw, secrets, config = config_of(stack)
-    created = (datetime.now(timezone.utc) - timedelta(hours=1)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    created = (datetime.now(UTC) - timedelta(hours=1)).strftime("%Y-%m-%dT%H:%M:%SZ")
     least = EKS_CONTROL_PLANE_SECONDS + _slowest(config)
     lifecycle = {"ephemeral": True, "protect": False, "createdAt": created}
     short = round((least - 60) / 3600, 3)

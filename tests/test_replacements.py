@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
+from tests.conftest import ROOT
 from tools.plan import known_stacks
 from tools.replacements import REPLACE_ON, forcing
-from tests.conftest import ROOT
 
 
 def _golden_types() -> set[str]:

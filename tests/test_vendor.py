@@ -63,7 +63,8 @@ def test_operators_are_deployed_from_vendored_files():
 
 def _elasticjob_crd(path: str) -> dict:
     return next(d for d in yaml.load_all((vendor.VENDOR / path).read_text(), Loader=LOADER)
-                if d and d["kind"] == "CustomResourceDefinition" and d["metadata"]["name"] == vendor.ELASTICJOB_CRD_NAME)
+                if d and d["kind"] == "CustomResourceDefinition"
+                and d["metadata"]["name"] == vendor.ELASTICJOB_CRD_NAME)
 
 
 def _replica_template_metadata(crd: dict) -> dict:

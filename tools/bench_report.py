@@ -6,8 +6,8 @@ Reads every ``*.json`` under DIR (recursively) or under the S3 prefix, one file 
 runs × key metrics, and all-reduce bus bandwidth per message size (one column per run). With ``--plot`` it also
 writes busbw vs message size (log x) as a PNG, with a dashed line at each plotted instance type's busbw floor, when
 matplotlib is installed (requirements-plot.txt; `make bench-report PLOT=busbw.png` installs it); without it the plot
-is skipped with a note. Files that are not JSON objects of ``"kind": "bench"`` are listed as skipped; missing optional keys print
-as ``-``.
+is skipped with a note. Files that are not JSON objects of ``"kind": "bench"`` are listed as skipped; missing optional
+keys print as ``-``.
 
 Checks (exit 3 with one ``FAIL:`` line per problem on stderr, after the tables): a run that requested EFA
 (``network.requested == "efa"``) must have used it (``network.used``, which ``trainer.bench --nccl-log`` reads from
@@ -24,9 +24,10 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
-from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     import boto3
@@ -148,7 +149,7 @@ def split_s3_url(url: str) -> tuple[str, str]:
     return bucket, prefix
 
 
-def read_s3(session: "boto3.Session", url: str) -> list[tuple[str, str]]:
+def read_s3(session: boto3.Session, url: str) -> list[tuple[str, str]]:
     bucket, prefix = split_s3_url(url)
     s3 = session.client("s3")
     documents = []
@@ -161,7 +162,7 @@ def read_s3(session: "boto3.Session", url: str) -> list[tuple[str, str]]:
     return documents
 
 
-def load(source: str, session_factory: Callable[[], "boto3.Session"] | None = None) -> LoadResult:
+def load(source: str, session_factory: Callable[[], boto3.Session] | None = None) -> LoadResult:
     if source.startswith("s3://"):
         if session_factory is None:
             import boto3

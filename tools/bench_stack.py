@@ -14,12 +14,11 @@ import hashlib
 import ipaddress
 import re
 import sys
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
-from stack_config.source import load_yaml_file
-
 from stack_config import ConfigError, StackConfig
+from stack_config.source import load_yaml_file
 from stages.config import parse_stack_config
 from tools import cost
 from tools.plan import ROOT, stack_config
@@ -76,7 +75,7 @@ def create(name: str, ttl_hours: float, image_ref: str, *, root: Path = ROOT, no
     path = root / "stacks" / f"Pulumi.bench-{name}.yaml"
     if path.exists():
         raise ValueError(f"{path} exists; destroy that stack first or pick another name")
-    created_at = (now or datetime.now(timezone.utc)).replace(microsecond=0)
+    created_at = (now or datetime.now(UTC)).replace(microsecond=0)
     taken = stack_vpc_cidrs(root)
     clashes = overlapping_vpcs(taken)
     if clashes:
@@ -110,7 +109,8 @@ def main(argv: list[str] | None = None) -> int:
     except (ValueError, ConfigError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
-    print(f"wrote {path.relative_to(ROOT)}; next: pulumi stack init bench-{args.name} && pulumi up --stack bench-{args.name}")
+    print(f"wrote {path.relative_to(ROOT)}; next: pulumi stack init bench-{args.name} && "
+          f"pulumi up --stack bench-{args.name}")
     # The cap in money beside its node-hours: what maxGpuNodeHours and the TTL allow (tools/cost.py).
     for line in cost.bench_cap(parse(ROOT, f"bench-{args.name}")):
         print(line)

@@ -16,7 +16,8 @@ PREREQUISITES: dict[str, str] = {
     "pulumi": "install the Pulumi CLI: `curl -fsSL https://get.pulumi.com | sh` "
               "(https://www.pulumi.com/docs/iac/download-install/), then `pulumi login`",
     "skopeo": "install skopeo: `sudo apt-get install skopeo` (Debian/Ubuntu)",
-    "docker": "install the Docker Engine: `sudo apt-get install docker.io` (Debian; `make engine-test` does it as root)",
+    "docker": "install the Docker Engine: `sudo apt-get install docker.io` "
+              "(Debian; `make engine-test` does it as root)",
     "dockerd": "install the Docker Engine: `sudo apt-get install docker.io` (Debian)",
     "helm": "run `make setup` (it installs the pinned helm into .venv/bin: tools/vendor.py)",
     "go": "install Go >= 1.26 (https://go.dev/doc/install); the cluster test builds with GOTOOLCHAIN=local",
@@ -91,7 +92,7 @@ def run(main: Callable[..., int], argv: Sequence[str] | None = None, *, prog: st
     except KeyboardInterrupt:
         print(f"{name}: interrupted", file=sys.stderr)
         return 130
-    except Exception as error:  # noqa: BLE001 - re-raised unless it is a user's mistake
+    except Exception as error:
         line = user_error(error)
         if line is None:
             raise

@@ -22,9 +22,9 @@ import hashlib
 import json
 import os
 import subprocess
-from concurrent.futures import ThreadPoolExecutor
 import tempfile
 from collections.abc import Iterable, Iterator, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -107,7 +107,7 @@ def _masked(obj: dict[str, Any]) -> dict[str, Any]:
     if obj.get("kind") == "Secret":
         for field in ("data", "stringData"):
             if isinstance(obj.get(field), dict):
-                obj[field] = {key: SECRET for key in obj[field]}
+                obj[field] = dict.fromkeys(obj[field], SECRET)
 
     for node in dicts_in(obj):
         annotations = node.get("metadata", {}).get("annotations") if isinstance(node.get("metadata"), dict) else None

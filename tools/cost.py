@@ -61,8 +61,9 @@ def _group(role: str, name: str, instance_types: tuple[str, ...], purchase: str,
     shown = priced_type or next(t for t, (p, _, _) in looked_up.items() if p is None)
     hourly = known[priced_type] if priced_type else None
     _, prices_of, source = looked_up[shown]
-    return {"role": role, "name": name, "instanceTypes": list(instance_types), "purchase": purchase, "minSize": min_size,
-            "maxSize": max_size, "pricedType": shown, "hourly": hourly, "pricesOf": prices_of, "source": source,
+    return {"role": role, "name": name, "instanceTypes": list(instance_types), "purchase": purchase,
+            "minSize": min_size, "maxSize": max_size, "pricedType": shown, "hourly": hourly, "pricesOf": prices_of,
+            "source": source,
             "atMin": None if hourly is None else round(hourly * min_size, 6),
             "atMax": None if hourly is None else round(hourly * max_size, 6)}
 
@@ -83,7 +84,8 @@ def stack_cost(config: StackConfig) -> dict[str, Any]:
     if config.region not in REGIONS:
         return {**doc, "priced": False, "note": f"not priced (no price data for {config.region})"}
     system = config.cluster.system_node_group
-    groups = [_group("system", "system", system.instance_types, "on-demand", system.min_size, system.max_size, config.region)]
+    groups = [_group("system", "system", system.instance_types, "on-demand", system.min_size, system.max_size,
+                     config.region)]
     groups += [_group("gpu", name, group.instance_types, purchase_option(group),
                       group.min_size, group.max_size, config.region)
                for name, group in config.gpu_node_groups.items()]
@@ -92,7 +94,8 @@ def stack_cost(config: StackConfig) -> dict[str, Any]:
     reserved = [g for g in groups if g["purchase"] == "reserved" and g["hourly"] is not None]
     return {
         **doc, "priced": True, "currency": ec2_prices.CURRENCY[partition(config.region)],
-        "sources": {key: dict(zip(("repository", "commit", "file", "generatedAt"), ec2_prices.SOURCES[key], strict=True))
+        "sources": {key: dict(zip(("repository", "commit", "file", "generatedAt"), ec2_prices.SOURCES[key],
+                                  strict=True))
                     for key in used},
         "groups": groups,
         "atMin": round(sum(g["atMin"] for g in counted), 6), "atMax": round(sum(g["atMax"] for g in counted), 6),

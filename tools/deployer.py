@@ -19,10 +19,9 @@ import json
 import sys
 from pathlib import Path
 
-from stack_config.source import load_yaml_file
-
 from stack_config import ConfigError
 from stack_config.placeholders import EXAMPLE_LABEL
+from stack_config.source import load_yaml_file
 from stages.config import parse_stack_config
 from tools.plan import ROOT, stack_config
 
@@ -42,10 +41,6 @@ def stack_runner(stack: str, root: Path = ROOT) -> tuple[list[str], str]:
     if deployer is None or not deployer.runner_labels:
         raise DeployerError(f"{stack}: cluster.deployer.runnerLabels is not set: CI has no runner to run it on")
     return list(deployer.runner_labels), parsed.region
-
-
-def stack_labels(stack: str, root: Path = ROOT) -> list[str]:
-    return stack_runner(stack, root)[0]
 
 
 def template_region(name: str, root: Path = ROOT) -> str:

@@ -50,9 +50,9 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Mapping, Sequence
 
 from tools.orphans import Orphan, format_orphans, stack_region
 
@@ -171,7 +171,7 @@ def destroy_stack(
     if keep is not None:
         try:
             outcome.kept = list(keep(stack))
-        except Exception as exc:  # noqa: BLE001 - reported; destroying now would lose the results
+        except Exception as exc:
             outcome.error = (f"bench results could not be kept ({type(exc).__name__}: {exc}); nothing destroyed "
                              "(--discard-results destroys anyway)")
             return outcome
@@ -206,16 +206,16 @@ def destroy_stack(
     if outcome.destroyed and cleanup is not None:
         try:
             outcome.cleaned = list(cleanup(stack))
-        except Exception as exc:  # noqa: BLE001 - reported, and the audit still shows what is left
+        except Exception as exc:
             outcome.error = f"cleanup failed: {type(exc).__name__}: {exc}"
     if not outcome.destroyed and remaining is not None:
         try:
             outcome.remaining = list(remaining(stack))
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             outcome.remaining = [f"(cannot read the stack's state: {type(exc).__name__}: {exc})"]
     try:
         outcome.orphans = list(audit(stack))
-    except Exception as exc:  # noqa: BLE001 - any audit failure must fail the run, with its message
+    except Exception as exc:
         audit_error = f"orphan audit failed: {type(exc).__name__}: {exc}"
         outcome.error = f"{outcome.error}; {audit_error}" if outcome.error else audit_error
     return outcome
@@ -442,7 +442,8 @@ def boto3_audit(cluster_name: str | None = None, region: str | None = None) -> A
 
 def add_results_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--keep-results", default=DEFAULT_RESULTS_DIR, metavar="DIR",
-                        help=f"download the stack's bench results to DIR/<stack>/ first (default {DEFAULT_RESULTS_DIR})")
+                        help="download the stack's bench results to DIR/<stack>/ first "
+                             f"(default {DEFAULT_RESULTS_DIR})")
     parser.add_argument("--results-archive", default=os.environ.get(ARCHIVE_ENV) or None, metavar="S3_URL",
                         help=f"also copy them to s3://bucket/prefix, a bucket no stack owns (default ${ARCHIVE_ENV})")
     parser.add_argument("--discard-results", action="store_true",

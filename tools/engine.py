@@ -280,7 +280,7 @@ class Engine:
             self.process = None
         for mount in mounts_under(self.root):
             subprocess.run(["umount", "-l", mount], check=False, capture_output=True)
-        left = [target for target in mounts_under(self.root)]
+        left = list(mounts_under(self.root))
         if left:
             raise EngineError(f"mounts left under {self.root}: {left}")
 

@@ -29,8 +29,15 @@ from pathlib import Path
 from catalog.cpu_instances import CPU_INSTANCE_TYPES
 from catalog.gpu_instances import GPU_INSTANCE_TYPES
 from tools.plan_record import ROOT
-from tools.price_sources import (KARPENTER_FILES, KARPENTER_REPOSITORY, git_show, parse_karpenter_table,
-                                 price_file_names, read_price_files, resolve_commit)
+from tools.price_sources import (
+    KARPENTER_FILES,
+    KARPENTER_REPOSITORY,
+    git_show,
+    parse_karpenter_table,
+    price_file_names,
+    read_price_files,
+    resolve_commit,
+)
 
 GPU_PRICES_REPOSITORY = "tsaol/aws-gpu"
 GPU_PRICES = "gpu-price-files"
@@ -109,7 +116,8 @@ def render(command: str, table: Mapping[str, Source]) -> str:
         "The price files are generated from instances.vantage.sh, which reads AWS's public price list; they give the",
         "GPU types in every Region they cover. The Karpenter provider fills its tables from the AWS Price List API's",
         "on-demand terms for Linux, shared tenancy, no pre-installed software, capacity status Used",
-        "(pkg/providers/pricing/pricing.go, fetchOnDemandPricing); it gives the system group's types, and the GPU types",
+        # One line of the generated module's header each: catalog/ec2_prices.py is this output, byte for byte.
+        "(pkg/providers/pricing/pricing.go, fetchOnDemandPricing); it gives the system group's types, and the GPU types",  # noqa: E501
         "in its Regions the price files don't cover.",
         "None: no on-demand price in that Region (not sold on demand there). A Region or type a source doesn't list is",
         "unknown: `tools/cost.py` prices that type with its partition's reference Region (as the provider falls back",

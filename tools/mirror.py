@@ -17,10 +17,11 @@
    `kubernetes.io/arch` (tools/simulate/platforms.py).
 
 `--list` prints the images and the copy commands and copies nothing; `--verify` checks every lock entry against what
-the site registry serves under the copy's tag (exit 1 naming each that differs). `--only REF` copies just those of the stack's
-images (e.g. a newly built training image) and keeps the lock's other entries. `--stack-file` plans another copy of
-the stack's file (tests/engine mirrors between two local registries that way). skopeo is a Debian package (`apt-get install
-skopeo`); registry credentials come from skopeo's own auth file (`skopeo login <site registry>`).
+the site registry serves under the copy's tag (exit 1 naming each that differs). `--only REF` copies just those of
+the stack's images (e.g. a newly built training image) and keeps the lock's other entries. `--stack-file` plans
+another copy of the stack's file (tests/engine mirrors between two local registries that way). skopeo is a Debian
+package (`apt-get install skopeo`); registry credentials come from skopeo's own auth file
+(`skopeo login <site registry>`).
 """
 
 from __future__ import annotations
@@ -81,7 +82,7 @@ def stack_images(objects: Iterable[Mapping[str, Any]], config: Any) -> list[str]
     found = images_in(objects)
     back = {_key(site): source for source, site in site_images(config).refs.items()}
     sources = {back.get(_key(image), image) for image in found}
-    training = {image for image in required_images(config)} - _chart_and_operator_images()
+    training = set(required_images(config)) - _chart_and_operator_images()
     return sorted(sources | training)
 
 
@@ -135,7 +136,8 @@ def mirror(images: Sequence[str], site_registry: str, prefix: str, *, skopeo: st
         manifest = served_manifest(destination, skopeo=skopeo, run=run)
         digest = "sha256:" + hashlib.sha256(manifest).hexdigest()
         pinned[source] = f"{site_repository(source, site_registry, prefix)}@{digest}"
-        found = manifest_platforms(manifest, lambda: run(config_command(skopeo, destination), capture_output=True))
+        found = manifest_platforms(
+            manifest, lambda destination=destination: run(config_command(skopeo, destination), capture_output=True))
         if found:
             platforms[source] = found
     return Lock(site_registry, pinned, platforms)

@@ -7,7 +7,8 @@ Three sources, one output format:
         AWS's public price list; each file says `// Last updated: <date>`), read at <sha>; a GPU type with an
         on-demand price in a Region is offered there. Every Region any file prices becomes known (Local and
         Wavelength Zones are left out). The committed catalog comes from this source: 30 Regions.
-    python -m tools.offerings karpenter --commit <sha> zz_generated.pricing_aws.go zz_generated.pricing_aws_us_gov.go ...
+    python -m tools.offerings karpenter --commit <sha> zz_generated.pricing_aws.go \\
+        zz_generated.pricing_aws_us_gov.go ...
         parse aws/karpenter-provider-aws's generated on-demand price tables (pkg/providers/pricing/), read at
         <sha>; an instance type priced on-demand in a Region is offered there. Only the Regions a table lists
         become known.
@@ -228,7 +229,8 @@ def main(argv: list[str] | None = None) -> int:
             offerings = from_ec2(boto3.Session(), args.region, f"python -m tools.offerings ec2 --region {args.region}")
         except NoCredentials as error:
             print(f"tools.offerings: no usable AWS credentials ({error}); set AWS_PROFILE or AWS_ACCESS_KEY_ID/"
-                  "AWS_SECRET_ACCESS_KEY, or refresh from published tables with `prices` or `karpenter`", file=sys.stderr)
+                  "AWS_SECRET_ACCESS_KEY, or refresh from published tables with `prices` or `karpenter`",
+                  file=sys.stderr)
             return 2
     text = render(offerings)
     if args.check:

@@ -20,9 +20,10 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Iterable, Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # boto3 is imported lazily so the pure part loads without it.
     import boto3
@@ -192,7 +193,8 @@ def _network_interfaces(ec2: Any, stack: str, cluster_name: str, region: str) ->
         Filters=[{"Name": "description", "Values": [description]}],
     ):
         if item.get("Description") == description and item["NetworkInterfaceId"] not in seen:
-            found.append(Orphan("ec2:network-interface", item["NetworkInterfaceId"], region, f"description {description!r}"))
+            found.append(Orphan("ec2:network-interface", item["NetworkInterfaceId"], region,
+                                f"description {description!r}"))
     return found
 
 
@@ -301,7 +303,7 @@ def _tagged_via_tagging_api(
 TAGGING_API_TYPES = ("logs:log-group", "ecr:repository", "s3")
 
 
-def _still_exists(session: "boto3.Session", orphan: Orphan) -> bool:
+def _still_exists(session: boto3.Session, orphan: Orphan) -> bool:
     """Whether a tagging-API hit still exists, asked of its own service. The Resource Groups Tagging API is eventually
     consistent and goes on listing resources after their deletion (re:Post, "Only get existing resources with
     ResourceGroupTaggingAPI get-resources": get-resources "return deleted cluster resources as well"), which would
@@ -326,7 +328,7 @@ def _still_exists(session: "boto3.Session", orphan: Orphan) -> bool:
     return True
 
 
-def audit(session: "boto3.Session", stack: str, *, cluster_name: str | None = None) -> list[Orphan]:
+def audit(session: boto3.Session, stack: str, *, cluster_name: str | None = None) -> list[Orphan]:
     """Every resource in the session's region that still belongs to ``stack``. Raises on AWS errors.
 
     Reads only (Describe*/List*/GetResources); the IAM policy of the caller needs those for ec2, elasticloadbalancing,

@@ -24,8 +24,8 @@ unchanged since its last plan is restored from the content-addressed cache under
 from __future__ import annotations
 
 import argparse
-import gc
 import asyncio
+import gc
 import json
 import os
 import runpy
@@ -149,7 +149,7 @@ def _make_monitor(region: str, plan: Plan, known_outputs: bool = False):
             return self.data_sources[args.token], []
 
     class PlanMonitor(mocks.MockMonitor):
-        def RegisterResource(self, request):  # noqa: N802 (gRPC method name)
+        def RegisterResource(self, request):
             response = super().RegisterResource(request)
             if request.type != "pulumi:pulumi:Stack":
                 raw = rpc.deserialize_properties(request.object, keep_unknowns=True)
@@ -328,7 +328,6 @@ def progress(line: str) -> None:
 def warn_placeholders(plan: Plan) -> None:
     """Stand-in values plan fine offline; the real engine refuses them (stages.config.load_stack_config)."""
     from stack_config.placeholders import find_placeholders
-
     from stages.config import unpinned_build_inputs
     from stages.offline import offline_problems
 

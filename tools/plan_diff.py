@@ -776,19 +776,6 @@ def placements(simulation: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
     return out
 
 
-def plan_document(plan: Any, root: Path = ROOT) -> dict[str, Any]:
-    """What `plan_tree` reads back from the planner's files, made in this process from a `tools.plan_record.Plan`
-    (tests, and anything that already holds a plan): `resources.json`, with `cluster` and `placements`."""
-    from tools import cluster, simulate
-    from tools.plan_record import render
-
-    document = json.loads(render(plan)[0])
-    objects = cluster.render_cluster(plan, root)
-    document["cluster"] = cluster.load(cluster.dump(objects))
-    document["placements"] = placements(simulate.simulate(plan, objects))
-    return document
-
-
 _PIN = re.compile(r"^\s*(pulumi[-_a-z]*)\s*==\s*([^\s;#]+)", re.IGNORECASE | re.MULTILINE)
 
 

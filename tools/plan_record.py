@@ -99,7 +99,7 @@ class Plan:
                 continue
             if resource.type.startswith(("kubernetes:helm.sh/", "kubernetes:kustomize", "kubernetes:yaml")):
                 continue
-            body = {key: value for key, value in resource.inputs.items()}
+            body = dict(resource.inputs.items())
             obj = {"apiVersion": body.pop("apiVersion"), "kind": body.pop("kind"), "metadata": body.pop("metadata", {})}
             obj.update(dict(sorted(body.items())))
             objects.append(obj)

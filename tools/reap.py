@@ -42,13 +42,23 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
-from typing import Any, Callable, Iterable, Literal, Mapping, Protocol, Sequence
+from datetime import UTC, datetime, timedelta
+from typing import Any, Literal, Protocol
 
-from tools.destroy import (DEFAULT_TIMEOUT_MINUTES, DestroyOutcome, add_results_arguments, boto3_audit,
-                           delete_control_plane_log_group, destroy_stack, report, results_keeper, state_resources,
-                           subprocess_runner)
+from tools.destroy import (
+    DEFAULT_TIMEOUT_MINUTES,
+    DestroyOutcome,
+    add_results_arguments,
+    boto3_audit,
+    delete_control_plane_log_group,
+    destroy_stack,
+    report,
+    results_keeper,
+    state_resources,
+    subprocess_runner,
+)
 
 LIFECYCLE_KEY = "gtp:lifecycle"
 
@@ -83,11 +93,11 @@ def parse_timestamp(value: str) -> datetime:
         parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
     except (AttributeError, ValueError) as exc:
         raise ValueError(f"not an ISO-8601 timestamp: {value!r}") from exc
-    return parsed if parsed.tzinfo else parsed.replace(tzinfo=timezone.utc)
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
 
 
 def _format_time(moment: datetime) -> str:
-    return moment.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 REAPABLE_PREFIX = "bench-"
@@ -180,7 +190,7 @@ def reap(
         elif decision.action == "destroy" and not dry_run:
             try:
                 outcome = destroy(decision.stack)
-            except Exception as exc:  # noqa: BLE001 - one stack's failure must not stop the others
+            except Exception as exc:
                 log(f"{decision.stack}: ERROR: destroy raised {type(exc).__name__}: {exc}")
                 failed.append(f"{decision.stack} (destroy raised {type(exc).__name__})")
                 continue
@@ -266,13 +276,13 @@ def read_stack_states(workspace: Workspace, log: Callable[[str], None] = print,
                     log(f"{name}: no {LIFECYCLE_KEY} config; using the TTL tags in its state")
             region_entry = config.get(REGION_KEY)
             region = getattr(region_entry, "value", region_entry)
-        except Exception as exc:  # noqa: BLE001 - reported per stack, the others go on
+        except Exception as exc:
             log(f"{name}: cannot read {LIFECYCLE_KEY}: {type(exc).__name__}: {exc}")
             lifecycle = {"ephemeral": True, "protect": False, "ttlHours": None, "createdAt": None}
             region = None
         try:
             is_protected = bool(protected(name)) if protected else False
-        except Exception as exc:  # noqa: BLE001 - unknown protection: treat as protected, never destroy
+        except Exception as exc:
             log(f"{name}: cannot read its state ({type(exc).__name__}: {exc}); treated as protected")
             is_protected = True
         states.append(StackState(name, lifecycle, getattr(summary, "resource_count", None), is_protected,
@@ -343,14 +353,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     add_results_arguments(parser)
     args = parser.parse_args(argv)
     try:
-        now = parse_timestamp(args.now) if args.now else datetime.now(timezone.utc)
+        now = parse_timestamp(args.now) if args.now else datetime.now(UTC)
     except ValueError as exc:
         parser.error(f"--now: {exc}")
     try:
         workspace = open_workspace(args.cwd, args.backend_url)
         states = read_stack_states(workspace, protected=workspace.protected,
                                    state_lifecycle=workspace.state_lifecycle)
-    except Exception as exc:  # noqa: BLE001 - no CLI, not logged in, no Pulumi.yaml: say so and stop
+    except Exception as exc:
         print(f"error: cannot list the project's stacks ({type(exc).__name__}: {exc}); the reaper needs the "
               "pulumi CLI on PATH, logged in to the backend (--backend-url), run from the project directory",
               file=sys.stderr)

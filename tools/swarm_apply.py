@@ -81,7 +81,7 @@ class _Fields:
 def _known(value: Any, path: str, resolved: Mapping[str, Any]) -> Any:
     if path in resolved:
         return resolved[path]
-    if value == COMPUTED or value == SECRET:
+    if value in (COMPUTED, SECRET):
         raise Untranslated(f"{path}: the plan holds {value}; only a real `pulumi up` knows it (pass it as "
                            "resolved only where the test supplies the same thing, like the image it built)")
     if isinstance(value, dict):

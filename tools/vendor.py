@@ -142,7 +142,7 @@ def helm_binary() -> str:
         return str(local)
     found = shutil.which("helm")
     if found is None:
-        raise FileNotFoundError("no helm binary: run `make setup` (it installs helm " + HELM_VERSION + " into .venv/bin)")
+        raise FileNotFoundError(f"no helm binary: run `make setup` (it installs helm {HELM_VERSION} into .venv/bin)")
     return found
 
 

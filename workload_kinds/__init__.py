@@ -41,8 +41,21 @@ SELECTED_BY_AUTOSCALING = {"scaledjob": "scaledjob"}
 CONFIGURABLE = sorted({*KINDS} - set(SELECTED_BY_AUTOSCALING.values()))
 """Values `workloads.<name>.kind` accepts."""
 
-__all__ = ["CONFIGURABLE", "KINDS", "Deployment", "JobMaster", "KubernetesWorkloadKind", "SwarmContext",
-           "SwarmWorkloadKind", "WorkloadContext", "WorkloadKind", "check", "kind_of", "kinds_of", "kind_of_resource"]
+__all__ = [
+    "CONFIGURABLE",
+    "KINDS",
+    "Deployment",
+    "JobMaster",
+    "KubernetesWorkloadKind",
+    "SwarmContext",
+    "SwarmWorkloadKind",
+    "WorkloadContext",
+    "WorkloadKind",
+    "check",
+    "kind_of",
+    "kind_of_resource",
+    "kinds_of",
+]
 
 
 def kind_of(workload: WorkloadConfig) -> WorkloadKind:

@@ -60,10 +60,10 @@ def pytorch_job_body(name: str, shape: PodShape, *, num_nodes: int, elastic: Ela
     An elastic job starts with `maxNodes` workers and keeps training while `minNodes` are up; when KEDA scales
     it (`scaled`), it starts with `minNodes` and KEDA adds workers through the `/scale` subresource.
 
-    With Workers, the rendezvous waits `rendezvous_timeout_seconds` (`rendezvous_conf`: the stack's start-up bound), and `run_policy.backoff_limit`
-    counts per worker: training-operator sums the container restarts of every running pod against the job's
-    `backoffLimit` (pkg/core/job.go:95-132 `PastBackoffLimit`), so one restart of each worker (a rendezvous
-    re-formed after a node loss) would otherwise fail a 4-worker job at the default 3."""
+    With Workers, the rendezvous waits `rendezvous_timeout_seconds` (`rendezvous_conf`: the stack's start-up bound), and
+    `run_policy.backoff_limit` counts per worker: training-operator sums the container restarts of every running pod
+    against the job's `backoffLimit` (pkg/core/job.go:95-132 `PastBackoffLimit`), so one restart of each worker (a
+    rendezvous re-formed after a node loss) would otherwise fail a 4-worker job at the default 3."""
     args = torchrun_args(shape.num_gpus, shape.trainer_args, module=shape.module, program=shape.program)
     labels = app_labels(name)
     template = pod_template(shape, command=["torchrun"], args=args, labels=labels)

@@ -40,11 +40,9 @@ job (`autoscaling.mode`).
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Iterator, Mapping
 from typing import Any, ClassVar
 
-import pulumi
 import pulumi_kubernetes as k8s
 
 from components.training_pod import CONTAINER_NAME, EFA_RESOURCE, PodShape, pod_template, resources, torchrun_args
@@ -113,7 +111,7 @@ def missing_requests(trainjob: Mapping[str, Any], runtime: Mapping[str, Any] | N
     """Extended resources (GPU, EFA) the runtime's `node` container requests that the TrainJob's
     `spec.trainer.resourcesPerNode.requests` lacks."""
     per_node = (((trainjob.get("spec") or {}).get("trainer") or {}).get("resourcesPerNode") or {})
-    have = set((per_node.get("requests") or {})) | set((per_node.get("limits") or {}))
+    have = set(per_node.get("requests") or {}) | set(per_node.get("limits") or {})
     wanted: set[str] = set()
     for template in runtime_templates(runtime or {}).values():
         for container in ((template.get("spec") or {}).get("containers") or []):
@@ -144,8 +142,8 @@ class TrainJobKind(KubernetesWorkloadKind):
                                               "has no elastic policy (removed in v2.2.0); use kind 'pytorchjob' "
                                               "or 'elasticjob'")
         if workload.autoscaling.mode != "none":
-            yield Problem(f"{path}.autoscaling.mode", f"{workload.autoscaling.mode!r}: kind 'trainjob' cannot be scaled "
-                                              "(a TrainJob's `trainer` block is immutable); use 'none'")
+            yield Problem(f"{path}.autoscaling.mode", f"{workload.autoscaling.mode!r}: kind 'trainjob' cannot be "
+                                              "scaled (a TrainJob's `trainer` block is immutable); use 'none'")
 
     def deploy(self, context: WorkloadContext) -> Deployment:
         workload, shape = context.workload, context.shape

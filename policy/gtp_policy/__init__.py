@@ -8,5 +8,15 @@ from .model import COMPUTED, SECRET, Facts, Finding, Rule, Violation
 from .offline import pack_config, run_policies
 from .registry import POLICIES, POLICY_NAMES
 
-__all__ = ["COMPUTED", "SECRET", "Facts", "Finding", "Rule", "Violation", "POLICIES", "POLICY_NAMES",
-           "pack_config", "run_policies"]
+__all__ = [
+           "COMPUTED",
+           "POLICIES",
+           "POLICY_NAMES",
+           "SECRET",
+           "Facts",
+           "Finding",
+           "Rule",
+           "Violation",
+           "pack_config",
+           "run_policies",
+]

@@ -6,9 +6,11 @@ StackValidationPolicies. The engine does not expose `retainOnDelete`; records bu
 from __future__ import annotations
 
 import os
-from typing import Any, Callable, Mapping, Optional, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 import pulumi_policy
+
 # Private helpers of the SDK's unknown-value proxy (pulumi_policy/proxy.py): the only way to read a
 # preview's props without raising UnknownValueError on the first unknown.
 from pulumi_policy.proxy import _DictProxy, _is_unknown, _ListProxy
@@ -130,7 +132,7 @@ def build_policies() -> list[pulumi_policy.Policy]:
     return policies
 
 
-def build_pack(pack_class: Optional[Callable[..., Any]] = None) -> Any:
+def build_pack(pack_class: Callable[..., Any] | None = None) -> Any:
     """Builds the pack. `pulumi_policy.PolicyPack(...)` starts the gRPC server and blocks forever, so tests
     pass a stub `pack_class` with the same signature."""
     pack_class = pack_class or pulumi_policy.PolicyPack

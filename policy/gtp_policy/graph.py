@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import Iterable, Iterator, Mapping, Optional, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 
 from .model import Record
 
@@ -31,7 +31,7 @@ class StackIndex:
     def of_type(self, *types: str) -> list[Record]:
         return [r for r in self.records if r.get("type") in types]
 
-    def get(self, urn: Optional[str]) -> Optional[Record]:
+    def get(self, urn: str | None) -> Record | None:
         """A record by URN or by provider reference (`<urn>::<id>`)."""
         if not urn:
             return None
@@ -42,7 +42,7 @@ class StackIndex:
             return self.by_urn[head]
         return None
 
-    def provider_of(self, record: Record) -> Optional[Record]:
+    def provider_of(self, record: Record) -> Record | None:
         return self.get(record.get("provider"))
 
     def descendants(self, urn: str) -> Iterator[Record]:

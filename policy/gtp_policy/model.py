@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Literal, Mapping, Optional
+from typing import Any, Literal
 
 COMPUTED = "<computed>"
 """Marker for an input whose value is only known after apply."""
@@ -89,7 +90,7 @@ def is_false(value: Any) -> bool:
     return value is False or (isinstance(value, str) and value.lower() == "false")
 
 
-def as_number(value: Any) -> Optional[float]:
+def as_number(value: Any) -> float | None:
     """Numbers arrive as floats under the engine and mocks; strings of digits are accepted too."""
     if isinstance(value, bool):
         return None
@@ -131,7 +132,7 @@ class Facts:
     """True for bench-* style stacks that must destroy cleanly (TTL tags, no protection, force-delete)."""
     production: bool = False
     """True for stacks whose cluster must be private and whose stateful resources must be protected."""
-    registry: Optional[str] = None
+    registry: str | None = None
     """Image prefix every directly applied container image must start with (`<host>/<repo>`); None = not checked."""
     required_tags: tuple[str, ...] = DEFAULT_REQUIRED_TAGS
     """Tag keys every AWS provider's defaultTags and every launch template's instance tags must carry."""
@@ -139,14 +140,14 @@ class Facts:
     """Image references by digest (`repo@sha256:<64 hex>`) that CI signed and verified (the stack's
     `image.signedDigests`): besides the stack's own build, the only images a production workload may run."""
 
-    site_registry: Optional[str] = None
+    site_registry: str | None = None
     """An air-gapped stack's site registry (`host[:port]`, the stack's `image.offline.siteRegistry`): every image
     the stack runs must come from it. None = the stack is not offline."""
 
     KEYS = ("stack", "ephemeral", "production", "registry", "requiredTags", "signedDigests", "siteRegistry")
 
     @classmethod
-    def from_mapping(cls, data: Mapping[str, Any]) -> "Facts":
+    def from_mapping(cls, data: Mapping[str, Any]) -> Facts:
         """Validates the facts dict (keys fixed, camelCase); every problem is reported at once."""
         problems = []
         if not isinstance(data, Mapping):
@@ -233,12 +234,10 @@ class Finding:
     """The offending value (None when the field is absent)."""
     reason: str
     """What is wrong and what to do instead."""
-    record: Optional[Record] = None
+    record: Record | None = None
     """For stack rules: the resource the finding is about (None = the stack as a whole)."""
 
 
-ResourceCheck = Callable[[Record, Facts], Iterable[Finding]]
-StackCheck = Callable[["StackIndex", Facts], Iterable[Finding]]  # noqa: F821 (graph.StackIndex)
 
 
 @dataclass(frozen=True)
@@ -255,7 +254,7 @@ class Rule:
 @dataclass(frozen=True)
 class Violation:
     policy_name: str
-    urn: Optional[str]
+    urn: str | None
     message: str
     enforcement: Enforcement = "mandatory"
 
@@ -263,13 +262,13 @@ class Violation:
         return f"[{self.enforcement}] {self.message}"
 
 
-def describe(record: Optional[Record]) -> str:
+def describe(record: Record | None) -> str:
     if record is None:
         return "stack"
     return f"{record.get('type')} '{record.get('name')}' ({record.get('urn')})"
 
 
-def format_message(policy_name: str, record: Optional[Record], finding: Finding) -> str:
+def format_message(policy_name: str, record: Record | None, finding: Finding) -> str:
     """`<policy>: <type> '<name>' (<urn>): <field> = <value>: <reason>`."""
     value = "<absent>" if finding.value is None else short(finding.value)
     return f"{policy_name}: {describe(record)}: {finding.field} = {value}: {finding.reason}"

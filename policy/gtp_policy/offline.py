@@ -12,20 +12,21 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Optional, Sequence, Union
+from typing import Any
 
 from .graph import StackIndex
 from .model import Facts, Rule, Violation, format_message
 from .registry import POLICIES
 
 
-def _facts(facts: Union[Facts, Mapping[str, Any]]) -> Facts:
+def _facts(facts: Facts | Mapping[str, Any]) -> Facts:
     return facts if isinstance(facts, Facts) else Facts.from_mapping(facts)
 
 
 def run_rule(rule: Rule, resources: Sequence[Mapping[str, Any]], facts: Facts,
-             index: Optional[StackIndex] = None) -> list[Violation]:
+             index: StackIndex | None = None) -> list[Violation]:
     violations = []
     if rule.scope == "resource":
         for record in resources:
@@ -40,7 +41,7 @@ def run_rule(rule: Rule, resources: Sequence[Mapping[str, Any]], facts: Facts,
     return violations
 
 
-def run_policies(resources: list[dict], facts: Union[Facts, Mapping[str, Any]],
+def run_policies(resources: list[dict], facts: Facts | Mapping[str, Any],
                  policies: Iterable[Rule] = POLICIES) -> list[Violation]:
     """Every violation of every policy, in policy order then resource order."""
     resolved = _facts(facts)
@@ -51,7 +52,7 @@ def run_policies(resources: list[dict], facts: Union[Facts, Mapping[str, Any]],
     return violations
 
 
-def pack_config(facts: Union[Facts, Mapping[str, Any]], policies: Iterable[Rule] = POLICIES) -> dict:
+def pack_config(facts: Facts | Mapping[str, Any], policies: Iterable[Rule] = POLICIES) -> dict:
     """The `--policy-pack-config` document: the engine hands config to each policy by its name."""
     resolved = _facts(facts).to_mapping()
     return {rule.name: dict(resolved) for rule in policies}
@@ -65,7 +66,7 @@ def load_resources(path: Path) -> list[dict]:
     return resources
 
 
-def main(argv: Optional[Sequence[str]] = None) -> int:
+def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m policy.gtp_policy.offline", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("resources", nargs="?", type=Path, help="build/plan/<stack>/resources.json")

@@ -6,7 +6,8 @@ Each function is a pure check: `(record, facts) -> findings` for resource rules,
 from __future__ import annotations
 
 import re
-from typing import Any, Iterator, Mapping
+from collections.abc import Iterator, Mapping
+from typing import Any
 
 from .graph import StackIndex, inputs
 from .model import (

@@ -7,7 +7,8 @@ pod rules (their objects are rendered by the chart) except the device plugin's s
 from __future__ import annotations
 
 import re
-from typing import Any, Iterator, Mapping, Optional
+from collections.abc import Iterator, Mapping
+from typing import Any
 
 import yaml
 
@@ -106,7 +107,7 @@ def containers(spec_path: str, spec: Mapping) -> list[tuple[str, Mapping]]:
     return found
 
 
-def namespace_of(record: Record) -> Optional[str]:
+def namespace_of(record: Record) -> str | None:
     namespace = _obj(record, "metadata.namespace")
     return namespace if isinstance(namespace, str) else None
 
@@ -311,15 +312,15 @@ def _requests_shared_gpu(record: Record) -> list[str]:
     return paths
 
 
-def _procs_per_pod(record: Record) -> Optional[float]:
+def _procs_per_pod(record: Record) -> float | None:
     """Ranks per pod: nprocPerNode / elasticPolicy.nProcPerNode / a --nproc-per-node flag; None = unknown."""
-    procs: Optional[float] = 1.0
+    procs: float | None = 1.0
     for value in (_obj(record, "spec.nprocPerNode"), _obj(record, "spec.elasticPolicy.nProcPerNode")):
         if value is None or value in ("auto", "gpu"):
             continue  # "auto"/"gpu" = one rank per requested GPU; a shared slice is one GPU
         number = as_number(value)
         procs = max(procs or 1.0, number) if number is not None else None
-    for path, container, _ in _each_container(record):
+    for _path, container, _ in _each_container(record):
         words = " ".join(str(w) for w in as_list(container.get("command")) + as_list(container.get("args")))
         for flag in NPROC_FLAG.findall(words):
             number = as_number(flag)
@@ -329,7 +330,7 @@ def _procs_per_pod(record: Record) -> Optional[float]:
     return procs
 
 
-def total_ranks(record: Record) -> Optional[float]:
+def total_ranks(record: Record) -> float | None:
     """World size a PyTorchJob/ElasticJob can reach; None when it cannot be read (replicas computed)."""
     roles_path = "spec.pytorchReplicaSpecs" if record.get("type") == PYTORCH_JOB else "spec.replicaSpecs"
     roles = _obj(record, roles_path)
@@ -380,7 +381,7 @@ def _device_plugin_configs(record: Record) -> Iterator[tuple[str, Any]]:
             yield f"values.config.map.{name}", text
 
 
-def _parse_sharing(field: str, text: Any) -> tuple[Optional[Mapping], Optional[Finding]]:
+def _parse_sharing(field: str, text: Any) -> tuple[Mapping | None, Finding | None]:
     if not isinstance(text, str) or is_computed(text) or text == SECRET:
         return None, Finding(field, text, "the sharing config must be a known YAML string to be verified")
     try:

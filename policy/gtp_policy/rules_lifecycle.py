@@ -6,7 +6,8 @@ deletes in reverse dependency order, so the ordering rules below make destroy su
 """
 from __future__ import annotations
 
-from typing import Any, Iterator, Mapping
+from collections.abc import Iterator, Mapping
+from typing import Any
 
 from .graph import StackIndex, inputs
 from .model import EPHEMERAL_TAGS, Facts, Finding, Record, as_list, as_number, get_path, is_computed, is_true
@@ -29,7 +30,8 @@ OPERATOR_TYPES = HELM_RELEASE_TYPES + (
     "kubernetes:yaml/v2:ConfigFile",
     "kubernetes:yaml/v2:ConfigGroup",
 )
-# API group of a custom resource → marker the installing Helm release / operator manifest (yaml ConfigFile) name contains.
+# API group of a custom resource → marker that the name of the installing Helm release / operator manifest (yaml
+# ConfigFile) contains.
 OPERATOR_OF_GROUP = {
     "kubeflow.org": "training-operator",
     "elastic.iml.github.io": "dlrover",
@@ -156,7 +158,7 @@ def kubernetes_group(resource_type: str) -> str:
 
 
 def custom_resources_depend_on_operator(stack: StackIndex, facts: Facts) -> Iterator[Finding]:
-    operators = [r for r in stack.of_type(*OPERATOR_TYPES)]
+    operators = list(stack.of_type(*OPERATOR_TYPES))
     for record in stack.records:
         resource_type = str(record.get("type"))
         if not resource_type.startswith("kubernetes:"):

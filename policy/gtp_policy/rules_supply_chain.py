@@ -20,7 +20,8 @@ How the rule tells "the stack's own build" apart:
 from __future__ import annotations
 
 import re
-from typing import Any, Iterator, Mapping, Optional
+from collections.abc import Iterator, Mapping
+from typing import Any
 
 from .graph import StackIndex, inputs
 from .model import DIGEST_REF, Facts, Finding, Record, is_computed
@@ -31,11 +32,11 @@ REGISTRY_IMAGE = "docker:index/registryImage:RegistryImage"
 IMAGE_BUILDS = (DOCKER_IMAGE, REGISTRY_IMAGE)
 
 
-def _known(value: Any) -> Optional[str]:
+def _known(value: Any) -> str | None:
     return value if isinstance(value, str) and value and not is_computed(value) else None
 
 
-def built_reference(build: Record) -> Optional[str]:
+def built_reference(build: Record) -> str | None:
     """`repo@sha256:<digest>` a build resource pushed, or None while it is unknown (not pushed yet)."""
     props = inputs(build)
     if build.get("type") == DOCKER_IMAGE:

@@ -7,8 +7,8 @@ from __future__ import annotations
 import dataclasses
 import re
 import types
-from typing import Any
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -69,12 +69,13 @@ def test_cache_outside_the_clone(monkeypatch, tmp_path):
 
 
 def _group(**overrides) -> NodeGroup:
-    values = dict(name="g6", role="gpu", labels={"gtp.dev/node-group": "g6", "eks.amazonaws.com/nodegroup":
-                                                 "<unknown>", "nvidia.com/gpu.replicas": "4"},
-                  taints=[{"key": "nvidia.com/gpu", "value": "true", "effect": "NoSchedule"}],
-                  allocatable={"cpu": 3.92, "memory": 15.0 * 2**30, "pods": 58.0, "nvidia.com/gpu.shared": 4.0,
-                               "nvidia.com/gpu": 0.0, "vpc.amazonaws.com/efa": 1.0},
-                  min_size=0, max_size=2, instance_types=("g6.xlarge",))
+    values = {"name": "g6", "role": "gpu",
+              "labels": {"gtp.dev/node-group": "g6", "eks.amazonaws.com/nodegroup": "<unknown>",
+                         "nvidia.com/gpu.replicas": "4"},
+              "taints": [{"key": "nvidia.com/gpu", "value": "true", "effect": "NoSchedule"}],
+              "allocatable": {"cpu": 3.92, "memory": 15.0 * 2**30, "pods": 58.0, "nvidia.com/gpu.shared": 4.0,
+                              "nvidia.com/gpu": 0.0, "vpc.amazonaws.com/efa": 1.0},
+              "min_size": 0, "max_size": 2, "instance_types": ("g6.xlarge",)}
     values.update(overrides)
     return NodeGroup(**values)
 

@@ -19,8 +19,12 @@ from pathlib import Path
 import pytest
 
 from components import image_spec
-from components.training_pod import (PodShape, container_env, container_security_context, torchrun_args,
-                                     trainer_args, volume_mounts)
+from components.training_pod import (
+    PodShape,
+    container_env,
+    container_security_context,
+    volume_mounts,
+)
 from tools import engine_base
 from tools.engine import Engine, EngineError, install, leftovers, mounts_under
 

@@ -11,10 +11,15 @@ import os
 import re
 from pathlib import Path
 
-import pytest
-
-from tests.engine.conftest import (SOURCE, Built, build_args, copy_context, pod_run_flags, pod_shape, timed,
-                                   torchrun_args, trainer_args)
+from components.training_pod import torchrun_args, trainer_args
+from tests.engine.conftest import (
+    SOURCE,
+    Built,
+    copy_context,
+    pod_run_flags,
+    pod_shape,
+    timed,
+)
 from tools import engine_base, image_checks, image_size
 from tools.engine import Engine, host_ca_bundle
 
@@ -151,7 +156,7 @@ def test_a_missing_label_is_caught(engine: Engine, trainer_image: Built, tmp_pat
 def test_what_the_image_adds_fits_the_budget(engine: Engine, trainer_image: Built) -> None:
     added = image_checks.added_bytes(engine, trainer_image.tag, trainer_image.base)
     print(f"\nimage adds {added / 1e6:.1f} MB over its base (budget {image_size.BUDGET_MB} MB)")
-    assert 0 < added
+    assert added > 0
     assert image_checks.size_problems(engine, trainer_image.tag, trainer_image.base, image_size.BUDGET_MB) == []
 
 

@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 import yaml
 
-from tools import plan as gtp_plan
 from stack_config import StackConfig
 from stages.config import parse_stack_config
+from tools import plan as gtp_plan
 
 ROOT = Path(__file__).resolve().parents[2]
 GOLDEN_DIR = Path(__file__).resolve().parent / "golden"

@@ -71,7 +71,7 @@ def _expect(alert: str, at: str, fires: bool, **labels: str) -> dict[str, Any]:
 
 def _gpu(node: str, gpu: int, pod: str = "", namespace: str = NS, model: str | None = None) -> dict[str, str]:
     use = queries.GpuUse(gpu, 0.0, namespace if pod else "", pod, "pytorch" if pod else "")
-    return alerts.dcgm_series_labels(objects(), use, node, MODEL_NAMES.get(model or "", None))
+    return alerts.dcgm_series_labels(objects(), use, node, MODEL_NAMES.get(model or ""))
 
 
 def xid() -> dict[str, Any]:

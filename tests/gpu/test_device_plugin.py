@@ -5,15 +5,19 @@ from __future__ import annotations
 import pytest
 import yaml
 
+from catalog import versions
 from components.efa_device_plugin import efa_plugin_values
 from components.nvidia_device_plugin import (
-    SharingSpec, device_plugin_values, gpu_node_affinity, merge_tolerations, privileged_namespace_labels,
+    SharingSpec,
+    device_plugin_values,
+    gpu_node_affinity,
+    merge_tolerations,
+    privileged_namespace_labels,
     sharing_config_map,
 )
-from stages.gpu import efa_node_groups, plugin_node_groups, sharing_specs
-from catalog import versions
 from conventions.names import DEVICE_PLUGIN_NAMESPACE
 from policy.gtp_policy.rules_kubernetes import DEVICE_PLUGIN_NAMESPACE as POLICY_PRIVILEGED_NAMESPACE
+from stages.gpu import efa_node_groups, plugin_node_groups, sharing_specs
 
 GPU_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Equal", "value": "true", "effect": "NoSchedule"}
 

@@ -7,7 +7,11 @@ import json
 import pytest
 
 from components.gpu_metrics import (
-    DASHBOARD_FILE, dcgm_exporter_values, grafana_values, load_dashboard, metrics_namespace_labels,
+    DASHBOARD_FILE,
+    dcgm_exporter_values,
+    grafana_values,
+    load_dashboard,
+    metrics_namespace_labels,
     prometheus_values,
 )
 from conventions.names import PROMETHEUS_URL

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 
 import pytest
+
 from stack_config import ConfigError
 
 
@@ -37,8 +38,8 @@ def test_edge_with_mps_and_whole_gpu_workers_is_rejected(config_of):
     def edit(raw):
         raw["gpu"]["sharing"] = {"mode": "mps", "replicas": 2}
 
-    with pytest.raises(ConfigError, match=r"workloads\.edge-finetune\.gpuResource: 'whole' requests nvidia\.com/gpu, but node group "
-                                          r"'orin' shares its GPUs \(mps\)"):
+    with pytest.raises(ConfigError, match=r"workloads\.edge-finetune\.gpuResource: 'whole' requests nvidia\.com/gpu, "
+                                          r"but node group 'orin' shares its GPUs \(mps\)"):
         config_of("edge", edit)
 
 
@@ -116,8 +117,8 @@ def test_shared_slices_for_a_multi_rank_workload_are_rejected(config_of):
     def edit(raw):
         raw["workloads"]["mnist"]["numNodes"] = 2
 
-    with pytest.raises(ConfigError, match=r"workloads\.mnist\.gpuResource: 'shared' with 2 ranks: NCCL refuses two ranks on "
-                                          r"one physical GPU, even under MPS"):
+    with pytest.raises(ConfigError, match=r"workloads\.mnist\.gpuResource: 'shared' with 2 ranks: NCCL refuses two "
+                                          r"ranks on one physical GPU, even under MPS"):
         config_of("dev", edit)
 
 
@@ -128,8 +129,8 @@ def test_shared_slices_need_sharing_on_the_group(config_of):
         raw["workloads"]["gpt-pretrain"]["autoscaling"] = {"mode": "none"}
         raw["workloads"]["gpt-pretrain"]["gpusPerNode"] = 1
 
-    with pytest.raises(ConfigError, match=r"workloads\.gpt-pretrain\.gpuResource: 'shared' needs GPU sharing on node group 'h100' "
-                                          r"\(sharing mode is 'none'\)"):
+    with pytest.raises(ConfigError, match=r"workloads\.gpt-pretrain\.gpuResource: 'shared' needs GPU sharing on node "
+                                          r"group 'h100' \(sharing mode is 'none'\)"):
         config_of("prod", edit)
 
 

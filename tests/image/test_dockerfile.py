@@ -24,7 +24,8 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
-from catalog import versions
+# importable only once REPO_ROOT is on sys.path (above), when this file runs outside the repository's pytest setup
+from catalog import versions  # noqa: E402
 from components import image_spec  # noqa: E402
 
 CONTEXT = REPO_ROOT / "images" / "trainer"
@@ -147,6 +148,7 @@ def test_every_hadolint_ignore_has_a_reason_above_it() -> None:
             )
 
 
+@pytest.mark.slow
 def test_checkov_dockerfile_checks_pass() -> None:
     checkov = _tool("checkov", "GTP_CHECKOV")
     result = subprocess.run(
@@ -338,6 +340,7 @@ def test_lock_covers_requirements_in_and_versions() -> None:
 
 
 @pytest.mark.parametrize("architecture", image_spec.IMAGE_ARCHITECTURES)
+@pytest.mark.slow
 def test_lock_has_binary_wheels_for_the_image_python(locked_wheels, architecture: str) -> None:
     # The builder runs `pip download --only-binary=:all: --require-hashes` on the base image's Python;
     # `locked_wheels` (conftest) runs the same resolution for that Python and architecture, from here.
@@ -353,6 +356,7 @@ def _run(command: list[str], **kwargs) -> subprocess.CompletedProcess[str]:
     return result
 
 
+@pytest.mark.slow
 def test_trainer_wheel_builds_from_the_context_and_installs_with_the_lock(tmp_path: Path) -> None:
     # Exactly the files Docker would send: proves .dockerignore keeps everything the build needs.
     context = tmp_path / "context"

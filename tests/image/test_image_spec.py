@@ -14,7 +14,8 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
-from catalog import versions
+# importable only once REPO_ROOT is on sys.path (above), when this file runs outside the repository's pytest setup
+from catalog import versions  # noqa: E402
 from components import image_spec  # noqa: E402
 
 TRAINER_CONTEXT = REPO_ROOT / "images" / "trainer"

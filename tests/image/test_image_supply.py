@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import re
@@ -53,7 +54,7 @@ def test_buildx_command_pushes_with_sbom_and_max_provenance() -> None:
     for flag in ("--sbom=true", "--provenance=mode=max", "--push"):
         assert flag in command
     assert "--load" not in command  # loading into the daemon drops attestations
-    options = dict(zip(command, command[1:]))
+    options = dict(itertools.pairwise(command))
     assert options["--builder"] == "gtp" and options["--platform"] == "linux/amd64"
     # Not the stack's own tag: the stack may push that one (unattested) to the same immutable repository.
     assert options["--tag"] == f"{REPO}:{settings['tag']}-attested" == f"{REPO}:{settings['attestedTag']}"
@@ -72,7 +73,7 @@ def test_identity_regexp_accepts_only_this_repositorys_image_workflow_on_main() 
                   "https://github.com/acme/gtpX.github/workflows/image.yml@refs/heads/main"):
         assert not identity.match(other), other
     command = image_supply.verify_command(f"{REPO}@{DIGEST}", identity.pattern)
-    options = dict(zip(command, command[1:]))
+    options = dict(itertools.pairwise(command))
     assert command[:2] == ["cosign", "verify"] and command[-1] == f"{REPO}@{DIGEST}"
     assert options["--certificate-identity-regexp"] == identity.pattern
     assert options["--certificate-oidc-issuer"] == "https://token.actions.githubusercontent.com"

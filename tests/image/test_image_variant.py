@@ -63,9 +63,9 @@ def test_an_efa_build_without_a_recorded_installer_digest_is_refused_before_anyt
     monkeypatch.setattr(stages.config, "under_mocks", lambda: False)
     monkeypatch.setattr(stages.config, "find_placeholders", lambda config: iter(()))
     partial = gtp_plan.Plan(project="gtp", stack="prod")
-    with pytest.raises(ConfigError, match=r"image\.build: unpinned — image\.build is true and GPU group\(s\) a100, h100 use "
-                                          r"EFA, so the image installs aws-efa-installer-[0-9.]+, whose SHA-256 "
-                                          r"catalog/versions\.py EFA_INSTALLER does not record"):
+    with pytest.raises(ConfigError, match=r"image\.build: unpinned — image\.build is true and GPU group\(s\) a100, "
+                                          r"h100 use EFA, so the image installs aws-efa-installer-[0-9.]+, "
+                                          r"whose SHA-256 catalog/versions\.py EFA_INSTALLER does not record"):
         gtp_plan.run("prod", into=partial)
     assert partial.resources == []
     # Recorded: no refusal, and the offline plan warns about what remains.
@@ -81,4 +81,5 @@ def test_the_offline_plan_warns_about_an_unpinned_efa_installer(monkeypatch, cap
 
     monkeypatch.setattr(versions, "EFA_INSTALLER", dataclasses.replace(versions.EFA_INSTALLER, sha256=None))
     gtp_plan.warn_placeholders(plan_stack("prod"))
-    assert "warning: unpinned image.build: image.build is true and GPU group(s) a100, h100 use EFA" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "warning: unpinned image.build: image.build is true and GPU group(s) a100, h100 use EFA" in err

@@ -1,8 +1,8 @@
 """tools.bench_report: golden text on sample runs, tolerant parsing, S3 prefix listing (moto)."""
 
 import json
-import sys
 import os
+import sys
 from pathlib import Path
 
 import boto3
@@ -64,7 +64,8 @@ def test_cli_errors(tmp_path, capsys):
 
 
 def test_format_size():
-    assert [format_size(n) for n in (512, 1024, 1536, 1 << 20, 3 << 30)] == ["512 B", "1 KiB", "1536 B", "1 MiB", "3 GiB"]
+    sizes = (512, 1024, 1536, 1 << 20, 3 << 30)
+    assert [format_size(n) for n in sizes] == ["512 B", "1 KiB", "1536 B", "1 MiB", "3 GiB"]
 
 
 def test_split_s3_url():

@@ -12,7 +12,8 @@ SUBNET_IN_USE = (
     "StatusCode: 400, api error DependencyViolation: The subnet 'subnet-0abc' has dependencies and cannot be deleted.\n"
 )
 SG_ENI_IN_USE = "error: api error InvalidParameterValue: Network interface 'eni-0f' is currently in use.\n"
-PROTECTED = "error: resource urn:pulumi:dev::gtp::aws:eks/cluster:Cluster::dev cannot be deleted because it is protected\n"
+PROTECTED = ("error: resource urn:pulumi:dev::gtp::aws:eks/cluster:Cluster::dev cannot be deleted because it is "
+             "protected\n")
 
 
 class ScriptedRunner:

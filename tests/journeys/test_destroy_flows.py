@@ -14,8 +14,8 @@ import boto3
 import pytest
 from moto import mock_aws
 
-from tools import destroy as destroy_module
 from tests.conftest import ROOT
+from tools import destroy as destroy_module
 
 HERE = Path(__file__).parent
 
@@ -53,7 +53,7 @@ EXPORT = json.dumps({"deployment": {"resources": [
 
 
 def test_without_yes_it_previews_and_a_wrong_answer_deletes_nothing(fake_pulumi, monkeypatch, capsys) -> None:
-    script, calls = fake_pulumi
+    _script, calls = fake_pulumi
     monkeypatch.setattr("builtins.input", lambda prompt: "prod")
     assert destroy_module.main(["dev", "--cwd", str(ROOT)]) == 1
     assert calls() == [["destroy", "--preview-only", "--non-interactive", "--stack", "dev"]]
@@ -62,7 +62,7 @@ def test_without_yes_it_previews_and_a_wrong_answer_deletes_nothing(fake_pulumi,
 
 @mock_aws
 def test_confirmed_destroy_deletes_the_log_group_eks_left_behind(fake_pulumi, monkeypatch, capsys) -> None:
-    script, calls = fake_pulumi
+    _script, calls = fake_pulumi
     monkeypatch.setattr("builtins.input", lambda prompt: "dev")
     # dev's stack file says us-west-2: the group (and the audit) must be looked for there, not in eu-west-1
     logs = boto3.client("logs", region_name="us-west-2")
@@ -81,6 +81,7 @@ def test_stack_region_comes_from_the_stack_file() -> None:
 
 
 @mock_aws
+@pytest.mark.slow
 def test_wall_clock_limit_stops_the_destroy_and_reports_what_remains(fake_pulumi, capsys) -> None:
     script, calls = fake_pulumi
     script({"destroy": {"sleep": 60, "rc": 0}, "stack export": {"stdout": EXPORT, "rc": 0}})
@@ -149,10 +150,11 @@ def test_an_unreachable_cluster_stops_at_once_and_reports_exactly_what_remains(f
 
 
 @mock_aws
+@pytest.mark.slow
 def test_an_api_that_times_out_is_stopped_at_the_wall_clock_limit_with_the_same_report(fake_pulumi, capsys) -> None:
     import time
 
-    script, calls = fake_pulumi
+    script, _calls = fake_pulumi
     script({"destroy": {"progress": UNREACHABLE_OUTPUT, "sleep": 120, "rc": 0},
             "stack export": {"stdout": K8S_EXPORT, "rc": 0}})
     started = time.monotonic()
@@ -174,6 +176,7 @@ def test_delete_unreachable_lets_the_destroy_of_a_gone_cluster_finish(fake_pulum
     assert "[bench-a] destroyed after 1 attempt(s)" in capsys.readouterr().out
 
 
+@pytest.mark.program
 def test_the_program_leaves_delete_unreachable_to_the_environment() -> None:
     """An explicit provider input would override PULUMI_K8S_DELETE_UNREACHABLE (pulumi-kubernetes Configure)."""
     from tests.conftest import plan_stack

@@ -80,7 +80,8 @@ def test_volumes_security_groups_log_groups_and_buckets(session, subnet):
     ec2 = session.client("ec2")
     vpc_id = ec2.describe_subnets(SubnetIds=[subnet])["Subnets"][0]["VpcId"]
     volume = ec2.create_volume(AvailabilityZone=f"{REGION}a", Size=10, TagSpecifications=tag_spec(
-        "volume", {"kubernetes.io/cluster/gtp-bench-a": "owned", "kubernetes.io/created-for/pvc/name": "data"}))["VolumeId"]
+        "volume", {"kubernetes.io/cluster/gtp-bench-a": "owned", "kubernetes.io/created-for/pvc/name": "data"})
+    )["VolumeId"]
     ec2.create_volume(AvailabilityZone=f"{REGION}a", Size=10)
     group = ec2.create_security_group(GroupName="nodes", Description="nodes", VpcId=vpc_id,
                                       TagSpecifications=tag_spec("security-group", {"gtp:stack": "bench-a"}))["GroupId"]
@@ -149,8 +150,10 @@ def test_format_orphans_table():
     ])
     assert text.splitlines() == [
         "KIND                   ID                                                               REGION     REASON",
-        "ec2:network-interface  eni-1                                                            us-east-1  tag gtp:stack=dev",
-        "elbv2:load-balancer    arn:aws:elasticloadbalancing:us-east-1:1:loadbalancer/net/k8s/1  us-east-1  tag elbv2.k8s.aws/cluster=gtp-dev",
+        "ec2:network-interface  eni-1                                                            us-east-1  "
+        "tag gtp:stack=dev",
+        "elbv2:load-balancer    arn:aws:elasticloadbalancing:us-east-1:1:loadbalancer/net/k8s/1  us-east-1  "
+        "tag elbv2.k8s.aws/cluster=gtp-dev",
         "2 orphaned resource(s)",
     ]
 

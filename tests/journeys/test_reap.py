@@ -1,6 +1,6 @@
 """Reaper decisions (pure) and the reap loop with a fake destroy."""
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
 from pulumi.automation import ConfigValue
@@ -16,7 +16,7 @@ from tools.reap import (
     reap,
 )
 
-NOW = datetime(2026, 12, 2, 13, 0, tzinfo=timezone.utc)
+NOW = datetime(2026, 12, 2, 13, 0, tzinfo=UTC)
 
 
 def ephemeral(created_at="2026-12-02T10:00:00Z", ttl_hours=2, **extra):
@@ -48,7 +48,8 @@ def test_expired_but_empty_is_not_destroyed_again():
 @pytest.mark.parametrize(
     ("lifecycle", "message"),
     [
-        (ephemeral(ttl_hours=None), "ephemeral without ttlHours; never destroyed automatically, set gtp:lifecycle.ttlHours"),
+        (ephemeral(ttl_hours=None),
+         "ephemeral without ttlHours; never destroyed automatically, set gtp:lifecycle.ttlHours"),
         (ephemeral(created_at=None), "ephemeral without createdAt; never destroyed automatically"),
         (ephemeral(created_at=None, ttl_hours=None), "ephemeral without ttlHours and createdAt"),
         (ephemeral(created_at="yesterday"), "invalid gtp:lifecycle: not an ISO-8601 timestamp: 'yesterday'"),

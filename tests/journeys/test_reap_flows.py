@@ -4,16 +4,16 @@ production ones, the TTL read without decrypting secrets, the orphan audit in ea
 from __future__ import annotations
 
 import json
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import boto3
 from moto import mock_aws
 
+from tests.journeys.test_destroy_flows import fake_pulumi  # noqa: F401 - the fixture
 from tools import reap as reap_module
 from tools.reap import CliWorkspace, StackState, decide_one, read_stack_states
-from tests.journeys.test_destroy_flows import fake_pulumi  # noqa: F401 - the fixture
 
-NOW = datetime(2026, 12, 2, 13, 0, tzinfo=timezone.utc)
+NOW = datetime(2026, 12, 2, 13, 0, tzinfo=UTC)
 EXPIRED = {"ephemeral": True, "protect": False, "ttlHours": 1, "createdAt": "2026-12-01T00:00:00Z"}
 
 

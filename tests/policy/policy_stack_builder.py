@@ -3,13 +3,14 @@ from __future__ import annotations
 
 import copy
 import json
-from typing import Any, Optional
+from typing import Any
 
 COMPUTED = "<computed>"
 REGISTRY = "123456789012.dkr.ecr.us-east-1.amazonaws.com/gtp-trainer"
 IMAGE = REGISTRY + "@sha256:" + "a" * 64
 REQUIRED_TAGS = ["gtp:stack", "gtp:project", "gtp:lifecycle"]
-MPS_CONFIG = "version: v1\nsharing:\n  mps:\n    renameByDefault: true\n    resources:\n      - name: nvidia.com/gpu\n        replicas: 4\n"
+MPS_CONFIG = ("version: v1\nsharing:\n  mps:\n    renameByDefault: true\n    resources:\n"
+              "      - name: nvidia.com/gpu\n        replicas: 4\n")
 
 
 def facts(kind: str = "dev", **overrides: Any) -> dict:
@@ -25,13 +26,13 @@ def facts(kind: str = "dev", **overrides: Any) -> dict:
     return {**base, "registry": REGISTRY, "requiredTags": list(REQUIRED_TAGS), **overrides}
 
 
-def urn(stack: str, type_: str, name: str, parent_type: Optional[str] = None) -> str:
+def urn(stack: str, type_: str, name: str, parent_type: str | None = None) -> str:
     qualified = f"{parent_type}${type_}" if parent_type else type_
     return f"urn:pulumi:{stack}::gtp::{qualified}::{name}"
 
 
-def record(stack: str, type_: str, name: str, inputs: dict, *, custom: bool = True, parent: Optional[str] = None,
-           provider: Optional[str] = None, depends_on: tuple = (), protect: bool = False) -> dict:
+def record(stack: str, type_: str, name: str, inputs: dict, *, custom: bool = True, parent: str | None = None,
+           provider: str | None = None, depends_on: tuple = (), protect: bool = False) -> dict:
     return {
         "urn": urn(stack, type_, name), "type": type_, "name": name, "custom": custom, "parent": parent,
         "provider": provider, "dependsOn": list(depends_on),
@@ -204,10 +205,10 @@ def compliant_stack(kind: str = "dev") -> list[dict]:
     service = kr("kubernetes:core/v1:Service", n("metrics"), {"metadata": {"namespace": "training"},
                                                               "spec": {"type": "ClusterIP", "ports": [{"port": 80.0}]}})
     return copy.deepcopy([aws, key, cluster_component, cluster, access_entry, subnet, public_subnet, template,
-                          node_role, node_policy, node_group, monitoring_agent, training_role, training_policy, attachment, association,
-                          irsa_role, repository, lifecycle, repository_policy, bucket, k8s, plugin_ns, training_ns,
-                          device_plugin, operators, training_operator, dlrover, keda, trainer, workload, pytorch_job,
-                          elastic_job, scaled_job, job, service, runtime, train_job])
+                          node_role, node_policy, node_group, monitoring_agent, training_role, training_policy,
+                          attachment, association, irsa_role, repository, lifecycle, repository_policy, bucket, k8s,
+                          plugin_ns, training_ns, device_plugin, operators, training_operator, dlrover, keda, trainer,
+                          workload, pytorch_job, elastic_job, scaled_job, job, service, runtime, train_job])
 
 
 def find(records: list[dict], suffix: str) -> dict:

@@ -9,13 +9,12 @@ from typing import Any
 
 import pytest
 
+from tests.conftest import plan_stack
 from tools import simulate
 from tools.cluster import ClusterObject, render_cluster
-from tools.simulate.admission import (CONTROLS_BY_ID, admitted_resources, check, pod_security, quantity,
-                                      quota_usage)
+from tools.simulate.admission import CONTROLS_BY_ID, admitted_resources, check, pod_security, quantity, quota_usage
 from tools.simulate.model import ExpandedPod
 from tools.simulate.pods import expand_pods
-from tests.conftest import plan_stack
 
 V134, V133 = (1, 34), (1, 33)
 
@@ -206,7 +205,8 @@ def test_limitrange_defaults_fill_missing_requests_and_limits_before_quota() -> 
 
 
 @pytest.mark.parametrize(("item", "resources", "message"), [
-    ({"type": "Container", "max": {"cpu": "2"}}, {"limits": {"cpu": "3"}}, "maximum cpu per Container is 2, but limit is 3"),
+    ({"type": "Container", "max": {"cpu": "2"}}, {"limits": {"cpu": "3"}},
+     "maximum cpu per Container is 2, but limit is 3"),
     ({"type": "Container", "min": {"memory": "2Gi"}}, {"requests": {"memory": "1Gi"}, "limits": {"memory": "4Gi"}},
      "minimum memory per Container is 2Gi, but request is 1Gi"),
     ({"type": "Container", "maxLimitRequestRatio": {"cpu": "2"}}, {"requests": {"cpu": "1"}, "limits": {"cpu": "3"}},
@@ -226,7 +226,7 @@ def test_limitrange_bounds(item: dict[str, Any], resources: dict[str, Any], mess
     wide = {**item, **{k: {r: "1000Gi" if r == "memory" else "1000" for r in v}
                        for k, v in item.items() if k in ("max", "maxLimitRequestRatio")}}
     if "min" in item:
-        wide["min"] = {r: "1Mi" for r in item["min"]}
+        wide["min"] = dict.fromkeys(item["min"], "1Mi")
     fits = admitted([namespace("ns", "restricted"), namespaced("LimitRange", {"limits": [wide]})], [expanded(pod)])
     assert (fits.passed, fits.findings) == (1, [])
 

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from catalog import node_labels as nl
-from catalog.images import ARM64_VARIANTS, operator_images
 from catalog import versions
+from catalog.images import ARM64_VARIANTS, operator_images
 from conventions.images import Lock, LockError, read_lock, upstream_of
 from tools.mirror import manifest_platforms
 from tools.simulate import platforms

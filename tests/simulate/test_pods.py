@@ -8,10 +8,14 @@ from typing import Any
 
 import pytest
 
-from tools.cluster import ClusterObject, render_cluster
-from tools.simulate.pods import (DLROVER_MASTER_IMAGE_DEFAULT, KEDA_DEFAULT_MAX_REPLICAS, PYTORCH_INIT_IMAGE_DEFAULT,
-                                 expand_pods)
 from tests.conftest import plan_stack
+from tools.cluster import ClusterObject, render_cluster
+from tools.simulate.pods import (
+    DLROVER_MASTER_IMAGE_DEFAULT,
+    KEDA_DEFAULT_MAX_REPLICAS,
+    PYTORCH_INIT_IMAGE_DEFAULT,
+    expand_pods,
+)
 
 NS = "training"
 

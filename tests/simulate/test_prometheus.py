@@ -7,10 +7,11 @@ query over its HTTP API. The job's relabelling rewrites the address to the Servi
 each fake exporter listens on its own loopback address at that port, like a pod IP.
 
 Needs the `prometheus` binary: `make test` installs it as root (tools.system_packages); else `make
-prometheus-local`. That is Debian's package (2.42 on bookworm) while the chart deploys v3.6.0; the parts this exercises agree between them: scrape.go
-`mutateSampleLabels` (honor_labels) is the same code, and relabel.go `NewRegexp` differs only in 3.x's `(?s:`
-(`.` also matches a newline), which none of the chart's rules or these label values can tell apart. Old failure #5 (the query
-filtered on `exported_namespace`/`exported_pod`) is `test_the_old_exported_labels_query_returns_nothing`.
+prometheus-local`. That is Debian's package (2.42 on bookworm) while the chart deploys v3.6.0; the parts this
+exercises agree between them: scrape.go `mutateSampleLabels` (honor_labels) is the same code, and relabel.go
+`NewRegexp` differs only in 3.x's `(?s:` (`.` also matches a newline), which none of the chart's rules or these label
+values can tell apart. Old failure #5 (the query filtered on `exported_namespace`/`exported_pod`) is
+`test_the_old_exported_labels_query_returns_nothing`.
 """
 
 from __future__ import annotations
@@ -27,7 +28,6 @@ import time
 import urllib.parse
 import urllib.request
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -65,7 +65,7 @@ class Exporter(http.server.ThreadingHTTPServer):
 
 
 class _Handler(http.server.BaseHTTPRequestHandler):
-    def do_GET(self) -> None:  # noqa: N802 - http.server's name
+    def do_GET(self) -> None:
         body = self.server.text.encode()  # type: ignore[attr-defined]
         self.send_response(200 if self.path == "/metrics" else 404)
         self.send_header("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
@@ -176,7 +176,8 @@ def _publish(server: Server, per_node: list[list[queries.GpuUse]]) -> None:
 
 def _workload(trigger: queries.Trigger, utilizations: list[list[float]]) -> list[list[queries.GpuUse]]:
     """Node 0 runs workers 0..1, node 1 runs worker 2 (two GPUs each), plus GPU series the query must ignore:
-    the same pod name in another namespace, the decoy pods (another job named gpt-pretrain-v2), and an idle GPU without a pod."""
+    the same pod name in another namespace, the decoy pods (another job named gpt-pretrain-v2), and an idle GPU
+    without a pod."""
     workers = trigger.pod_names[:3]
     uses: list[list[queries.GpuUse]] = [[], []]
     gpu = {0: 0, 1: 0}
@@ -227,7 +228,8 @@ def test_the_scaledobject_query_returns_the_workers_average_and_keda_scales_by_i
     desired = queries.hpa_desired_replicas(metric_type=trigger.metric_type, value=value, threshold=trigger.threshold,
                                            current=3, ready=3, minimum=trigger.min_replicas,
                                            maximum=trigger.max_replicas)
-    assert ratio > 1 + queries.DEFAULT_TOLERANCE and desired == min(trigger.max_replicas, -(-3 * value // trigger.threshold))
+    assert (ratio > 1 + queries.DEFAULT_TOLERANCE
+            and desired == min(trigger.max_replicas, -(-3 * value // trigger.threshold)))
     assert desired == 4
 
     # Utilization falls to 40 % (a checkpoint, an input stall): the recommendation is ceil(3 × 40/threshold) = 2,
@@ -235,8 +237,8 @@ def test_the_scaledobject_query_returns_the_workers_average_and_keda_scales_by_i
     _publish(prometheus, _workload(trigger, [[40.0, 40.0]] * 3))
     answer = prometheus.wait_for(trigger.query, lambda a: a["data"]["result"]
                                  and float(a["data"]["result"][0]["value"][1]) == pytest.approx(40.0))
-    low = dict(metric_type=trigger.metric_type, value=queries.keda_value(answer), threshold=trigger.threshold,
-               current=3, ready=3, minimum=trigger.min_replicas, maximum=trigger.max_replicas)
+    low = {"metric_type": trigger.metric_type, "value": queries.keda_value(answer), "threshold": trigger.threshold,
+           "current": 3, "ready": 3, "minimum": trigger.min_replicas, "maximum": trigger.max_replicas}
     assert queries.hpa_desired_replicas(**low) == 2
     assert trigger.scale_down_disabled and queries.hpa_desired_replicas(**low, scale_down_disabled=True) == 3
 

@@ -38,7 +38,8 @@ def test_replace_without_a_match_changes_nothing_and_an_empty_result_deletes() -
 
 def test_go_template_expansion_treats_1x_as_a_group_name() -> None:
     # Go's Expand reads the longest name: `$1x` is the (missing) group `1x`, `${1}x` is group 1 then `x`.
-    out = queries.relabel({"a": "v"}, [{"source_labels": ["a"], "regex": "(v)", "replacement": "$1x", "target_label": "b"},
+    out = queries.relabel({"a": "v"}, [{"source_labels": ["a"], "regex": "(v)", "replacement": "$1x",
+                                        "target_label": "b"},
                                        {"source_labels": ["a"], "regex": "(v)", "replacement": "${1}x",
                                         "target_label": "c"}])
     assert "b" not in out and out["c"] == "vx"
@@ -61,7 +62,8 @@ def test_labelmap_labeldrop_labelkeep() -> None:
 
 
 def test_hashmod_lowercase_uppercase_keepequal_dropequal() -> None:
-    out = queries.relabel({"a": "Foo"}, [{"action": "hashmod", "source_labels": ["a"], "modulus": 10, "target_label": "h"},
+    out = queries.relabel({"a": "Foo"}, [{"action": "hashmod", "source_labels": ["a"], "modulus": 10,
+                                          "target_label": "h"},
                                          {"action": "lowercase", "source_labels": ["a"], "target_label": "lo"},
                                          {"action": "uppercase", "source_labels": ["a"], "target_label": "up"}])
     # md5("Foo") = 1356c67d7ad1638d816bfb822dd2c25d; last 8 bytes 0x816bfb822dd2c25d % 10 (Prometheus' hashmod)
@@ -120,8 +122,8 @@ def test_hpa_desired_replicas(metric_type: str, value: float, current: int, expe
 
 
 def test_disabled_scale_down_keeps_the_current_count_but_still_scales_out() -> None:
-    common = dict(metric_type="Value", threshold=85, current=3, ready=3, minimum=2, maximum=4,
-                  scale_down_disabled=True)
+    common = {"metric_type": "Value", "threshold": 85, "current": 3, "ready": 3, "minimum": 2, "maximum": 4,
+              "scale_down_disabled": True}
     assert queries.hpa_desired_replicas(value=20, **common) == 3
     assert queries.hpa_desired_replicas(value=95, **common) == 4
 
@@ -166,7 +168,8 @@ def _with_query(objects: list[ClusterObject], query: str) -> list[ClusterObject]
     ('avg(DCGM_FI_DEV_GPU_UTIL{exported_namespace="training-prod",exported_pod=~"gpt-pretrain-worker-[0-9]+"})',
      "misses the GPU series"),  # old failure #5
     ('avg(DCGM_FI_DEV_GPU_UTIL{pod=~"gpt-pretrain-worker-[0-9]+"})', "also selects"),  # any namespace
-    ('avg(DCGM_FI_DEV_GPU_UTIL{namespace="training-prod",pod=~"gpt-pretrain-.*"})', "also selects"),  # job gpt-pretrain-v2
+    ('avg(DCGM_FI_DEV_GPU_UTIL{namespace="training-prod",pod=~"gpt-pretrain-.*"})',
+     "also selects"),  # job gpt-pretrain-v2
     ('avg(DCGM_FI_PROF_SM_ACTIVE{namespace="training-prod",pod=~"gpt-pretrain-worker-[0-9]+"})', "not enabled"),
 ])
 def test_a_wrong_query_is_a_finding(query: str, rule: str) -> None:

@@ -98,8 +98,8 @@ def test_create_runtime_class_adds_the_object_and_the_release_waits_for_it(tmp_p
 
 
 def test_runtime_class_config_is_checked(tmp_path: Path) -> None:
-    with pytest.raises(ConfigError, match=r"(?s)cluster\.nodeDefaultRuntime: 'runc' has no effect here: only applies where cluster\.mode is "
-                                          r"'existing'.*"
+    with pytest.raises(ConfigError, match=r"(?s)cluster\.nodeDefaultRuntime: 'runc' has no effect here: "
+                                          r"only applies where cluster\.mode is 'existing'.*"
                                           r"gpu\.runtimeClassName.*'NVIDIA' is not a RuntimeClass name"):
         plan_modified(tmp_path, "dev", lambda c: (c["gtp:cluster"].update(nodeDefaultRuntime="runc"),
                                                   c["gtp:gpu"].update(runtimeClassName="NVIDIA")))

@@ -299,7 +299,7 @@ def _job_record(namespace: str, add: list[str]) -> dict[str, Any]:
 
 
 def test_policy_allows_root_only_in_the_setup_namespace_with_chown_capabilities():
-    assert STORAGE_SETUP_NAMESPACE == SETUP_NAMESPACE and STORAGE_SETUP_CAPABILITIES == set(SETUP_CAPABILITIES)
+    assert STORAGE_SETUP_NAMESPACE == SETUP_NAMESPACE and set(SETUP_CAPABILITIES) == STORAGE_SETUP_CAPABILITIES
     assert list(k8s_run_as_non_root(_job_record(SETUP_NAMESPACE, list(SETUP_CAPABILITIES)), None)) == []
     assert list(k8s_run_as_non_root(_job_record(SETUP_NAMESPACE, ["CHOWN", "SYS_ADMIN"]), None))
     assert list(k8s_run_as_non_root(_job_record("training-prod", list(SETUP_CAPABILITIES)), None))

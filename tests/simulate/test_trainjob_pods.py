@@ -190,7 +190,7 @@ def test_every_pod_carries_the_jobset_labels_and_annotations_of_v0_12_0():
         f"{JOBSET}jobset-name": "train", f"{JOBSET}replicatedjob-name": "aux",
         f"{JOBSET}restart-attempt": "0", f"{JOBSET}replicatedjob-replicas": "2",
         f"{JOBSET}global-replicas": "3", f"{JOBSET}job-index": "0",
-        f"{JOBSET}job-key": hashlib.sha1(f"{NS}/train-aux-0".encode()).hexdigest(),  # noqa: S324
+        f"{JOBSET}job-key": hashlib.sha1(f"{NS}/train-aux-0".encode()).hexdigest(),
         f"{JOBSET}job-global-index": "1", f"{JOBSET}group-name": "default",
         f"{JOBSET}group-replicas": "3", f"{JOBSET}job-group-index": "1"}
     annotations = pods["aux"].pod["metadata"]["annotations"]

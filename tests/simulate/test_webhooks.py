@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 import yaml
 
 from catalog import versions
@@ -84,6 +85,7 @@ def test_a_cluster_wide_pod_webhook_on_one_replica_is_a_finding() -> None:
     assert not webhooks.cluster_wide(listed) and webhooks.cluster_wide(pods)
 
 
+@pytest.mark.program
 def test_the_derived_kueue_keeps_only_its_own_and_the_enabled_integrations_webhooks_scoped() -> None:
     upstream = (ROOT / versions.KUEUE_MANIFEST).read_text()
     derived = kueue.derive_manifest(upstream, ["batch/job", "kubeflow.org/pytorchjob"], "5m",

@@ -12,8 +12,15 @@ import pytest
 import yaml
 
 from components.swarm_training import (
-    RENDEZVOUS_PORT, SwarmJobShape, constraints_for, network_args, secret_data, service_spec, shell_command,
-    storage_mount, torchrun_args,
+    RENDEZVOUS_PORT,
+    SwarmJobShape,
+    constraints_for,
+    network_args,
+    secret_data,
+    service_spec,
+    shell_command,
+    storage_mount,
+    torchrun_args,
 )
 from stack_config import ConfigError
 from stages.config import parse_stack_config
@@ -23,13 +30,14 @@ DIGEST = "registry.example.invalid:5000/gtp/trainer@sha256:" + "b" * 64
 
 
 def shape(**overrides: Any) -> SwarmJobShape:
-    values: dict[str, Any] = dict(
-        job_name="job", image=DIGEST, min_nodes=2, max_nodes=3, gpus_per_node=4, gpu_resource_name="NVIDIA-GPU",
-        constraints=["node.labels.gtp.dev/node-group==gpu", "node.platform.arch==x86_64"], module="trainer.train",
-        trainer_args=["--model=gpt"], cpu="16", memory="64Gi", shm_size="8Gi", scratch_size="20Gi",
-        storage_mount=storage_mount("host-path", job_name="job", mount_path="/mnt/shared", host_path="/data"),
-        mount_path="/mnt/shared", checkpoint_dir="/mnt/shared/checkpoints/job", max_restarts=5, restart_attempts=3,
-        stop_grace_seconds=300)
+    values: dict[str, Any] = {
+        "job_name": "job", "image": DIGEST, "min_nodes": 2, "max_nodes": 3, "gpus_per_node": 4,
+        "gpu_resource_name": "NVIDIA-GPU",
+        "constraints": ["node.labels.gtp.dev/node-group==gpu", "node.platform.arch==x86_64"], "module": "trainer.train",
+        "trainer_args": ["--model=gpt"], "cpu": "16", "memory": "64Gi", "shm_size": "8Gi", "scratch_size": "20Gi",
+        "storage_mount": storage_mount("host-path", job_name="job", mount_path="/mnt/shared", host_path="/data"),
+        "mount_path": "/mnt/shared", "checkpoint_dir": "/mnt/shared/checkpoints/job", "max_restarts": 5,
+        "restart_attempts": 3, "stop_grace_seconds": 300}
     values.update(overrides)
     return SwarmJobShape(**values)
 
@@ -39,9 +47,11 @@ def shape(**overrides: Any) -> SwarmJobShape:
 
 def test_head_hosts_the_rendezvous_and_workers_join_it() -> None:
     head, worker = torchrun_args(shape(), is_host=True), torchrun_args(shape(), is_host=False)
-    assert f"--rdzv-endpoint=job-head:{RENDEZVOUS_PORT}" in head and f"--rdzv-endpoint=job-head:{RENDEZVOUS_PORT}" in worker
+    endpoint = f"--rdzv-endpoint=job-head:{RENDEZVOUS_PORT}"
+    assert endpoint in head and endpoint in worker
     assert "--rdzv-conf=is_host=true" in head and "--rdzv-conf=is_host=false" in worker
-    assert {"--nnodes=2:3", "--nproc-per-node=gpu", "--rdzv-backend=c10d", "--rdzv-id=job", "--max-restarts=5"} <= set(head)
+    assert {"--nnodes=2:3", "--nproc-per-node=gpu", "--rdzv-backend=c10d", "--rdzv-id=job",
+            "--max-restarts=5"} <= set(head)
     assert head[-2:] == ["-m", "trainer.train"]
 
 
@@ -63,8 +73,8 @@ def test_service_spec_reserves_the_whole_server_once() -> None:
     for spec in (head, worker):
         task = spec["task_spec"]
         assert spec["endpoint_spec"] == {"mode": "dnsrr"}
-        assert task["placement"] == {"constraints": ["node.labels.gtp.dev/node-group==gpu", "node.platform.arch==x86_64"],
-                                     "max_replicas": 1}
+        assert task["placement"] == {
+            "constraints": ["node.labels.gtp.dev/node-group==gpu", "node.platform.arch==x86_64"], "max_replicas": 1}
         reservation = task["resources"]["reservation"]
         assert reservation["generic_resources"] == {"discrete_resources_specs": ["NVIDIA-GPU=4"]}
         assert reservation["nano_cpus"] == 16 * 10**9 and reservation["memory_bytes"] == 64 * 2**30
@@ -140,7 +150,8 @@ def test_a_cpu_stand_in_runs_one_process_per_reserved_gpu_and_expects_no_gpu() -
 
 
 def test_constraints_select_the_group_and_the_architecture() -> None:
-    assert constraints_for({"site/gpu": "orin"}, "arm64") == ["node.labels.site/gpu==orin", "node.platform.arch==aarch64"]
+    assert constraints_for({"site/gpu": "orin"}, "arm64") == ["node.labels.site/gpu==orin",
+                                                              "node.platform.arch==aarch64"]
 
 
 # --- the edge-swarm stack ---------------------------------------------------------------------------------------
@@ -167,7 +178,8 @@ def test_edge_swarm_plan_has_services_not_kubernetes() -> None:
     assert worker.inputs["mode"] == {"replicated": {"replicas": 2}}
     # The label README tells sites to set, in a key the manager accepts (no '/': make swarm-test found it refused).
     assert head.inputs["taskSpec"]["placement"]["constraints"][0] == "node.labels.gtp.dev.node-group==gpu"
-    assert plan.outputs["watch"]["swarm-finetune"]["tasks"] == "docker service ps --no-trunc swarm-finetune-head swarm-finetune-worker"
+    assert plan.outputs["watch"]["swarm-finetune"]["tasks"] == (
+        "docker service ps --no-trunc swarm-finetune-head swarm-finetune-worker")
 
 
 def test_swarm_secrets_become_docker_secrets(tmp_path) -> None:
@@ -208,8 +220,8 @@ def test_the_committed_swarm_stack_is_valid() -> None:
 
 @pytest.mark.parametrize(("edit", "expected"), [
     (lambda raw: raw["workloads"]["swarm-finetune"]["elastic"].update(maxNodes=4),
-     "workloads.swarm-finetune.elastic.maxNodes: 4 tasks, but node group 'gpu' has 3 GPU server(s) (maxSize) and a server runs one "
-     "task: use at most 3"),
+     "workloads.swarm-finetune.elastic.maxNodes: 4 tasks, but node group 'gpu' has 3 GPU server(s) (maxSize) "
+     "and a server runs one task: use at most 3"),
     (lambda raw: raw["workloads"]["swarm-finetune"].update(gpuResource="shared"),
      "workloads.swarm-finetune.gpuResource: 'shared': a Swarm task reserves all GPUs of its server; use whole"),
     (lambda raw: raw["gpu"].update(sharing={"mode": "mps", "replicas": 2}),
@@ -256,5 +268,6 @@ def test_swarm_kind_and_storage_are_rejected_on_kubernetes() -> None:
         parse_stack_config(raw, stack="t")
     found = [str(problem) for problem in caught.value.problems]
     for expected in ("workloads.mnist.kind: 'swarm' runs on swarm, but cluster.mode 'eks' is a kubernetes cluster",
-                     "storage.kind: 'nfs' is for a Docker Swarm", "cluster.swarm: this section has no effect here: only applies where cluster.mode is 'swarm'"):
+                     "storage.kind: 'nfs' is for a Docker Swarm",
+                     "cluster.swarm: this section has no effect here: only applies where cluster.mode is 'swarm'"):
         assert any(problem.startswith(expected) for problem in found), found

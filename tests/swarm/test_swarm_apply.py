@@ -4,7 +4,7 @@ upstream does, and every field it does not translate (or cannot know) refused ra
 from __future__ import annotations
 
 import copy
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 
@@ -88,7 +88,7 @@ def test_a_bad_duration_is_refused() -> None:
 
 def test_apply_creates_nothing_when_a_field_is_refused() -> None:
     class Client:
-        calls: list[str] = []
+        calls: ClassVar[list[str]] = []
 
         def create_network(self, **kwargs):
             self.calls.append("network")

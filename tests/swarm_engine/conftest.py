@@ -16,8 +16,8 @@ import docker
 import pytest
 import yaml
 
-from tests.engine.conftest import CONTEXT, build_args, report_timings
 from cluster_targets.swarm import SWARM_NODE_GROUP_LABEL
+from tests.engine.conftest import CONTEXT, build_args, report_timings
 from tools import engine_base, simulate, swarm_apply, swarm_harness
 from tools import plan as plan_tool
 from tools.engine import Engine, EngineError, install, leftovers

@@ -15,11 +15,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from trainer.checkpoint import scan
 
 from tests.swarm_engine.conftest import TIMINGS, client_for, plan_test_stack, resolved_for
 from tools import swarm_apply
 from tools.swarm_harness import TEST_JOB, Node, SwarmHarness
+from trainer.checkpoint import scan
 
 HEAD, WORKER = f"{TEST_JOB}-head", f"{TEST_JOB}-worker"
 CHECKPOINTS = f"checkpoints/{TEST_JOB}"

@@ -10,7 +10,7 @@ import pytest
 # Test modules import trainer_harness by name; put this dir on sys.path whatever pytest's --import-mode is.
 sys.path.insert(0, str(Path(__file__).parent))
 
-from trainer_harness import BASE_FLAGS, run, torchrun_command, trainer_env  # noqa: E402
+from trainer_harness import BASE_FLAGS, run, torchrun_command, trainer_env
 
 
 @pytest.fixture(scope="session")

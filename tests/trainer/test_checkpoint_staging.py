@@ -17,6 +17,9 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.torchrun
+
+
 SCRIPT = textwrap.dedent("""
     import json, sys
     import torch, torch.distributed as dist

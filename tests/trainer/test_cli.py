@@ -11,10 +11,13 @@ from pathlib import Path
 
 import pytest
 import torch
+from trainer_harness import PYTHON, LiveProcess, free_port, run, trainer_env
 
 from trainer.config import TrainConfig
 from trainer.models import build_model
-from trainer_harness import PYTHON, LiveProcess, free_port, run, trainer_env
+
+pytestmark = pytest.mark.torchrun
+
 
 TRAIN = [PYTHON, "-m", "trainer.train"]
 HEALTHCHECK = [PYTHON, "-m", "trainer.healthcheck"]
@@ -140,7 +143,7 @@ def test_logs_never_contain_a_progress_bar(tmp_path):
 # ---- healthcheck --------------------------------------------------------------------------------------------
 def _healthcheck(tmp_path: Path, *flags: str) -> tuple[int, dict]:
     completed = subprocess.run([*HEALTHCHECK, *flags], capture_output=True, text=True, timeout=60, cwd=tmp_path,
-                               env=trainer_env())
+                               env=trainer_env(), check=False)
     lines = completed.stdout.strip().splitlines()
     assert len(lines) == 1, completed.stdout + completed.stderr
     return completed.returncode, json.loads(lines[0])
@@ -171,6 +174,7 @@ def test_healthcheck_names_every_failed_check(tmp_path):
 
 def test_healthcheck_reads_expected_torch_from_env(tmp_path):
     completed = subprocess.run([*HEALTHCHECK, "--shm-path", str(tmp_path), "--min-shm-gib", "0"], capture_output=True,
-                               text=True, timeout=60, env=trainer_env(TRAINER_EXPECT_TORCH_VERSION="0.0.1"))
+                               text=True, timeout=60, env=trainer_env(TRAINER_EXPECT_TORCH_VERSION="0.0.1"),
+                               check=False)
     assert completed.returncode == 1
     assert json.loads(completed.stdout)["failed"] == ["torch_version"]

@@ -11,9 +11,20 @@ import time
 from pathlib import Path
 
 import pytest
+from trainer_harness import (
+    BASE_FLAGS,
+    PYTHON,
+    LiveProcess,
+    Result,
+    complete_steps,
+    free_port,
+    parse_records,
+    run,
+    torchrun_command,
+    trainer_env,
+)
 
-from trainer_harness import (BASE_FLAGS, PYTHON, LiveProcess, Result, complete_steps, free_port, parse_records, run,
-                             torchrun_command, trainer_env)
+pytestmark = pytest.mark.torchrun
 
 
 def test_loss_decreases_on_synthetic_data(tmp_path):
@@ -100,7 +111,7 @@ def test_sigterm_to_pytorchjob_workers_exits_143_after_checkpoint(tmp_path, base
     for _ in range(600):
         if complete_steps(checkpoint_dir):
             break
-        subprocess.run(["sleep", "0.1"])
+        subprocess.run(["sleep", "0.1"], check=False)
     for process in processes:
         process.send_signal(signal.SIGTERM)
     results = _collect(processes)

@@ -20,6 +20,9 @@ from moto import mock_aws
 
 from trainer import queue as trainer_queue
 
+pytestmark = pytest.mark.torchrun
+
+
 REGION = "us-west-2"
 
 

@@ -13,9 +13,20 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from trainer_harness import (
+    BASE_FLAGS,
+    PYTHON,
+    Result,
+    complete_steps,
+    free_port,
+    parse_records,
+    run,
+    torchrun_command,
+    trainer_env,
+)
 
-from trainer_harness import BASE_FLAGS, PYTHON, Result, complete_steps, free_port, parse_records, run, \
-    torchrun_command, trainer_env
+pytestmark = pytest.mark.torchrun
+
 
 RUN_TIMEOUT_S = 180
 """A 24-step CPU run takes seconds; a rank stuck in a collective its peer never joins would wait far longer (the

@@ -8,7 +8,13 @@ import pytest
 
 from components.keda_scaling import gpu_utilization_query, scaled_job_body, scaled_object_body
 from components.training_pod import (
-    CONTAINER_NAME, ElasticRange, PodShape, RunPolicy, pod_template, torchrun_args, trainer_args,
+    CONTAINER_NAME,
+    ElasticRange,
+    PodShape,
+    RunPolicy,
+    pod_template,
+    torchrun_args,
+    trainer_args,
 )
 from conventions.quantities import quantity_gib
 from tools.check import pod_templates_for_checkov
@@ -180,8 +186,8 @@ def test_dlrover_run_command_line():
 
 def test_scaled_object_never_scales_the_pytorchjob_to_zero():
     target = {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "name": "job"}
-    kwargs = dict(job_name="job", namespace="ns", scale_target=target, prometheus_url="http://p", max_replicas=4,
-                  threshold=80, polling_interval=30, cooldown_period=300)
+    kwargs = {"job_name": "job", "namespace": "ns", "scale_target": target, "prometheus_url": "http://p",
+              "max_replicas": 4, "threshold": 80, "polling_interval": 30, "cooldown_period": 300}
     body = scaled_object_body(min_replicas=1, **kwargs)
     assert body["spec"]["minReplicaCount"] == 1
     assert body["spec"]["scaleTargetRef"] == {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "name": "job"}

@@ -80,6 +80,7 @@ def test_operator_is_installed_only_for_trainjob():
     assert "trainer" not in KINDS["pytorchjob"].needs_operators(mnist)
 
 
+@pytest.mark.program
 def test_prod_with_trainjob_on_efa_plans_and_simulates_clean(tmp_path):
     document = yaml.safe_load((ROOT / "stacks" / "Pulumi.prod.yaml").read_text())
     # prod's pre-training as a TrainJob too, on the p5 group (EFA x32)
@@ -99,7 +100,8 @@ def test_prod_with_trainjob_on_efa_plans_and_simulates_clean(tmp_path):
     pods = [p for p in expand_pods(objects) if p.owner.startswith("TrainJob training-prod/gpt-pretrain")]
     assert [(p.owner, p.count) for p in pods] == [("TrainJob training-prod/gpt-pretrain node", 2)]
     node = next(c for c in pods[0].pod["spec"]["containers"] if c["name"] == NODE)
-    assert node["resources"]["requests"]["vpc.amazonaws.com/efa"] == node["resources"]["limits"]["vpc.amazonaws.com/efa"]
+    assert (node["resources"]["requests"]["vpc.amazonaws.com/efa"]
+            == node["resources"]["limits"]["vpc.amazonaws.com/efa"])
     assert int(node["resources"]["requests"]["vpc.amazonaws.com/efa"]) > 0
     env = {e["name"]: e.get("value") for e in node["env"]}
     assert env["PET_NNODES"] == "2" and env["PET_MASTER_PORT"] == "29500"

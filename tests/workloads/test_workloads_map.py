@@ -204,6 +204,7 @@ def test_a_stack_with_one_workload_aliases_the_names_its_release_used() -> None:
 
 
 # --- the submit path ---------------------------------------------------------------------------------------------
+@pytest.mark.program
 def test_submit_renders_only_what_the_entry_adds_with_its_queue_label() -> None:
     entry = {"lr-sweep": {"kind": "pytorchjob", "nodeGroup": "g6", "gpuResource": "shared", "gpusPerNode": 1,
                           "cpu": "900m", "memory": "3Gi", "shmSize": "1Gi", "maxSteps": 50}}
@@ -334,6 +335,7 @@ def test_submit_checks_the_trainer_image_before_planning(capsys: pytest.CaptureF
         gtp_submit.render("prod", prod, trainer_image="registry.example.invalid/t@sha256:" + "b" * 64)
 
 
+@pytest.mark.program
 def test_submit_plans_the_variant_once_and_again_as_an_apply_only_for_values_a_preview_does_not_know(
         monkeypatch: pytest.MonkeyPatch) -> None:
     """The stack as it stands (apply-like) and the stack with the entry (the checked plan): two runs. A third, the

@@ -117,7 +117,7 @@ class Cluster:
 
     def kubectl(self, *args: str, input: str | None = None, check: bool = True) -> subprocess.CompletedProcess:
         done = subprocess.run([str(self.binaries["kubectl"]), "--kubeconfig", str(self.admin), *args],
-                              input=input, capture_output=True, text=True)
+                              input=input, capture_output=True, text=True, check=False)
         if check and done.returncode != 0:
             raise RuntimeError(f"kubectl {' '.join(args[:3])}: {done.stderr.strip()[-2000:]}")
         return done
@@ -189,10 +189,12 @@ class Cluster:
             "--tls-cert-file", str(pki / "apiserver.crt"), "--tls-private-key-file", str(pki / "apiserver.key"),
             "--client-ca-file", str(pki / "ca.crt"),
             "--service-account-issuer", "https://kubernetes.default.svc.cluster.local",
-            "--service-account-key-file", str(pki / "sa.pub"), "--service-account-signing-key-file", str(pki / "sa.key"),
+            "--service-account-key-file", str(pki / "sa.pub"),
+            "--service-account-signing-key-file", str(pki / "sa.key"),
             "--service-cluster-ip-range", SERVICE_CIDR, "--cert-dir", str(self.state / "apiserver-certs"),
             *APISERVER_FLAGS,
-            "--requestheader-client-ca-file", str(pki / "ca.crt"), "--requestheader-allowed-names", "front-proxy-client",
+            "--requestheader-client-ca-file", str(pki / "ca.crt"),
+            "--requestheader-allowed-names", "front-proxy-client",
             "--requestheader-username-headers", "X-Remote-User", "--requestheader-group-headers", "X-Remote-Group",
             "--requestheader-extra-headers-prefix", "X-Remote-Extra-",
             "--proxy-client-cert-file", str(pki / "front-proxy-client.crt"),
@@ -200,7 +202,8 @@ class Cluster:
         self.wait("kube-apiserver /readyz", lambda: self.https_ok(self.ports["apiserver"], "/readyz"))
         for name, user in (("kube-controller-manager", "controller-manager"), ("kube-scheduler", "scheduler")):
             config = str(self.state / f"{user}.kubeconfig")
-            extra = ["--use-service-account-credentials=true", "--service-account-private-key-file", str(pki / "sa.key"),
+            extra = ["--use-service-account-credentials=true",
+                     "--service-account-private-key-file", str(pki / "sa.key"),
                      "--root-ca-file", str(pki / "ca.crt"), "--cluster-signing-cert-file", str(pki / "ca.crt"),
                      "--cluster-signing-key-file", str(pki / "ca.key"), "--service-cluster-ip-range", SERVICE_CIDR,
                      "--cluster-name", "gtp-test"] if user == "controller-manager" else []

@@ -4,8 +4,8 @@ do, and write `build/plan/<stack>/cluster-run.json` with the simulation's check 
 Order (kinds, as Pulumi's dependencies and helm's install order give them): Namespaces and CRDs (then wait for
 every CRD to be Established), the kwok Nodes, the rest of the configuration (PriorityClasses, storage, RBAC,
 ServiceAccounts, ConfigMaps, Secrets, Services, quotas, LimitRanges, NetworkPolicies), the webhook
-configurations, the operators started as processes (each waited for ready), the custom resources that are configuration (flavors, queues, runtimes),
-and last the workloads and PodDisruptionBudgets.
+configurations, the operators started as processes (each waited for ready), the custom resources that are configuration
+(flavors, queues, runtimes), and last the workloads and PodDisruptionBudgets.
 
 Explicit rules for what the harness replaces (`prepare`), each recorded in cluster-run.json's `replaced`:
 - a Secret's values are `[secret]` in cluster.yaml: applied with a placeholder value;
@@ -48,8 +48,15 @@ from tools.cluster import ClusterObject, load
 from tools.cluster_test import nodes as kwok_nodes
 from tools.cluster_test.api import Api
 from tools.cluster_test.control_plane import ROOT, Cluster
-from tools.cluster_test.operators import (WEBHOOK_KINDS, JobSet, Kueue, Trainer, TrainingOperator, operator_of,
-                                         rewrite_webhooks)
+from tools.cluster_test.operators import (
+    WEBHOOK_KINDS,
+    JobSet,
+    Kueue,
+    Trainer,
+    TrainingOperator,
+    operator_of,
+    rewrite_webhooks,
+)
 from tools.plan_record import SECRET
 
 PLAN_DIR = ROOT / "build" / "plan"
@@ -119,11 +126,12 @@ def prepare(objects: list[ClusterObject], operators: list, ca: bytes
         if item.kind == "APIService":
             replaced[identity(item)] = "not registered: an aggregated API served by a pod, which kwok does not run"
             continue
-        if item.kind in WEBHOOK_KINDS or (item.kind == "CustomResourceDefinition" and
-                                          ((obj.get("spec") or {}).get("conversion") or {}).get("strategy") == "Webhook"):
+        conversion = ((obj.get("spec") or {}).get("conversion") or {}).get("strategy")
+        if item.kind in WEBHOOK_KINDS or (item.kind == "CustomResourceDefinition" and conversion == "Webhook"):
             if served is not None:
                 obj = rewrite_webhooks(obj, served.port, ca, served.host)
-                replaced[identity(item)] = f"webhooks served by the {served.name} process at {served.host}:{served.port}"
+                replaced[identity(item)] = (f"webhooks served by the {served.name} process at "
+                                            f"{served.host}:{served.port}")
             elif item.kind in WEBHOOK_KINDS and (operator is not None or item.source.startswith("chart ")):
                 replaced[identity(item)] = ("not registered: its server would be a kwok pod (serves nothing); "
                                             "the simulation keeps this answer")
@@ -170,9 +178,9 @@ def phase(item: ClusterObject) -> int:
         return 4
     if item.kind in WEBHOOK_KINDS:
         return 2
-    if item.kind in CONFIG_CRS or "." in str(item.obj.get("apiVersion", "")).split("/")[0] and item.kind not in (
+    if item.kind in CONFIG_CRS or ("." in str(item.obj.get("apiVersion", "")).split("/")[0] and item.kind not in (
             "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding", "PriorityClass", "StorageClass",
-            "NetworkPolicy", "PodDisruptionBudget", "RuntimeClass"):
+            "NetworkPolicy", "PodDisruptionBudget", "RuntimeClass")):
         return 3
     return 1
 
@@ -470,9 +478,9 @@ class Run:
             else:
                 # Kueue's reason is on QuotaReserved (then Admitted); PodsReady (waitForPodsReady) says nothing of it.
                 rank = {"QuotaReserved": 0, "Admitted": 1}
-                found = sorted(((rank.get(c.get("type"), 2), c.get("message", "")) for w in mine
+                found = sorted((rank.get(c.get("type"), 2), c.get("message", "")) for w in mine
                                 for c in (w.get("status") or {}).get("conditions") or []
-                                if c.get("status") == "False" and c.get("type") != "PodsReady"))
+                                if c.get("status") == "False" and c.get("type") != "PodsReady")
                 conditions = [message for _, message in found]
                 record("queued", who, False, "not admitted",
                        rule=(conditions or ["no Workload was admitted" if mine else "Kueue made no Workload"])[0],

@@ -199,7 +199,8 @@ def _apparmor(meta: Mapping[str, Any], spec: Mapping[str, Any]) -> str | None:
     setters, values = _profiles_not_in(spec, "appArmorProfile", APPARMOR_ALLOWED)
     prefix = "container.apparmor.security.beta.kubernetes.io/"
     annotations = sorted(f"{k}={v!r}" for k, v in (meta.get("annotations") or {}).items()
-                         if k.startswith(prefix) and v and v != "runtime/default" and not str(v).startswith("localhost/"))
+                         if k.startswith(prefix) and v and v != "runtime/default"
+                         and not str(v).startswith("localhost/"))
     if annotations:
         setters.append("annotations")
         values |= set(annotations)
@@ -715,9 +716,9 @@ def _in_scope(pod: Mapping[str, Any], quota: Mapping[str, Any]) -> bool:
     for selector in selectors:
         scope, operator = selector.get("scopeName"), selector.get("operator", "Exists")
         values = [str(v) for v in selector.get("values") or []]
-        if scope == "Terminating" and not terminating or scope == "NotTerminating" and terminating:
+        if (scope == "Terminating" and not terminating) or (scope == "NotTerminating" and terminating):
             return False
-        if scope == "BestEffort" and not best_effort or scope == "NotBestEffort" and best_effort:
+        if (scope == "BestEffort" and not best_effort) or (scope == "NotBestEffort" and best_effort):
             return False
         if scope == "PriorityClass":
             name = _priority_class(pod)

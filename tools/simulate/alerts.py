@@ -38,6 +38,7 @@ def rule_file(objects: Iterable[ClusterObject]) -> dict[str, Any] | None:
 def trainer_metric_names() -> frozenset[str]:
     """The sample names the trainer's /metrics serves (counters with their `_total`/`_created`), from its registry."""
     from prometheus_client.parser import text_string_to_metric_families
+
     from trainer.telemetry import Metrics
 
     text = Metrics(0, rank=0, serve=False).exposition()

@@ -124,8 +124,9 @@ def check(pods: list[ExpandedPod], groups: list[NodeGroup], objects: list[Cluste
         if group.min_size > 0 or group.role not in ("gpu", "system") or not group.instance_types:
             continue
         template = with_daemons(template_node(group), pods)
+        taints = ", ".join(f"{t['key']}={t['value']}:{t['effect']}" for t in template.taints) or "none"
         result.details.append(template.describe() + f"; labels {dict(sorted(template.labels.items()))}; taints "
-                              + (", ".join(f"{t['key']}={t['value']}:{t['effect']}" for t in template.taints) or "none"))
+                              + taints)
         meant = [pod for pod in pods if meant_for(pod, group, groups)]
         if not meant:
             result.details.append(f"node group {group.name}: no pod is meant for it")

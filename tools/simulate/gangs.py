@@ -26,8 +26,14 @@ from __future__ import annotations
 from typing import Any
 
 from catalog import node_labels as nl
-from components.kueue import ATOMIC_CLASS, INTEGRATIONS, PROVISIONING_CONTROLLER, QUEUE_LABEL, TOPOLOGY_LEVEL_ANNOTATIONS
 from components.cluster_autoscaler import PROVISIONING_RULES
+from components.kueue import (
+    ATOMIC_CLASS,
+    INTEGRATIONS,
+    PROVISIONING_CONTROLLER,
+    QUEUE_LABEL,
+    TOPOLOGY_LEVEL_ANNOTATIONS,
+)
 from tools.cluster import ClusterObject
 from tools.simulate.autoscaler import template_node, with_daemons
 from tools.simulate.model import CheckResult, ExpandedPod, Finding

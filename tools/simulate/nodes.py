@@ -33,9 +33,8 @@ import yaml
 
 from catalog import node_labels as nl
 from catalog.cpu_instances import CPU_INSTANCE_TYPES
-from catalog.eks_max_pods import MAX_PODS
 from catalog.gpu_instances import GPU_INSTANCE_TYPES, bottlerocket
-from catalog.node_allocatable import instance_allocatable, smallest  # noqa: F401 (re-exported)
+from catalog.node_allocatable import instance_allocatable, smallest
 from conventions.names import (
     EFA_RESOURCE,
     NODE_GROUP_LABEL,
@@ -43,9 +42,9 @@ from conventions.names import (
     SHARED_GPU_RESOURCE,
     WHOLE_GPU_RESOURCE,
 )
+from stack_config.derived import node_default_runtime
 from tools.cluster import ClusterObject
 from tools.plan_record import Plan, Resource
-from stack_config.derived import node_default_runtime
 from tools.simulate import runtime
 from tools.simulate.model import ExpandedPod
 from tools.simulate.scheduling import Resources, _show, placement_misses, pod_requests
@@ -150,7 +149,8 @@ def eks_groups(plan: Plan) -> list[NodeGroup]:
         architecture = first.architecture if first else (CPU_INSTANCE_TYPES[types[0]].architecture if types else
                                                          "amd64")
         labels = {**nl.kubernetes_labels(architecture=architecture),
-                  **nl.eks_labels(node_group_name=nl.UNKNOWN, capacity_type=str(inputs.get("capacityType", "ON_DEMAND")),
+                  **nl.eks_labels(node_group_name=nl.UNKNOWN,
+                                  capacity_type=str(inputs.get("capacityType", "ON_DEMAND")),
                                   instance_type=types[0] if len(types) == 1 else nl.UNKNOWN, region=region, zone=zone),
                   **{str(k): str(v) for k, v in (inputs.get("labels") or {}).items()}}
         # The AWS cloud provider's network-topology labels, written at registration on the types EC2 has a topology
@@ -355,4 +355,5 @@ def node_groups(plan: Plan, objects: list[ClusterObject], pods: list[ExpandedPod
     return enrich(groups, pods, objects, site_nfd=site_nfd, classes=classes)
 
 
-__all__ = ["AWS_NODE", "NodeGroup", "addon_pods", "SHARED_GPU_RESOURCE", "Sharing", "enrich", "node_groups", "parse_sharing"]
+__all__ = ["AWS_NODE", "SHARED_GPU_RESOURCE", "NodeGroup", "Sharing", "addon_pods", "enrich", "node_groups",
+           "parse_sharing"]

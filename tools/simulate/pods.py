@@ -548,7 +548,7 @@ def _jobset_labels(jobset: str, namespace: str, replicated: list[tuple[str, int,
         f"{_JOBSET}global-replicas": str(sum(r for _, r, _ in replicated)),
         f"{_JOBSET}job-index": str(job_index),
         # jobHashKey (SHA1, JobSet's own choice) of "<namespace>/<job name>"
-        f"{_JOBSET}job-key": hashlib.sha1(f"{namespace}/{job_name}".encode()).hexdigest(),  # noqa: S324
+        f"{_JOBSET}job-key": hashlib.sha1(f"{namespace}/{job_name}".encode()).hexdigest(),
         f"{_JOBSET}job-global-index": str(sum(r for _, r, _ in replicated[:index]) + job_index),
         f"{_JOBSET}group-name": group,
         f"{_JOBSET}group-replicas": str(sum(r for _, r, g in replicated if g == group)),
@@ -563,7 +563,7 @@ def _trainjob(item: ClusterObject, objects: list[ClusterObject]) -> list[Expande
     completion index 0) counting all its pods. Each step cites what it reproduces. Not modelled: runtimePatches,
     podGroupPolicy (coscheduling/Volcano pod labels), torchtune, the MPI/JAX/XGBoost/Flux plugins, initializer
     env, exclusive placement."""
-    from workload_kinds.trainjob import ANCESTOR_LABEL, NODE, runtime_templates  # noqa: PLC0415 (cycle-free)
+    from workload_kinds.trainjob import ANCESTOR_LABEL, NODE, runtime_templates
 
     namespace = item.namespace or "default"
     spec = item.obj.get("spec") or {}

@@ -123,12 +123,12 @@ def relabel(labels: Mapping[str, str], rules: Sequence[Mapping[str, Any]]) -> di
         elif action in ("lowercase", "uppercase"):
             current[target] = value.lower() if action == "lowercase" else value.upper()
         elif action == "hashmod":
-            digest = hashlib.md5(value.encode()).digest()  # noqa: S324 - Prometheus' own choice
+            digest = hashlib.md5(value.encode()).digest()
             current[target] = str(int.from_bytes(digest[8:], "big") % int(rule["modulus"]))
         elif action == "labelmap":
             for name, label_value in sorted(current.items()):
                 if regex.match(name):
-                    current[regex.sub(lambda m: expand(replacement, m), name)] = label_value
+                    current[regex.sub(lambda m, replacement=replacement: expand(replacement, m), name)] = label_value
         elif action == "labeldrop":
             current = {k: v for k, v in current.items() if not regex.match(k)}
         elif action == "labelkeep":
@@ -322,7 +322,8 @@ class GpuUse:
         # internal/pkg/transformation/kubernetes.go `Process` (+ const.go) adds `pod`, `namespace`, `container`,
         # `pod_uid` to a GPU a pod holds (`pod_name`/`pod_namespace` only with the non-default UseOldNamespace).
         uuid = hashlib.sha256(f"{hostname}/{self.gpu}".encode()).hexdigest()[:8]
-        labels = {"gpu": str(self.gpu), "UUID": f"GPU-{uuid}-0000-0000-0000-000000000000", "pci_bus_id": f"00000000:{0x10 + self.gpu:02X}:00.0",
+        labels = {"gpu": str(self.gpu), "UUID": f"GPU-{uuid}-0000-0000-0000-000000000000",
+                  "pci_bus_id": f"00000000:{0x10 + self.gpu:02X}:00.0",
                   "device": f"nvidia{self.gpu}", "modelName": "NVIDIA H100 80GB HBM3", "Hostname": hostname}
         if self.pod:
             labels.update({"container": self.container, "namespace": self.namespace, "pod": self.pod,

@@ -187,7 +187,7 @@ def admitted_pods(objects: list[ClusterObject], pods: list[ExpandedPod]) -> list
         if item.kind not in INTEGRATIONS or item.source != "stack" or QUEUE_LABEL not in _labels(item):
             continue
         local = local_queues.get((item.namespace, _labels(item)[QUEUE_LABEL]))
-        cq = cluster_queues.get(str(((local.obj.get("spec") or {}).get("clusterQueue")))) if local else None
+        cq = cluster_queues.get(str((local.obj.get("spec") or {}).get("clusterQueue"))) if local else None
         if cq is None:
             continue
         _, flavor, _ = fit(cq, flavors, _unit_pods(item, pods))
@@ -269,7 +269,7 @@ def check(objects: list[ClusterObject], pods: list[ExpandedPod], groups: list[No
             misses.append(f"Kueue's config does not enable integration {integration} (enabled: "
                           f"{', '.join(sorted(frameworks or [])) or 'Kueue not installed'})")
         local = local_queues.get((item.namespace, queue_name))
-        cq = cluster_queues.get(str(((local.obj.get("spec") or {}).get("clusterQueue")))) if local else None
+        cq = cluster_queues.get(str((local.obj.get("spec") or {}).get("clusterQueue"))) if local else None
         if local is None:
             misses.append(f"no LocalQueue {item.namespace}/{queue_name}")
         elif cq is None:

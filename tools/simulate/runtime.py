@@ -101,6 +101,6 @@ def check(pods: list[ExpandedPod], groups: list[Any], classes: Mapping[str, str]
                 f"it {why} but runs without the NVIDIA runtime ({how}; the nodes' handlers "
                 f"{sorted(group.runtime_handlers)}): no driver libraries, so no GPU is advertised or visible",
                 f"set gpu.runtimeClassName to a RuntimeClass with handler '{NVIDIA_RUNTIME_HANDLER}' (k3s ships "
-                f"'nvidia'; gpu.createRuntimeClass creates it elsewhere), or make the NVIDIA runtime the nodes' default "
-                f"(cluster.nodeDefaultRuntime: nvidia)"))
+                f"'nvidia'; gpu.createRuntimeClass creates it elsewhere), or make the NVIDIA runtime the nodes' "
+                f"default (cluster.nodeDefaultRuntime: nvidia)"))
     return result

@@ -257,8 +257,9 @@ def check(pods: list[ExpandedPod], groups: list[NodeGroup]) -> CheckResult:
                 # `free` already has every landing DaemonSet's requests taken off: a negative amount of a resource
                 # this pod requests means the DaemonSets together don't fit the node.
                 misses = resource_misses(requests, group.allocatable) + [
-                    f"the DaemonSets landing there together request {_show(name, group.allocatable.get(name, 0.0) - left)}"
-                    f" {name}, allocatable {_show(name, group.allocatable.get(name, 0.0))}"
+                    "the DaemonSets landing there together request "
+                    f"{_show(name, group.allocatable.get(name, 0.0) - left)} {name}, "
+                    f"allocatable {_show(name, group.allocatable.get(name, 0.0))}"
                     for name, left in sorted(group.free.items()) if left < -1e-9 and name in requests]
                 result.record(not misses, Finding(
                     f"{pod.owner} on node group {group.name}", "; ".join(misses),

@@ -15,7 +15,7 @@ import os
 import socket
 import sys
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import torch
 import torch.distributed as dist
@@ -24,7 +24,7 @@ from trainer import nccl_net
 from trainer.config import TrainConfig
 from trainer.data import build_dataset
 from trainer.distributed import exit_process, init_distributed
-from trainer.loop import Trainer, StopSignals, seed_rank
+from trainer.loop import StopSignals, Trainer, seed_rank
 from trainer.models import count_parameters, flops_per_token
 
 PEAK_BF16_DENSE_TFLOPS = {"H200": 989.0, "H100": 989.0, "A100": 312.0, "L40S": 362.0, "L4": 121.0, "A10G": 70.0}
@@ -155,7 +155,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     ctx = init_distributed(args.backend)
     config = TrainConfig(model=args.model, batch_size=args.batch_size, max_steps=args.steps + 1, backend=args.backend)
-    started_at = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    started_at = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     training = throughput(config, ctx, args.steps)
     # The shape `python -m tools.bench_report` reads (one JSON object per run, "kind": "bench").
     result = {"kind": "bench", "started_at": started_at, "world_size": ctx.world_size, "backend": ctx.backend,

@@ -92,10 +92,6 @@ def write_marker(step_dir: Path, payload: dict) -> None:
         os.close(directory_fd)
 
 
-def read_marker(step_dir: Path) -> dict:
-    return json.loads((step_dir / MARKER_NAME).read_text(encoding="utf-8"))
-
-
 def capture_rng() -> bytes:
     state = {"torch": torch.get_rng_state(), "python": random.getstate()}
     if torch.cuda.is_available():

@@ -21,7 +21,6 @@ from trainer.models import compute_loss, cosine_schedule, state_digest
 from trainer.telemetry import Metrics, ProgressBar, base_fields, emit, gpu_fields
 from trainer.watchdog import StepWatchdog
 
-
 STOP_CHECK_CALIBRATION_STEPS = 5
 STOP_CHECK_PERIOD_S = 0.5
 STOP_CHECK_MAX_EVERY = 50
