@@ -89,8 +89,8 @@ test: setup $(CHECKOV) ## PYTEST_WORKERS=2  the whole suite: pytest (not engine/
 	GTP_CHECKOV=$(CURDIR)/$(CHECKOV) $(PY) -m pytest -n $(PYTEST_WORKERS) -m "not engine and not cluster" tests
 	$(MAKE) --no-print-directory check
 
-test-fast: setup $(CHECKOV) ## PYTEST_WORKERS=2  the tests not marked slow, engine or cluster (pytest only, no scanners)
-	GTP_CHECKOV=$(CURDIR)/$(CHECKOV) $(PY) -m pytest -n $(PYTEST_WORKERS) -m "not slow and not engine and not cluster" tests
+test-fast: setup ## PYTEST_WORKERS=2  pytest without the slow, program, torchrun, engine and cluster tests (pytest.ini)
+	$(PY) -m pytest -n $(PYTEST_WORKERS) -m "not slow and not program and not torchrun and not engine and not cluster" tests
 
 # A real Docker Engine (Debian's docker.io, installed with apt when missing: root), local registries, the CPU
 # stand-in base, the real build of images/trainer and the tests on it; everything it starts is stopped again.

@@ -84,9 +84,14 @@ def test_setup_talks_and_installs_no_checkov():
     assert [step for step, _ in banners] == ["1", "2", "3", "4"], banners
 
 
-@pytest.mark.parametrize("target", ["check", "test", "test-fast"])
+@pytest.mark.parametrize("target", ["check", "test"])
 def test_check_and_test_install_checkov_themselves(target):
     assert "-r requirements-checkov.txt" in _make("-n", "-B", target)
+
+
+def test_test_fast_needs_no_checkov():
+    """The fast tier leaves out the tests that run Checkov (marked slow), so it does not install it."""
+    assert "checkov" not in _make("-n", "-B", "test-fast").lower()
 
 
 def test_setup_light_installs_no_torch():

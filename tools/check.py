@@ -9,7 +9,10 @@
 3. the vendored charts and operator manifests against their SHA-256 digests (tools/vendor.py);
    import-linter's layer contracts (`.importlinter`, ARCHITECTURE.md);
 4. hadolint on the Dockerfile; yamllint on stack files, Pulumi.yaml and workflows; zizmor and actionlint on
-   the workflows.
+   the workflows;
+5. the Python quality gate: ruff (ruff.toml), basedpyright in pyright's basic mode (pyrightconfig.json; a finding
+   not in .basedpyright/baseline.json fails) and vulture (dead code; vulture_whitelist.py names what a framework
+   calls).
 
 Every suppression lives in the repo with a one-line reason: `checkov-accepted.yaml` (per object and check ID:
 the cluster findings that no chart value can fix; a listed finding that no longer occurs fails the check too),
@@ -44,6 +47,11 @@ BIN = Path(sys.executable).parent
 
 
 ACCEPTED_FILE = ROOT / "checkov-accepted.yaml"
+# What vulture reads: the platform's code, the tests (what a test calls counts as used, and the tests' own helpers
+# are checked too) and the whitelist.
+VULTURE_PATHS = ("__main__.py", "catalog", "cluster_targets", "components", "conventions", "policy", "stack_config",
+                 "stages", "tools", "workload_kinds", "images/trainer/trainer", "benchmarks", "tests",
+                 "vulture_whitelist.py")
 CHECK_ID = re.compile(r"^CKV2?_K8S_[0-9]+$")
 
 
@@ -288,7 +296,11 @@ def main(argv: list[str] | None = None) -> int:
                                            "Pulumi.yaml", ".github/workflows", "policy/PulumiPolicy.yaml",
                                            ACCEPTED_FILE.name])
     results["zizmor"] = run("zizmor", [str(BIN / "zizmor"), "--offline", ".github/workflows"])
-    results["actionlint"] = run("actionlint", [str(BIN / "actionlint"), *sorted(map(str, (ROOT / ".github" / "workflows").glob("*.yml")))])
+    workflows = sorted(map(str, (ROOT / ".github" / "workflows").glob("*.yml")))
+    results["actionlint"] = run("actionlint", [str(BIN / "actionlint"), *workflows])
+    results["ruff"] = run("ruff", [str(BIN / "ruff"), "check", "--no-cache", "."])
+    results["types"] = run("types", [str(BIN / "basedpyright")])
+    results["dead code"] = run("dead code", [str(BIN / "vulture"), *VULTURE_PATHS, "--min-confidence", "60"])
     failed = [name for name, ok in results.items() if not ok]
     print(f"\n{len(results) - len(failed)} passed, {len(failed)} failed" + (f": {', '.join(failed)}" if failed else ""))
     return 1 if failed else 0
