@@ -17,7 +17,8 @@ from typing import Any
 import pytest
 
 import stages.config
-from catalog.images import CHART_IMAGES, OPERATOR_IMAGES
+from catalog import versions
+from catalog.images import CHART_IMAGES, EKS_ONLY_CHARTS, OPERATOR_IMAGES
 from components.helm import site_image_values
 from components.kueue import vendored_manifest
 from components.training_operators import site_manifest
@@ -121,6 +122,15 @@ def test_the_list_is_the_same_from_an_online_plan_of_the_same_stack(tmp_path: Pa
     assert sorted(found - {"<computed>"}) == EDGE_IMAGES
 
 
+def test_every_pinned_chart_has_its_images_catalogued_or_is_eks_only() -> None:
+    """A chart added to catalog/versions.py without a CHART_IMAGES row (or an EKS_ONLY_CHARTS entry) fails here,
+    not silently in the mirror of the first offline site that installs it."""
+    pinned = {value.chart for value in vars(versions).values() if isinstance(value, versions.HelmChart)}
+    assert pinned == set(CHART_IMAGES) | EKS_ONLY_CHARTS, pinned ^ (set(CHART_IMAGES) | EKS_ONLY_CHARTS)
+    assert not set(CHART_IMAGES) & EKS_ONLY_CHARTS
+    assert all(CHART_IMAGES.values()), [chart for chart, slots in CHART_IMAGES.items() if not slots]
+
+
 @pytest.mark.parametrize("stack", ["dev", "prod"])
 def test_the_catalog_names_every_image_each_chart_and_operator_renders(stack: str) -> None:
     """catalog/images.py is what the vendored sources render: a chart bump that changes an image fails here."""
@@ -129,6 +139,8 @@ def test_the_catalog_names_every_image_each_chart_and_operator_renders(stack: st
         images = mirror.images_in([item.obj])
         if kind == "chart":
             chart = Path(rest.split(" ")[0]).name.rsplit("-", 1)[0]
+            # A chart without a row must be EKS-only (no offline stack installs it), or it would pass unchecked.
+            assert chart in CHART_IMAGES or chart in EKS_ONLY_CHARTS, f"{chart}: no CHART_IMAGES row"
             if chart in CHART_IMAGES:
                 assert images <= {normalized(slot.source) for slot in CHART_IMAGES[chart]}, item.describe()
         elif kind == "operator":
