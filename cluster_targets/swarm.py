@@ -21,7 +21,7 @@ from cluster_targets.base import Cluster, ClusterTarget
 from components.swarm_access import SwarmAccess, SwarmAccessArgs
 from conventions.names import Platform
 from stack_config import Problem, StackConfig
-from stack_config.derived import job_pods
+from stack_config.derived import configured_pods
 from stack_config.storage_kinds import kinds_on
 
 SSH_HOST = re.compile(r"^ssh://[A-Za-z0-9._-]+@[A-Za-z0-9.-]+(:\d{1,5})?$")
@@ -96,7 +96,7 @@ class SwarmTarget(ClusterTarget):
                 yield Problem(f"{path}.gpusPerNode", f"{workload.gpus_per_node}, but a '{workload.node_group}' "
                               f"server has {group.gpus_per_node} GPUs: one task per server uses all of them (omit "
                               "gpusPerNode)")
-            tasks = job_pods(workload)
+            tasks = configured_pods(workload)
             if tasks > group.max_size:
                 key = f"{path}.elastic.maxNodes" if workload.elastic else f"{path}.numNodes"
                 yield Problem(key, f"{tasks} tasks, but node group '{workload.node_group}' has {group.max_size} GPU "

@@ -46,14 +46,15 @@ def site_architecture(config: StackConfig) -> str:
     return "amd64"
 
 
-def job_pods(workload: WorkloadConfig) -> int:
-    """Pods of one job at its configured largest, before any autoscaling: `elastic.maxNodes`, else `numNodes`."""
+def configured_pods(workload: WorkloadConfig) -> int:
+    """Pods of one job at its configured largest, before any autoscaling: `elastic.maxNodes`, else `numNodes`
+    (`max_running_pods` adds what an autoscaler may add)."""
     return workload.elastic.max_nodes if workload.elastic else workload.num_nodes
 
 
 def num_ranks(config: StackConfig, workload: WorkloadConfig) -> int:
     """Most ranks the workload can run with (pods x processes per pod)."""
-    pods = job_pods(workload)
+    pods = configured_pods(workload)
     if workload.autoscaling.mode == "scaledobject":
         pods = max(pods, workload.autoscaling.max_replicas)
     return pods * gpus_per_pod(config, workload)
@@ -206,9 +207,10 @@ def startup_bound_seconds(config: StackConfig) -> int:
     return config.gpu.readiness_timeout_seconds
 
 
-def pods_per_job(workload: WorkloadConfig) -> int:
-    """Most training pods one job of the workload runs at once (quotas are sized from it)."""
-    pods = job_pods(workload)
+def max_running_pods(workload: WorkloadConfig) -> int:
+    """Most training pods one job of the workload runs at once: `configured_pods`, or the autoscaler's
+    `maxReplicas` when larger (quotas are sized from it)."""
+    pods = configured_pods(workload)
     if workload.autoscaling.mode != "none":
         pods = max(pods, workload.autoscaling.max_replicas)
     return pods
@@ -275,7 +277,7 @@ def pod_startup_floor(config: StackConfig, workload: WorkloadConfig) -> tuple[in
 def gang_nodes(config: StackConfig, workload: WorkloadConfig) -> int:
     """Nodes one gang of the workload needs at its largest (EKS: pods × GPUs per pod over a node's GPUs, at least
     one pod per node). A ScaledJob runs single-pod Jobs: each is its own gang of one."""
-    pods = 1 if workload.autoscaling.mode == "scaledjob" else pods_per_job(workload)
+    pods = 1 if workload.autoscaling.mode == "scaledjob" else max_running_pods(workload)
     group = workload.node_group
     try:
         per_node = max(1, config.node_facts(group).num_gpus // max(1, gpus_per_pod(config, workload)))

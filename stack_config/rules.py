@@ -23,10 +23,10 @@ from conventions.names import config_name
 from conventions.quantities import cpu_cores, quantity_gib
 from stack_config.applicability import check_applicability
 from stack_config.derived import (
+    configured_pods,
     dcgm_exporter_enabled,
     gpus_per_pod,
     image_variant,
-    job_pods,
     kueue_enabled,
     num_ranks,
     runtime_class_name,
@@ -454,7 +454,7 @@ def _check_workload(config: StackConfig, workload: WorkloadConfig, p: str) -> It
     if not re.match(r"^\d+[KMG]?(,\d+[KMG]?)*$", workload.bench_sizes):
         yield Problem(f"{p}.benchSizes", f"{workload.bench_sizes!r} is not a comma-separated size list like "
                                              "'1M,16M,128M'")
-    max_pods = job_pods(workload)
+    max_pods = configured_pods(workload)
     group = config.gpu_node_groups[workload.node_group]
     pods_per_node = max(1, facts.num_gpus // gpus_per_pod(config, workload))
     if workload.gpu_resource == "whole" and max_pods > group.max_size * pods_per_node:
@@ -524,7 +524,7 @@ def _check_workloads_fit_together(config: StackConfig) -> Iterator[Problem]:
     need more GPUs (or slices; Swarm: servers) than the group has at maxSize, some pods of a multi-pod job start
     and hold their GPUs while the rest wait for GPUs another job holds — the partial-gang deadlock Kueue exists to
     prevent. Each workload fitting alone is checked per workload (`_check_workload`)."""
-    from stack_config.derived import gpu_resource_of, kueue_enabled, pods_per_job
+    from stack_config.derived import gpu_resource_of, kueue_enabled, max_running_pods
 
     if len(config.workloads) < 2 or kueue_enabled(config):
         return
@@ -532,7 +532,7 @@ def _check_workloads_fit_together(config: StackConfig) -> Iterator[Problem]:
     demand: dict[str, list[tuple[str, int]]] = {}
     for name, workload in config.workloads.items():
         if workload.node_group in valid:
-            units = pods_per_job(workload) * (1 if config.cluster.mode == "swarm"
+            units = max_running_pods(workload) * (1 if config.cluster.mode == "swarm"
                                               else gpus_per_pod(config, workload))
             demand.setdefault(workload.node_group, []).append((name, units))
     for group, users in demand.items():
@@ -574,7 +574,7 @@ def _check_where_work_is_kept(config: StackConfig, workload: WorkloadConfig, p: 
     # Kinds a job's pods share (stack_config/storage_kinds.py); only `none` is per pod.
     if shared_by_pods(config.storage.kind) or workload.checkpoints == "none" or workload.entrypoint != "train":
         return
-    pods = job_pods(workload)  # a ScaledJob's Jobs are independent single-pod runs, like a one-pod dev job
+    pods = configured_pods(workload)  # a ScaledJob's Jobs are independent single-pod runs, like a one-pod dev job
     why = (f"{pods} pods" if pods > 1 else "elastic" if workload.elastic is not None
            else "scaled by KEDA" if workload.autoscaling.mode == "scaledobject"
            else "on a production stack" if config.lifecycle.protect else None)

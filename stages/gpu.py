@@ -33,8 +33,8 @@ from stack_config import StackConfig, ami_type
 from stack_config.derived import (
     dcgm_exporter_enabled,
     kueue_enabled,
+    max_running_pods,
     node_default_runtime,
-    pods_per_job,
     runtime_class_name,
 )
 from stages.offline import site_images
@@ -182,7 +182,7 @@ def prometheus_volume(config: StackConfig) -> int | None:
     if config.cluster.mode != "eks" or not config.gpu.metrics.prometheus:
         return None
     gpus = sum(group.max_size * config.node_facts(name).num_gpus for name, group in config.gpu_node_groups.items())
-    pods = sum(pods_per_job(workload) for workload in config.workloads.values())
+    pods = sum(max_running_pods(workload) for workload in config.workloads.values())
     return prometheus_volume_gib(config.gpu.metrics.retention, estimated_series(gpus, pods))
 
 

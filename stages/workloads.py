@@ -48,7 +48,7 @@ from stack_config.derived import (
     gpus_per_pod,
     group_quota,
     kueue_enabled,
-    pods_per_job,
+    max_running_pods,
     provisioning_groups,
     runtime_class_name,
     site_architecture,
@@ -116,7 +116,7 @@ def build_workloads(config: StackConfig, cluster: Cluster, image_ref: pulumi.Inp
 
 def quota_size(config: StackConfig, workload: WorkloadConfig, kind: KubernetesWorkloadKind) -> QuotaSize:
     """The most one workload runs at once (the namespace quota adds them up)."""
-    return QuotaSize(num_pods=pods_per_job(workload), gpu_resource=gpu_resource(workload),
+    return QuotaSize(num_pods=max_running_pods(workload), gpu_resource=gpu_resource(workload),
                      gpus_per_pod=gpus_per_pod(config, workload),
                      efa_per_pod=config.node_facts(workload.node_group).num_efa_interfaces,
                      cpu=workload.cpu, memory=workload.memory, ephemeral_storage=workload.ephemeral_storage,

@@ -20,7 +20,7 @@ from catalog.startup_times import BASE_IMAGE_GB, EKS_CONTROL_PLANE_SECONDS
 from catalog.versions import BASE_IMAGES
 from stack_config import ConfigError, StackConfig
 from stack_config import applicability as app
-from stack_config.derived import job_pods, kueue_enabled, pod_startup_floor
+from stack_config.derived import configured_pods, kueue_enabled, pod_startup_floor
 from stack_config.schema import GpuNodeGroupConfig, StorageConfig
 from stack_config.storage_kinds import STORAGE_KINDS, shared_by_pods
 from stages.config import parse_stack_config
@@ -208,7 +208,7 @@ def must_resume(config: StackConfig) -> list[str]:
     """Workloads whose checkpoints must outlive a pod (the where-work-is-kept rule's reasons)."""
     return [name for name, workload in config.workloads.items()
             if workload.entrypoint == "train" and workload.checkpoints == "keep"
-            and (job_pods(workload) > 1 or workload.elastic is not None
+            and (configured_pods(workload) > 1 or workload.elastic is not None
                  or workload.autoscaling.mode == "scaledobject" or config.lifecycle.protect)]
 
 

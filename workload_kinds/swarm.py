@@ -17,7 +17,7 @@ from components.swarm_training import (
     worker_service_name,
 )
 from components.training_pod import bench_args, checkpoint_dir, trainer_args
-from stack_config.derived import job_pods
+from stack_config.derived import configured_pods
 from workload_kinds.base import Deployment, SwarmContext, SwarmWorkloadKind
 
 
@@ -38,7 +38,7 @@ def job_shape(context: SwarmContext) -> SwarmJobShape:
     return SwarmJobShape(
         job_name=workload.name, image=context.image,
         min_nodes=elastic.min_nodes if elastic else workload.num_nodes,
-        max_nodes=job_pods(workload),
+        max_nodes=configured_pods(workload),
         gpus_per_node=context.gpus_per_node, gpu_resource_name=swarm.gpu_resource_name,
         constraints=context.constraints, module=f"trainer.{workload.entrypoint}", trainer_args=args,
         cpu=workload.cpu, memory=workload.memory, shm_size=workload.shm_size, scratch_size=workload.ephemeral_storage,
