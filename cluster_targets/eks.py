@@ -26,6 +26,7 @@ from components.eks_cluster import EksCluster, EksClusterArgs
 from components.gpu_node_group import GpuNodeGroup, GpuNodeGroupArgs
 from components.network import Network, NetworkArgs
 from components.training_identity import TrainingIdentity, TrainingIdentityArgs
+from conventions.kubernetes import EKS_TAINT_EFFECTS
 from conventions.names import (
     DEVICE_PLUGIN_CONFIG_LABEL,
     GPU_TAINT_KEY,
@@ -45,7 +46,6 @@ from stack_config.storage_kinds import kinds_on
 CLOUDWATCH_RETENTION_DAYS = (1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 731, 1096, 1827, 2192, 2557,
                              2922, 3288, 3653)
 GPU_TAINT = (GPU_TAINT_KEY, "true", "NO_SCHEDULE")
-TAINT_EFFECTS = {"NO_SCHEDULE": "NoSchedule", "NO_EXECUTE": "NoExecute", "PREFER_NO_SCHEDULE": "PreferNoSchedule"}
 
 
 def node_labels(config: StackConfig, group: str) -> dict[str, str]:
@@ -78,7 +78,7 @@ class EksTarget(ClusterTarget):
         return {NODE_GROUP_LABEL: group}
 
     def tolerations(self, config: StackConfig, group: str) -> list[dict[str, str]]:
-        return [{"key": key, "operator": "Equal", "value": value, "effect": TAINT_EFFECTS[effect]}
+        return [{"key": key, "operator": "Equal", "value": value, "effect": EKS_TAINT_EFFECTS[effect]}
                 for key, (value, effect) in node_taints(config, group).items()]
 
     def check(self, config: StackConfig) -> Iterator[Problem]:

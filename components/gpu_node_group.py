@@ -8,9 +8,8 @@ import pulumi
 import pulumi_aws as aws
 
 from components.launch_template import launch_template_args
+from conventions.kubernetes import EKS_TAINT_EFFECTS
 from conventions.names import EFA_RESOURCE, SHARED_GPU_RESOURCE, WHOLE_GPU_RESOURCE
-
-EKS_TAINT_EFFECTS = {"NO_SCHEDULE": "NoSchedule", "NO_EXECUTE": "NoExecute", "PREFER_NO_SCHEDULE": "PreferNoSchedule"}
 
 
 def autoscaler_tags(cluster_name: str, num_gpus: int, labels: dict[str, str], taints: dict[str, tuple[str, str]],

@@ -17,6 +17,10 @@ RUNTIME_DEFAULT_SECCOMP = {"type": "RuntimeDefault"}
 
 PodSecurityLevel = Literal["privileged", "baseline", "restricted"]
 
+EKS_TAINT_EFFECTS = {"NO_SCHEDULE": "NoSchedule", "NO_EXECUTE": "NoExecute", "PREFER_NO_SCHEDULE": "PreferNoSchedule"}
+"""An EKS node group's taint effect (the EKS API's enum, what `gpuNodeGroups.<name>.taints` takes) → the effect the
+node carries in Kubernetes."""
+
 
 def pod_security_labels(enforce: PodSecurityLevel, *, warn_and_audit: PodSecurityLevel = "restricted",
                         pin_latest: bool = False) -> dict[str, str]:

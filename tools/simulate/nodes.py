@@ -35,6 +35,7 @@ from catalog import node_labels as nl
 from catalog.cpu_instances import CPU_INSTANCE_TYPES
 from catalog.gpu_instances import GPU_INSTANCE_TYPES, bottlerocket
 from catalog.node_allocatable import instance_allocatable, smallest
+from conventions.kubernetes import EKS_TAINT_EFFECTS
 from conventions.names import (
     EFA_RESOURCE,
     NODE_GROUP_LABEL,
@@ -49,7 +50,6 @@ from tools.simulate import runtime
 from tools.simulate.model import ExpandedPod
 from tools.simulate.scheduling import Resources, _show, placement_misses, pod_requests
 
-EKS_EFFECTS = {"NO_SCHEDULE": "NoSchedule", "NO_EXECUTE": "NoExecute", "PREFER_NO_SCHEDULE": "PreferNoSchedule"}
 NODE_GROUP_TYPE = "aws:eks/nodeGroup:NodeGroup"
 LAUNCH_TEMPLATE_TYPE = "aws:ec2/launchTemplate:LaunchTemplate"
 ASG_TAG_TYPE = "aws:autoscaling/tag:Tag"
@@ -158,7 +158,7 @@ def eks_groups(plan: Plan) -> list[NodeGroup]:
         # template node (tools/simulate/autoscaler.py `template_node`: ASG tags only), as upstream.
         if types and all(nl.network_topology_layers(t) >= 3 for t in types):
             labels.update(nl.topology_labels(types[0]))
-        taints = [{"key": str(t["key"]), "value": str(t.get("value") or ""), "effect": EKS_EFFECTS[t["effect"]]}
+        taints = [{"key": str(t["key"]), "value": str(t.get("value") or ""), "effect": EKS_TAINT_EFFECTS[t["effect"]]}
                   for t in inputs.get("taints") or []]
         tags = {str(tag.inputs["tag"]["key"]): str(tag.inputs["tag"]["value"]) for tag in plan.by_type(ASG_TAG_TYPE)
                 if resource.urn in tag.depends_on}
