@@ -90,3 +90,12 @@ class ClusterTarget(ABC):
     @abstractmethod
     def tolerations(self, config: StackConfig, group: str) -> list[dict[str, str]]:
         """Tolerations a pod needs to run on the nodes of `group`."""
+
+    def node_taints(self, config: StackConfig, group: str) -> list[dict[str, str]]:
+        """The taints (key, value, Kubernetes effect) the target puts on the nodes of `group`, as a Kueue
+        ResourceFlavor lists them; none unless the target creates the nodes."""
+        return []
+
+    def task_secrets(self, config: StackConfig) -> dict[str, str]:
+        """Secret name → value the target hands to every training task (Swarm secrets); none on Kubernetes."""
+        return {}

@@ -78,7 +78,11 @@ class EksTarget(ClusterTarget):
         return {NODE_GROUP_LABEL: group}
 
     def tolerations(self, config: StackConfig, group: str) -> list[dict[str, str]]:
-        return [{"key": key, "operator": "Equal", "value": value, "effect": EKS_TAINT_EFFECTS[effect]}
+        return [{"key": taint["key"], "operator": "Equal", "value": taint["value"], "effect": taint["effect"]}
+                for taint in self.node_taints(config, group)]
+
+    def node_taints(self, config: StackConfig, group: str) -> list[dict[str, str]]:
+        return [{"key": key, "value": value, "effect": EKS_TAINT_EFFECTS[effect]}
                 for key, (value, effect) in node_taints(config, group).items()]
 
     def check(self, config: StackConfig) -> Iterator[Problem]:

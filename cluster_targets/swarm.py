@@ -46,6 +46,9 @@ class SwarmTarget(ClusterTarget):
     def tolerations(self, config: StackConfig, group: str) -> list[dict[str, str]]:
         return []  # Swarm has no taints; placement constraints alone pick the servers
 
+    def task_secrets(self, config: StackConfig) -> dict[str, str]:
+        return swarm_secrets(config)
+
     def check(self, config: StackConfig) -> Iterator[Problem]:
         cluster = config.cluster
         if cluster.swarm is None or not cluster.swarm.manager_host:

@@ -16,8 +16,6 @@ import pulumi
 import cluster_targets
 import workload_kinds
 from cluster_targets import Cluster
-from cluster_targets.eks import node_taints
-from cluster_targets.swarm import swarm_secrets
 from components.kueue import (
     KUEUE_MANIFEST_DIR,
     LOCAL_QUEUE,
@@ -33,7 +31,6 @@ from components.training_image import registry_server
 from components.training_namespace import QuotaSize, TrainingNamespace, TrainingNamespaceArgs
 from components.training_operators import TrainingOperators, TrainingOperatorsArgs
 from components.training_pod import RUN_AS_USER, PodShape, bench_args, checkpoint_dir, trainer_args
-from conventions.kubernetes import EKS_TAINT_EFFECTS
 from conventions.names import (
     METRICS_NAMESPACE,
     SHARED_GPU_RESOURCE,
@@ -170,9 +167,7 @@ def build_kueue(config: StackConfig, cluster: Cluster, kinds: dict[str, Kubernet
         namespaces=[training_namespace(config.stack)],
         node_selectors={group: target.node_selector(config, group) for group in config.gpu_node_groups},
         # Kueue needs EKS (stack_config.derived.kueue_blockers): the taints are the node groups' own.
-        taints={group: [{"key": key, "value": value, "effect": EKS_TAINT_EFFECTS[effect]}
-                        for key, (value, effect) in node_taints(config, group).items()]
-                for group in config.gpu_node_groups},
+        taints={group: target.node_taints(config, group) for group in config.gpu_node_groups},
         site_images=site_images(config).refs, manifest_dir=f"{KUEUE_MANIFEST_DIR}/{config.stack}",
         depends_on=[training_ns.namespace], platform_priority=cluster.platform_priority,
         topology_groups=topology_groups(config), provisioning_groups=provisioning_groups(config),
@@ -269,4 +264,4 @@ def swarm_context(config: StackConfig, workload: WorkloadConfig, cluster: Cluste
         config=config, workload=workload, image=image_ref, only_workload=only, provider=cluster.docker_provider,
         constraints=constraints_for(target.node_selector(config, group), facts.architecture),
         gpus_per_node=facts.num_gpus, registry_auth=registry_auth,
-        secrets={name: pulumi.Output.secret(value) for name, value in swarm_secrets(config).items()})
+        secrets={name: pulumi.Output.secret(value) for name, value in target.task_secrets(config).items()})

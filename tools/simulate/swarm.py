@@ -22,6 +22,7 @@ import re
 import shlex
 from typing import Any
 
+import cluster_targets
 from tools.plan_record import Plan, Resource
 from tools.simulate.model import CheckResult, Finding
 
@@ -64,8 +65,6 @@ def check(plan: Plan) -> list[CheckResult]:
     services = [r for r in plan.resources if r.type == SERVICE]
     if not services or plan.config is None or plan.config.cluster.mode != "swarm":
         return []
-    from cluster_targets.swarm import SwarmTarget
-
     config = plan.config
     swarm = config.cluster.swarm
     overlays = {r.inputs.get("name") for r in plan.resources if r.type == NETWORK
@@ -81,7 +80,7 @@ def check(plan: Plan) -> list[CheckResult]:
         group_name, group, workload = _job_group(plan, service)
         if group is None:
             continue
-        told = SwarmTarget().node_selector(config, group_name)
+        told = cluster_targets.for_config(config).node_selector(config, group_name)
         for constraint in task.get("placement", {}).get("constraints", []):
             key, _, value = constraint.partition("==")
             if key.startswith("node.labels."):
