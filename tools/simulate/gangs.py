@@ -36,10 +36,13 @@ from components.kueue import (
 )
 from tools.cluster import ClusterObject
 from tools.simulate.autoscaler import template_node, with_daemons
-from tools.simulate.model import CheckResult, ExpandedPod, Finding
+from tools.simulate.model import CheckResult, ExpandedPod, Finding, Modeled
 from tools.simulate.nodes import NodeGroup
 from tools.simulate.queue import _flavor_group, _labels, _unit_pods, fit
 from tools.simulate.scheduling import placement_misses, pod_requests
+
+MODELS = (Modeled("KUEUE_VERSION", "v0.19.2"),)
+"""The upstream versions this module models (tools.simulate.model.Modeled)."""
 
 PROVISIONING_CRD = "provisioningrequests.autoscaling.x-k8s.io"
 

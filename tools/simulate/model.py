@@ -7,6 +7,20 @@ from typing import Any
 
 
 @dataclass(frozen=True)
+class Modeled:
+    """An upstream component whose behaviour a simulation module models, and the version whose code it was read at.
+
+    Each module lists what it models in `MODELS`; tests/simulate/test_models.py holds every entry to the pin in
+    catalog/versions.py, so a bump of that pin fails until the module is read again at the new version (and its
+    `MODELS` and citations say so)."""
+
+    pin: str
+    """The pin in catalog/versions.py: a name (`KUEUE_VERSION`) or a chart's version (`KEDA.version`)."""
+    version: str
+    """The version the module's code and citations were read at, as the pin spells it."""
+
+
+@dataclass(frozen=True)
 class ExpandedPod:
     """A Pod exactly as a controller would create it from an object of the rendered cluster."""
 

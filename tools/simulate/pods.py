@@ -31,7 +31,12 @@ from components.kueue import QUEUE_LABEL
 from tools.cluster import ClusterObject
 from tools.plan_record import Plan
 from tools.simulate.admission import quantity
-from tools.simulate.model import ExpandedPod
+from tools.simulate.model import ExpandedPod, Modeled
+
+MODELS = (Modeled("TRAINING_OPERATOR_VERSION", "v1.9.4"), Modeled("DLROVER_VERSION", "v0.6.1"),
+          Modeled("KUBEFLOW_TRAINER_VERSION", "v2.3.0"), Modeled("JOBSET_VERSION", "v0.12.0"),
+          Modeled("KEDA.version", "2.20.2"))
+"""The upstream versions this module models (tools.simulate.model.Modeled)."""
 
 _TEMPLATE_PATHS: dict[str, tuple[str, ...]] = {
     "Deployment": ("spec", "template"),

@@ -23,7 +23,10 @@ from collections.abc import Mapping
 from typing import Any
 
 from tools.cluster import ClusterObject
-from tools.simulate.model import CheckResult, Finding
+from tools.simulate.model import CheckResult, Finding, Modeled
+
+MODELS = (Modeled("TRAINING_OPERATOR_VERSION", "v1.9.4"), Modeled("DLROVER_VERSION", "v0.6.1"))
+"""The upstream versions this module models (tools.simulate.model.Modeled)."""
 
 NAME = "rendezvous start-up"
 TORCH_READ_TIMEOUT_DEFAULT = 60
