@@ -2,7 +2,8 @@
 versions, without a cluster: `simulate()` writes `build/plan/<stack>/simulation.json` and `make plan` fails on any
 miss, naming the object, the rule and the fix.
 
-Parts (each a module with `check(...) -> list[CheckResult]`):
+`World` is what the checks read, built once per plan; `CHECKS` is the registry: one `SimulationCheck` per part, each
+run as `check(world) -> list[CheckResult]`, in this order. A new check is a module and one line there. The parts:
 - `pods`: every workload expanded into the Pods its controller creates (PyTorchJob, ElasticJob, ScaledJob → Job,
   Deployment, DaemonSet, StatefulSet, Job), with the controllers' injections;
 - `admission`: Pod Security Standards (baseline / restricted, every control) per namespace label, ResourceQuota at
@@ -32,6 +33,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -61,34 +63,75 @@ from tools.simulate import (
 from tools.simulate.model import CheckResult, ExpandedPod, Finding
 from tools.simulate.pods import expand_pods
 
-__all__ = ["CheckResult", "ExpandedPod", "Finding", "simulate", "write"]
+__all__ = ["CHECKS", "CheckResult", "ExpandedPod", "Finding", "SimulationCheck", "World", "simulate", "write"]
+
+
+@dataclass(frozen=True)
+class World:
+    """What the checks read: the plan, its rendered cluster, the pods its controllers make and the nodes they land on,
+    built once per plan (`build_world`)."""
+
+    plan: Plan
+    objects: list[ClusterObject]
+    pods: list[ExpandedPod]
+    """Every pod the rendered cluster's controllers create (tools/simulate/pods.py)."""
+    expanded: list[ExpandedPod]
+    """The pods as the scheduler sees them: queued jobs' pods with their Kueue flavor's labels and tolerations, plus
+    EKS's own add-on pods (aws-node...), which are not in cluster.yaml but take room on every node."""
+    classes: Any
+    """The cluster's RuntimeClasses (tools/simulate/runtime.py `runtime_classes`)."""
+    groups: list[nodes.NodeGroup]
+    """The node groups pods can land on; empty when the plan has none (a Swarm, or nothing to place)."""
+
+    @property
+    def eks(self) -> bool:
+        return nodes._mode(self.plan) == "eks"
+
+
+def build_world(plan: Plan, objects: list[ClusterObject]) -> World:
+    pods = expand_pods(objects, plan)
+    expanded = [*queue.admitted_pods(objects, pods), *nodes.addon_pods(plan)]
+    classes = runtime.runtime_classes(objects, nodes._mode(plan))
+    return World(plan, objects, pods, expanded, classes, nodes.node_groups(plan, objects, expanded, classes))
+
+
+@dataclass(frozen=True)
+class SimulationCheck:
+    """One part of the simulation: `run(world)` gives its results (none when it has nothing to look at)."""
+
+    module: str
+    run: Callable[[World], list[CheckResult]]
+
+
+def _on_nodes(check: Callable[[World], CheckResult]) -> Callable[[World], list[CheckResult]]:
+    """A check of where pods land: it has results only where there are node groups."""
+    return lambda world: [check(world)] if world.groups else []
+
+
+CHECKS: tuple[SimulationCheck, ...] = (
+    SimulationCheck("admission", lambda w: admission.check(w.plan, w.objects, w.pods)),
+    SimulationCheck("disruption", lambda w: disruption.check(w.objects, w.pods)),
+    SimulationCheck("webhooks", lambda w: webhooks.check(w.plan, w.objects, w.pods)),
+    SimulationCheck("runtime", _on_nodes(lambda w: runtime.check(w.pods, w.groups, w.classes, nodes._lands))),
+    SimulationCheck("device_mounts", _on_nodes(lambda w: device_mounts.check(w.pods, w.groups, nodes._lands))),
+    SimulationCheck("platforms", _on_nodes(
+        lambda w: platforms.check(w.pods, w.groups, nodes._lands, *_site_images(w.plan)))),
+    SimulationCheck("scheduling", _on_nodes(lambda w: scheduling.check(w.expanded, w.groups))),
+    SimulationCheck("autoscaler", _on_nodes(lambda w: autoscaler.check(w.expanded, w.groups, w.objects))),
+    SimulationCheck("queue", lambda w: queue.check(w.objects, w.pods, w.groups)),
+    SimulationCheck("gangs", lambda w: gangs.check(w.objects, w.pods, w.groups)),
+    SimulationCheck("rendezvous", lambda w: rendezvous.check(w.objects, _startup_bound(w.plan))),
+    SimulationCheck("storage", lambda w: storage.check(w.plan, w.objects, w.pods)),
+    SimulationCheck("claims", lambda w: claims.check(w.plan, w.objects, w.pods, w.groups, nodes._lands, w.eks)),
+    SimulationCheck("queries", lambda w: queries.check(w.objects)),
+    SimulationCheck("swarm", lambda w: swarm.check(w.plan)),
+)
 
 
 def simulate(plan: Plan, objects: list[ClusterObject]) -> dict[str, Any]:
     """Every check over the stack's rendered cluster; the content of simulation.json."""
-    results: list[CheckResult] = []
-    pods = expand_pods(objects, plan)
-    results += admission.check(plan, objects, pods)
-    results += disruption.check(objects, pods)
-    results += webhooks.check(plan, objects, pods)
-    # EKS's own add-on pods (aws-node...) are not in cluster.yaml but take room on every node. Queued jobs' pods
-    # are scheduled as Kueue creates them: with their flavor's node labels and tolerations.
-    expanded = [*queue.admitted_pods(objects, pods), *nodes.addon_pods(plan)]
-    classes = runtime.runtime_classes(objects, nodes._mode(plan))
-    groups = nodes.node_groups(plan, objects, expanded, classes)
-    if groups:
-        results.append(runtime.check(pods, groups, classes, nodes._lands))
-        results.append(device_mounts.check(pods, groups, nodes._lands))
-        results.append(platforms.check(pods, groups, nodes._lands, *_site_images(plan)))
-        results.append(scheduling.check(expanded, groups))
-        results.append(autoscaler.check(expanded, groups, objects))
-    results += queue.check(objects, pods, groups)
-    results += gangs.check(objects, pods, groups)
-    results += rendezvous.check(objects, _startup_bound(plan))
-    results += storage.check(plan, objects, pods)
-    results += claims.check(plan, objects, pods, groups, nodes._lands, nodes._mode(plan) == "eks")
-    results += queries.check(objects)
-    results += swarm.check(plan)
+    world = build_world(plan, objects)
+    results = [result for check in CHECKS for result in check.run(world)]
     return {"stack": plan.stack, "objects": dict(sorted(by_source(objects).items())),
             "checks": {result.name: result.as_json() for result in results},
             "ok": all(not result.findings and result.passed == result.total for result in results)}
