@@ -26,8 +26,9 @@ from components.alert_rules import AlertInputs, metric_names, model_regex, unexp
 from components.kueue import cluster_queue_name
 from conventions.names import training_namespace
 from tests.conftest import ROOT, plan_stack
+from tests.gpu import alert_series as alerts
 from tools.cluster import ClusterObject, render_cluster
-from tools.simulate import alerts, queries
+from tools.simulate import queries
 
 pytestmark = pytest.mark.slow
 STACK = "prod"

@@ -26,8 +26,8 @@ import yaml
 from components.alert_rules import unexported
 from components.gpu_metrics import DASHBOARD_FILE
 from tests.conftest import ROOT, plan_stack
+from tests.gpu import alert_series as alerts
 from tools.cluster import render_cluster
-from tools.simulate import alerts
 from tools.simulate.pods import expand_pods
 
 pytestmark = pytest.mark.slow

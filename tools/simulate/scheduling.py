@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -242,7 +242,7 @@ def _fix(reasons: list[_Why]) -> str:
     return "lower the pod's requests (workloads.<name>.cpu / memory / ephemeralStorage) or use a larger instance type"
 
 
-def check(pods: list[ExpandedPod], groups: list[NodeGroup]) -> CheckResult:
+def check(pods: list[ExpandedPod], groups: Sequence[NodeGroup]) -> CheckResult:
     """`scheduled` N/N: every non-DaemonSet pod fits a group; every DaemonSet pod fits every group it lands on."""
     result = CheckResult("scheduled")
     for group in groups:

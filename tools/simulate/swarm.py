@@ -78,7 +78,7 @@ def check(plan: Plan) -> list[CheckResult]:
         name = service.inputs.get("name", service.name)
         task = service.inputs.get("taskSpec", {})
         group_name, group, workload = _job_group(plan, service)
-        if group is None:
+        if group is None or group_name is None:
             continue
         told = cluster_targets.for_config(config).node_selector(config, group_name)
         for constraint in task.get("placement", {}).get("constraints", []):

@@ -1,4 +1,5 @@
-"""The alert rules as the rendered cluster holds them, and the series they would see, for `promtool test rules`.
+"""A test oracle (tests/gpu): the alert rules as the rendered cluster holds them, and the series they would see,
+for `promtool test rules`.
 
 From the rendered cluster: the rule file (the prometheus chart's server ConfigMap, `alerting_rules.yml`), and the
 labels each exporter's series carry once stored, computed the way `queries` does for KEDA (Kubernetes discovery's
