@@ -184,13 +184,14 @@ def test_the_dlrover_row_fails_when_the_images_dlrover_is_another_release() -> N
     assert row.violated(_values(DLROVER_PYTHON="0.6.0")) == "the image's dlrover 0.6.0 is not the controller's v0.6.1"
 
 
-def test_readme_states_the_device_plugins_driver_and_toolkit_minimums() -> None:
+def test_docs_state_the_device_plugins_driver_and_toolkit_minimums() -> None:
     """Row device-plugin-driver and the toolkit's floor: the platform pins neither, the sites must meet them."""
-    readme = (compatibility.ROOT / "README.md").read_text()
+    docs = compatibility.ROOT / "docs"
     toolkit = max((floor for floor in compatibility.FLOORS if floor.component == "NVIDIA Container Toolkit"),
                   key=lambda floor: compatibility.version_tuple(floor.fixed_in[0]))
-    edge = readme[readme.index("### Edge on k3s / Jetson"):readme.index("## Workload kinds")]
-    swarm = readme[readme.index("## Docker Swarm sites"):readme.index("## Air-gapped site")]
+    edge_text = (docs / "edge.md").read_text()
+    edge = edge_text[edge_text.index("## Edge on k3s / Jetson"):]
+    swarm = (docs / "swarm.md").read_text()
     for text in ("NVIDIA driver >= 384.81", "toolkit\n  >= 1.7.0 (1.11.0 on Jetson) for device plugin v0.20.0",
                  f"NVIDIA Container Toolkit >= {toolkit.fixed_in[0]} ({toolkit.advisory})"):
         assert text in edge, text
@@ -209,7 +210,7 @@ def test_each_floor_fails_a_pin_below_it_and_passes_one_at_it(index: int) -> Non
     oldest = min(floor.fixed_in, key=compatibility.version_tuple)
     major, minor, patch = compatibility.version_tuple(oldest)
     below = f"{major}.{minor}.{patch - 1}" if patch else f"{major}.{minor - 1}.9"
-    if floor.pin is None:  # site-provided: README states it (test_readme_states_...)
+    if floor.pin is None:  # site-provided: docs/edge.md and docs/swarm.md state it (test_docs_state_...)
         assert (compatibility.below_floor(below, floor.fixed_in)
                 and not compatibility.below_floor(oldest, floor.fixed_in))
         return

@@ -505,8 +505,8 @@ def test_bench_stack_prints_its_cap_in_money(tmp_path: Path, monkeypatch: pytest
     assert out[2].startswith("this stack at most: 12 GPU node-hours")
 
 
-def test_readme_cost_examples_are_what_the_tools_print() -> None:
-    section = (ROOT / "README.md").read_text().split("\n## Cost\n", 1)[1].split("\n## ", 1)[0]
+def test_docs_cost_examples_are_what_the_tools_print() -> None:
+    section = (ROOT / "docs" / "cost.md").read_text().split("# Cost\n", 1)[1].split("\n## ", 1)[0]
     plan_block, diff_block, bench_block = re.findall(r"```\n(.*?)\n```", section, re.S)
     printed = [f"plan: {stack}: {line}" for stack in ("dev", "prod", "edge")
                for line in cost.summary(cost.stack_cost(parse(stack_raw(stack), stack)))]

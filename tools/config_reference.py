@@ -1,8 +1,8 @@
-"""Render the config reference (README's "Config reference") from the config models' field docstrings, with
+"""Render the config reference (docs/config-reference.md) from the config models' field docstrings, with
 where each field applies (stack_config/applicability.py: a field set elsewhere is refused).
 
-``python -m tools.config_reference`` prints it, ``--update`` rewrites README.md's copy; a test keeps them in
-step.
+``python -m tools.config_reference`` prints it, ``--update`` rewrites the copy in
+docs/config-reference.md; a test keeps them in step.
 """
 
 from __future__ import annotations
@@ -41,16 +41,19 @@ def render() -> str:
 
 BEGIN = "#### `cluster`"
 END = "\n## "
+"""The generated tables run from BEGIN to the next `## ` section, or to the end of the file."""
+REFERENCE = Path(__file__).resolve().parent.parent / "docs" / "config-reference.md"
 
 
-def update(readme: Path) -> bool:
-    """Replace the reference in `readme` (from its first table heading to the next `## ` section); True if changed."""
-    text = readme.read_text()
+def update(document: Path = REFERENCE) -> bool:
+    """Replace the reference in `document` (from its first table heading to the next `## ` section or the end);
+    True if changed."""
+    text = document.read_text()
     start = text.index(BEGIN)
-    end = text.index(END, start)
-    updated = text[:start] + render() + text[end:]
+    end = text.find(END, start)
+    updated = text[:start] + render() + (text[end:] if end >= 0 else "")
     if updated != text:
-        readme.write_text(updated)
+        document.write_text(updated)
     return updated != text
 
 
@@ -58,10 +61,11 @@ def main(argv: list[str] | None = None) -> int:
     import argparse
 
     parser = argparse.ArgumentParser(prog="python -m tools.config_reference", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--update", action="store_true", help="rewrite README.md's generated config reference")
+    parser.add_argument("--update", action="store_true",
+                        help="rewrite the generated config reference in docs/config-reference.md")
     args = parser.parse_args(argv)
     if args.update:
-        print("README.md updated" if update(Path(__file__).resolve().parent.parent / "README.md") else "up to date")
+        print(f"{REFERENCE.relative_to(REFERENCE.parent.parent)} updated" if update() else "up to date")
     else:
         print(render(), end="")
     return 0
