@@ -1,5 +1,5 @@
 # GPU training platform — developer entry points. Everything runs offline except `make setup`'s package
-# installs (and the real `pulumi up` path described in README.md).
+# installs (and the real `pulumi up` path described in docs/deploy.md).
 SHELL := /bin/bash
 PYTHON ?= python3
 VENV := .venv
@@ -65,7 +65,7 @@ prometheus-local: ## the prometheus server tests/simulate/test_prometheus.py run
 	if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi; \
 	$$SUDO apt-get update && $$SUDO apt-get install -y --no-install-recommends prometheus
 
-# Air-gapped sites (README: Air-gapped site): every image the stack runs → the site registry, digests → the lock.
+# Air-gapped sites (docs/edge.md, "Air-gapped site"): every image the stack runs → the site registry, digests → the lock.
 # Needs skopeo (a Debian package: `apt-get install skopeo`, root) and network to the upstreams and the site.
 mirror: setup ## STACK=edge  copy an offline stack's images into its site registry, write the lock (skopeo)
 	@command -v skopeo >/dev/null || { echo "make mirror: skopeo is not installed (apt-get install skopeo)" >&2; exit 2; }

@@ -265,8 +265,8 @@ ROWS: tuple[Row, ...] = (
         "Tegra-based systems)\"; \"nvidia-container-runtime configured as the default low-level runtime\", which "
         "gpu.runtimeClassName stands in for on adopted k3s clusters)",
         "the platform pins no driver or toolkit: EKS's NVIDIA AMIs bring both, an adopted cluster or a Swarm site "
-        "installs them. README's site preconditions name these minimums (and the toolkit's CVE floor, FLOORS), "
-        "tests/test_compatibility.py checks they do.",
+        "installs them. The site preconditions in docs/edge.md and docs/swarm.md name these minimums (and the "
+        "toolkit's CVE floor, FLOORS), tests/test_compatibility.py checks they do.",
         component="nvidia-device-plugin"),
     Row("efa-installer-nccl-torch", ("EFA_INSTALLER", "TORCH_VERSION"),
         {"EFA_INSTALLER": "1.50.0", "TORCH_VERSION": "2.13.0"},
@@ -366,7 +366,8 @@ class Floor:
     component: str
     pin: str | None
     """The `pin_values` name compared with the floor; None for a component the platform does not pin (the sites
-    or EKS's AMIs provide it): README's site preconditions state the floor instead (tests check they do)."""
+    or EKS's AMIs provide it): the site preconditions in docs/edge.md and docs/swarm.md state the floor instead
+    (tests check they do)."""
     fixed_in: tuple[str, ...]
     """The first fixed release of each release line the advisory names; a version is below the floor when it is
     older than the fix of its own line, or, on a line not listed, older than the newest fix."""
@@ -424,8 +425,8 @@ FLOORS: tuple[Floor, ...] = (
                               "components/training_operators.py; no RoleBinding the platform creates names "
                               "keda.sh; and its own TriggerAuthentication uses podIdentity "
                               "(components/keda_scaling.py), neither Vault nor boundServiceAccountToken. RBAC "
-                              "granted outside the stack is not covered: README says to keep it to cluster admins "
-                              "until the bump"}),
+                              "granted outside the stack is not covered: docs/image.md says to keep it to cluster "
+                              "admins until the bump"}),
     Floor("KEDA", "KEDA_APP", ("2.20.0",), "GHSA-6w3m-4hhp-775q",
           "moderate: injection into the PostgreSQL scaler's generated connection string",
           "kedacore/keda v2.20.2 CHANGELOG.md:197 (v2.20.0: \"PostgreSQL Scaler: Quote whitespace-containing "

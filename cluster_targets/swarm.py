@@ -2,7 +2,7 @@
 through one manager over SSH.
 
 Nothing is provisioned for the swarm itself; the stack needs from each GPU server what it can't check from here
-(see README, "Docker Swarm sites"): NVIDIA's container runtime as the daemon's default runtime, the server's GPUs
+(see docs/swarm.md, "Docker Swarm sites"): NVIDIA's container runtime as the daemon's default runtime, the server's GPUs
 advertised as generic resources (`node-generic-resources`), and the node labels the placement uses. Every training
 service waits to converge (`cluster.swarm.convergeTimeoutSeconds`), so a server that lacks them fails `pulumi up`
 with the pending task named instead of hanging.

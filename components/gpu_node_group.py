@@ -54,9 +54,9 @@ def autoscaler_tags(cluster_name: str, num_gpus: int, labels: dict[str, str], ta
 
 GPU_NODE_REPAIR = {"enabled": True, "max_unhealthy_node_threshold_percentage": 50,
                    "max_parallel_nodes_repaired_count": 1}
-"""EKS node auto repair of a GPU group (README "Node health and repair"). With the eks-node-monitoring-agent add-on
-a node whose GPU fails (AcceleratedHardwareReady false) is cordoned, then rebooted or replaced after 10 minutes
-(EKS user guide, node-repair.html). The guard (aws_eks_node_group `node_repair_config`,
+"""EKS node auto repair of a GPU group (docs/operations.md, "Node health and repair"). With the
+eks-node-monitoring-agent add-on a node whose GPU fails (AcceleratedHardwareReady false) is cordoned, then rebooted
+or replaced after 10 minutes (EKS user guide, node-repair.html). The guard (aws_eks_node_group `node_repair_config`,
 pulumi-aws 7.51.1 `NodeGroupNodeRepairConfigArgs`): repair stops while more than half the group is unhealthy (a
 correlated failure — a network or AZ event — is not many GPU faults, and replacing a whole reserved fleet at once
 loses every gang's nodes), and one node is repaired at a time (each replacement restarts the gangs on it once)."""

@@ -19,7 +19,7 @@ land on a server whose GPUs are taken, and `max_replicas: 1` keeps one task of a
 fails, Swarm restarts it (`restart_policy`); torchrun's elastic agents re-form the rendezvous and the trainer
 resumes from the newest valid checkpoint on the shared volume. What Swarm can't do: isolate GPUs between tasks
 on one server (unless the server's NVIDIA runtime maps Swarm's `DOCKER_RESOURCE_<kind>` variable to visible
-devices, it exposes every GPU of the server to every container), MPS, or gang-schedule the tasks — see README
+devices, it exposes every GPU of the server to every container), MPS, or gang-schedule the tasks — see docs/swarm.md
 ("Docker Swarm sites").
 
 The spec functions below are pure (plain data) and unit-tested; the component only registers them.

@@ -5,7 +5,7 @@ runtime and `parse_stack_config()` turns it into a frozen `StackConfig`. Invalid
 `ConfigError` that lists *every* problem, each with the full key path, the bad value and what is allowed,
 before any resource is registered. Unknown keys are errors too: a typo must never be silently ignored.
 
-- `schema`: the sections and their fields (with docstrings: the README's config reference);
+- `schema`: the sections and their fields (with docstrings: the config reference, docs/config-reference.md);
 - `parse`: raw config → `StackConfig` (types, ranges, unknown keys), then the rules;
 - `rules`: checks across fields and sections;
 - `derived`: facts computed from the whole config (node labels, taints, ranks per workload).

@@ -56,7 +56,8 @@ def find_placeholders(config: StackConfig) -> Iterator[Problem]:
         for index, label in enumerate(deployer.runner_labels):
             if EXAMPLE_LABEL.search(label):
                 yield Problem(f"cluster.deployer.runnerLabels[{index}]", f"{label!r} is an example label: register a "
-                              "runner that can reach the API (README: where the deployer stands) and use its label")
+                              "runner that can reach the API (docs/deploy.md, 'Where the deployer stands') and use "
+                              "its label")
         for index, cidr in enumerate(deployer.cidrs):
             if _in_documentation_range(cidr):
                 yield Problem(f"cluster.deployer.cidrs[{index}]", f"{cidr!r} is a documentation range (RFC 5737): put "

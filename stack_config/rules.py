@@ -730,10 +730,10 @@ def _startup_floor(config: StackConfig, bounded: Callable[[WorkloadConfig], bool
 def _check_startup_bound(config: StackConfig) -> Iterator[Problem]:
     """The stack's start-up bound (stack_config.derived.startup_bound_seconds) can't be shorter than the start-up it
     bounds: Kueue's waitForPodsReady.timeout evicts and requeues an admitted job whose pods aren't ready in time
-    (Kueue v0.19.2 apis/config/v1beta2 `WaitForPodsReady.Timeout`, components/kueue.py `manager_config`; README
-    "Gang admission"), so a timeout below the time a pod needs to start evicts the job every time; without Kueue,
-    gpu.readinessTimeoutSeconds is the bound (a multi-node PyTorchJob's workers wait that long for their rendezvous
-    host, elasticPolicy.rdzvConf, workload_kinds/pytorchjob.py)."""
+    (Kueue v0.19.2 apis/config/v1beta2 `WaitForPodsReady.Timeout`, components/kueue.py `manager_config`;
+    docs/scheduling.md, "Gang admission"), so a timeout below the time a pod needs to start evicts the job every
+    time; without Kueue, gpu.readinessTimeoutSeconds is the bound (a multi-node PyTorchJob's workers wait that long
+    for their rendezvous host, elasticPolicy.rdzvConf, workload_kinds/pytorchjob.py)."""
     from stack_config.derived import duration_seconds, kueue_enabled
 
     if config.cluster.mode != "eks":

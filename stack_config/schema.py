@@ -2,7 +2,7 @@
 
 Keys are camelCase in YAML (`gpuNodeGroups.train.maxSize`) and snake_case in Python
 (`config.gpu_node_groups["train"].max_size`). Every field below carries its default and allowed values in
-its docstring; `python -m tools.config_reference` renders them into the README's config reference.
+its docstring; `python -m tools.config_reference` renders them into docs/config-reference.md.
 """
 
 from __future__ import annotations
@@ -72,7 +72,7 @@ class SwarmConfig(_Section):
     """Test Swarms without GPUs only (`make swarm-test`). Default false: a site with GPUs never sets it. When true,
     each task runs `gpusPerNode` CPU processes (`torchrun --nproc-per-node=<gpusPerNode>`, gloo), its node check
     expects no visible GPU, and it reserves no generic resource: the test's Debian Engine 20.10 rejects every task
-    that does (moby/moby#44378, fixed in Engine 23.0, which README asks of a site)."""
+    that does (moby/moby#44378, fixed in Engine 23.0, which docs/swarm.md asks of a site)."""
 
 
 class DeployerConfig(_Section):
@@ -293,7 +293,8 @@ class GpuConfig(_Section):
 
 
 class OfflineConfig(_Section):
-    """An air-gapped site: every image comes from the site's own registry, by digest (README: Air-gapped site)."""
+    """An air-gapped site: every image comes from the site's own registry, by digest (docs/edge.md, "Air-gapped
+    site")."""
 
     site_registry: str
     """Required: the site registry's `host[:port]`, e.g. `registry.edge-site.internal:5000`. `make mirror` copies
@@ -373,8 +374,8 @@ class KueueConfig(_Section):
     work is an error."""
     wait_for_pods_ready_timeout: str = "10m"
     """Kueue `waitForPodsReady.timeout`: an admitted job not "ready" by then is evicted and requeued (for a
-    PyTorchJob "ready" is its Running condition, set once one worker runs; README "Gang admission"). The stack's
-    start-up bound: it also sets how long a multi-node PyTorchJob's workers wait for their rendezvous host
+    PyTorchJob "ready" is its Running condition, set once one worker runs; docs/scheduling.md, "Gang admission").
+    The stack's start-up bound: it also sets how long a multi-node PyTorchJob's workers wait for their rendezvous host
     (`elasticPolicy.rdzvConf`). Covers scale-from-zero node start-up and the image pull: at least a GPU node's
     boot plus the training image's pull (`catalog/startup_times.py`; shorter evicts every job before it runs). A Go
     duration such as `10m` or `1h30m`. Default `10m`."""

@@ -56,8 +56,8 @@ STORAGE_KINDS: dict[str, StorageKind] = {
     "host-path": StorageKind(
         ("swarm",), "site-declared",
         "a bind mount of `hostPath` on each server (components/swarm_training.py `storage_mount`): one directory for "
-        "all tasks only where it is the same shared file system on every server (README, Docker Swarm sites, step "
-        "4); Pod Security 'restricted' forbids hostPath volumes on Kubernetes"),
+        "all tasks only where it is the same shared file system on every server (docs/swarm.md, 'Docker Swarm "
+        "sites', step 4); Pod Security 'restricted' forbids hostPath volumes on Kubernetes"),
 }
 """`storage.kind` → where it exists and what a job's pods share through it."""
 

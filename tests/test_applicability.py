@@ -104,7 +104,7 @@ MODE_WORDS = {"EKS only": {"eks"}, "EKS mode": {"eks"}, "EKS:": {"eks"}, "Existi
 
 
 def test_a_docstring_that_names_a_target_agrees_with_the_table() -> None:
-    """'EKS only.' in a field's docstring (and the README's reference made from it) and the rule say the same."""
+    """'EKS only.' in a field's docstring (and docs/config-reference.md, made from it) and the rule say the same."""
     checked = 0
     for model, table in app.APPLIES.items():
         for name, field in model.model_fields.items():

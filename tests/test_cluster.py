@@ -89,7 +89,7 @@ def test_gpu_node_groups_taint_ami_and_repair() -> None:
     assert group.inputs["amiType"] == "AL2023_x86_64_NVIDIA"
     assert group.inputs["capacityType"] == "SPOT"
     assert group.inputs["scalingConfig"] == {"minSize": 0, "desiredSize": 0, "maxSize": 2}
-    # Repair with the unhealthy-fraction guard and one node at a time (README "Node health and repair").
+    # Repair with the unhealthy-fraction guard and one node at a time (docs/operations.md, "Node health and repair").
     assert group.inputs["nodeRepairConfig"] == {"enabled": True, "maxUnhealthyNodeThresholdPercentage": 50,
                                                 "maxParallelNodesRepairedCount": 1}
     assert "remoteAccess" not in group.inputs

@@ -248,7 +248,7 @@ def main(argv: list[str] | None = None) -> int:
     offline = config.image.offline
     if offline is None:
         print(f"mirror: stack '{args.stack}' has no image.offline.siteRegistry: nothing to mirror into "
-              "(README: Air-gapped site)", file=sys.stderr)
+              '(docs/edge.md, "Air-gapped site")', file=sys.stderr)
         return 2
     skopeo = [args.skopeo, *(["--registries-conf", str(args.registries_conf)] if args.registries_conf else [])]
     if args.verify:

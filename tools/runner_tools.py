@@ -2,10 +2,10 @@
 
     python -m tools.runner_tools
         → exit 0 when every tool is on PATH; else exit 1 naming each missing one, why it is needed, and where
-          README lists the runner's prerequisites
+          docs/deploy.md lists the runner's prerequisites
 
-A self-hosted runner built to README's list would otherwise fail in the middle of `pulumi up`: the kubeconfig the
-Kubernetes provider uses authenticates with the AWS CLI (`aws eks get-token`, components/eks_cluster.py
+A self-hosted runner built to docs/deploy.md's list would otherwise fail in the middle of `pulumi up`: the kubeconfig
+the Kubernetes provider uses authenticates with the AWS CLI (`aws eks get-token`, components/eks_cluster.py
 `kubeconfig`), after the cluster itself was created, and deploy.yml/image.yml log in to ECR with it.
 """
 
@@ -21,7 +21,7 @@ REQUIRED: dict[str, str] = {
            "signature steps call it",
 }
 """Tools every deploy/preview/reap/image job needs on its runner, with why."""
-WHERE = "README.md, \"Where the deployer stands\", step 1"
+WHERE = "docs/deploy.md, \"Where the deployer stands\", step 1"
 
 
 def missing(tools: Sequence[str], which: Callable[[str], str | None] = shutil.which) -> list[str]:

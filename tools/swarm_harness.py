@@ -9,8 +9,8 @@ Each node is one Debian dockerd (tools.engine.Engine) in its own network namespa
 namespaces hang on a Linux bridge in the host by veth pairs with the test's own addresses (`SUBNET`); each daemon
 advertises and carries Swarm's data path on its veth address, runs with its own data/exec roots, pidfile, socket and
 containerd namespace, advertises `gpus_per_node` fake GPUs as generic resources
-(`--node-generic-resource NVIDIA-GPU=<id>`, as README tells a site to configure its real ones) and gets the node
-labels the stack's placement uses (`docker node update --label-add`, README's step 2).
+(`--node-generic-resource NVIDIA-GPU=<id>`, as docs/swarm.md tells a site to configure its real ones) and gets the node
+labels the stack's placement uses (`docker node update --label-add`, docs/swarm.md's step 3).
 
 Images reach the nodes without a registry: `seed` gives each node's data root hard links (`cp -al`) of a stopped
 template daemon's `image/` and `overlay2/` trees. Docker never writes to an extracted layer (a container writes to
@@ -139,7 +139,7 @@ class SwarmHarness:
             raise EngineError(f"a previous Swarm harness left {left}: run `python -m tools.swarm_harness cleanup`")
         self.root.mkdir(parents=True, exist_ok=True)
         self.shared.mkdir(exist_ok=True)
-        os.chown(self.shared, 10001, 10001)  # the trainer's uid, as README asks of a site's host-path directory
+        os.chown(self.shared, 10001, 10001)  # the trainer's uid, as docs/swarm.md asks of a site's host-path directory
         self.nodes = [self._node(index) for index in range(1, self.size + 1)]
         _ip("link", "add", BRIDGE, "type", "bridge")
         _ip("addr", "add", f"{SUBNET}.1/24", "dev", BRIDGE)

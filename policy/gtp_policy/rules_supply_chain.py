@@ -128,7 +128,8 @@ def offline_images_from_site_registry(record: Record, facts: Facts) -> Iterator[
     site = facts.site_registry
     if not site:
         return
-    reason = f"an offline stack pulls only from its site registry {site!r} (`make mirror`, README: Air-gapped site)"
+    reason = (f"an offline stack pulls only from its site registry {site!r} "
+              "(`make mirror`, docs/edge.md, 'Air-gapped site')")
     for path, container, _ in _each_container(record):
         image = container.get("image")
         if not is_computed(image) and not (isinstance(image, str) and _on_site(image, site)):

@@ -283,8 +283,8 @@ def test_reap_runs_nightly_on_the_bench_stacks_runner():
 
 
 def test_every_job_with_aws_credentials_checks_the_runners_tools_first():
-    # Before: a runner built to README's list had no AWS CLI, and `up` failed at the first in-cluster resource
-    # (the kubeconfig's `aws eks get-token`), after the cluster was created.
+    # Before: a runner built to the list in docs/deploy.md had no AWS CLI, and `up` failed at the first in-cluster
+    # resource (the kubeconfig's `aws eks get-token`), after the cluster was created.
     checked = 0
     for path in WORKFLOW_FILES:
         for name, job in load(path.name)["jobs"].items():

@@ -176,7 +176,8 @@ def test_edge_swarm_plan_has_services_not_kubernetes() -> None:
         mount = service.inputs["taskSpec"]["containerSpec"]["mounts"][0]
         assert mount["volumeOptions"]["driverOptions"]["device"] == ":/export/training"
     assert worker.inputs["mode"] == {"replicated": {"replicas": 2}}
-    # The label README tells sites to set, in a key the manager accepts (no '/': make swarm-test found it refused).
+    # The label docs/swarm.md tells sites to set, in a key the manager accepts (no '/': make swarm-test found it
+    # refused).
     assert head.inputs["taskSpec"]["placement"]["constraints"][0] == "node.labels.gtp.dev.node-group==gpu"
     assert plan.outputs["watch"]["swarm-finetune"]["tasks"] == (
         "docker service ps --no-trunc swarm-finetune-head swarm-finetune-worker")

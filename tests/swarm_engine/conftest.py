@@ -98,7 +98,7 @@ def resolved_for(resources: list[dict[str, Any]]) -> dict[str, Any]:
 
 @pytest.fixture(scope="session")
 def swarm(template: Path) -> Iterator[swarm_harness.SwarmHarness]:
-    """Three nodes with the image, labelled as README tells a site; torn down and checked empty afterwards."""
+    """Three nodes with the image, labelled as docs/swarm.md tells a site; torn down and checked empty afterwards."""
     harness = swarm_harness.SwarmHarness(gpus_per_node=1, labels={SWARM_NODE_GROUP_LABEL: "gpu"})
     try:
         harness.start(seed_from=template)

@@ -25,7 +25,7 @@ run as `check(world) -> list[CheckResult]`, in this order. A new check is a modu
   skew, and the operator's restart accounting leaves room for one re-formed rendezvous;
 - `storage`: who may write each volume against the pod's uid/gid/fsGroup;
 - `queries`: the KEDA queries (verified against a real Prometheus by the test suite);
-- `swarm`: a Swarm stack's planned services: placement against the labels README tells sites to set, GPUs
+- `swarm`: a Swarm stack's planned services: placement against the labels docs/swarm.md tells sites to set, GPUs
   reserved against `gpusPerNode`, one task per server, overlay and rendezvous wiring, restart policy.
 """
 

@@ -13,8 +13,9 @@ The nodes' side (`NodeGroup.default_runtime`, `NodeGroup.runtime_handlers`):
   adds the NVIDIA runtime it detects as an extra handler `nvidia`, k3s-io/k3s@080ec81
   pkg/agent/containerd/runtimes.go `findNvidiaContainerRuntimes`, k3s-io/k3s#8700).
 The RuntimeClasses that exist: those in cluster.yaml, plus on an adopted cluster the `nvidia` one k3s ships
-(k3s-io/k3s manifests/runtimes.yaml: `nvidia` → handler `nvidia`), README's site precondition. A pod naming a
-RuntimeClass that doesn't exist is refused at admission (the RuntimeClass admission plugin).
+(k3s-io/k3s manifests/runtimes.yaml: `nvidia` → handler `nvidia`), the site precondition of docs/edge.md, "Edge
+on k3s / Jetson". A pod naming a RuntimeClass that doesn't exist is refused at admission (the RuntimeClass
+admission plugin).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Would a Swarm job run? The planned `docker:index/service:Service` and `network:Network` inputs of a Swarm stack
 checked against what the real Swarm of `make swarm-test` (tests/swarm_engine) showed and the upstream rules:
 
-- `swarm placement`: every `node.labels.<key>==<value>` constraint names a label README tells sites to set (the
+- `swarm placement`: every `node.labels.<key>==<value>` constraint names a label docs/swarm.md tells sites to set (the
   node group's `nodeSelector`, else `gtp.dev.node-group=<group>`) in a key the manager accepts (no '/': measured,
   `key 'node.labels.gtp.dev/node-group' is invalid`), and `node.platform.arch` is the group's architecture;
 - `swarm gpus`: each task's generic-resource reservation is the group's `gpusPerNode` of `cluster.swarm.
