@@ -103,3 +103,115 @@ def test_docs_destroy_section_matches_the_cli() -> None:
     for flag in ("--yes", "--timeout-minutes"):
         assert flag in text and flag in (ROOT / "tools" / "destroy.py").read_text()
     assert "named `bench-*`" in text and "--show-secrets" in text
+
+
+# --- the README stays short, and the docs point somewhere real --------------------------------------------------
+
+README_MAX_LINES = 200
+"""The project's rule: a short README (what it is, the two commands, where to go); the rest lives in docs/."""
+FENCE = re.compile(r"^(```|~~~).*?^\1[ \t]*$", re.S | re.M)
+INLINE_CODE = re.compile(r"`[^`\n]*`")
+LINK = re.compile(r"\]\(([^)\s]+)\)")
+HEADING = re.compile(r"^#{1,6}[ \t]+(.+?)[ \t]*#*[ \t]*$", re.M)
+DOCS_PATH = re.compile(r"(?<![\w./-])docs/([\w.-]+)\.md(?!:\d)")
+"""A path into our docs/: one level deep (upstream citations such as `docs/operator-guides/installation.md` are
+deeper), not an upstream file cited by line (`docs/parameters.md:10-16`)."""
+CODE_FILES = ("*.py", "*.yaml", "*.yml", "Makefile")
+CODE_ROOTS = ("Makefile", "Pulumi.yaml", "__main__.py", ".github", ".ci", "benchmarks", "catalog", "cluster_targets",
+              "components", "conventions", "images", "policy", "stack_config", "stacks", "stages", "tools",
+              "workload_kinds")
+"""Where the repository's code, stacks, Makefile and workflows live (tests/ builds fake trees with docs/ paths of
+their own; vendor/ is upstream's)."""
+
+
+def _markdown_files() -> list[Path]:
+    return [ROOT / "README.md", *sorted(DOCS.glob("*.md"))]
+
+
+def _prose(text: str) -> str:
+    """Markdown without fenced blocks and inline code: what can hold a link or a heading."""
+    return INLINE_CODE.sub("", FENCE.sub("", text))
+
+
+def github_anchor(heading: str) -> str:
+    """GitHub's anchor for a heading: lowercase, punctuation other than '-' and '_' dropped, spaces → '-'."""
+    text = re.sub(r"\[([^\]]*)\]\([^)]*\)", r"\1", heading).lower()
+    return "".join(char for char in text if char.isalnum() or char in "-_ ").replace(" ", "-")
+
+
+def _anchors(path: Path) -> set[str]:
+    """Every heading's anchor in `path`, with GitHub's `-1`, `-2` suffixes for repeated ones."""
+    found: set[str] = set()
+    for heading in HEADING.findall(FENCE.sub("", path.read_text())):
+        anchor = base = github_anchor(heading)
+        count = 0
+        while anchor in found:
+            count += 1
+            anchor = f"{base}-{count}"
+        found.add(anchor)
+    return found
+
+
+def test_github_anchor_follows_githubs_rule() -> None:
+    assert github_anchor("Edge on k3s / Jetson") == "edge-on-k3s--jetson"
+    assert (github_anchor("The real path: `pulumi up` and `pulumi destroy`")
+            == "the-real-path-pulumi-up-and-pulumi-destroy")
+    assert github_anchor("Teams' own jobs") == "teams-own-jobs"
+    assert github_anchor("`workloads.<name>.elastic`") == "workloadsnameelastic"
+    assert github_anchor("Queue consumer (`trainer.queue`)") == "queue-consumer-trainerqueue"
+
+
+def test_readme_is_short() -> None:
+    lines = (ROOT / "README.md").read_text().count("\n")
+    assert lines <= README_MAX_LINES, (
+        f"README.md has {lines} lines (at most {README_MAX_LINES}): move the detail into a topic file under docs/ "
+        "and link it from README's 'Where to go'")
+
+
+def test_every_relative_link_in_the_readme_and_docs_resolves() -> None:
+    broken = []
+    for path in _markdown_files():
+        for target in LINK.findall(_prose(path.read_text())):
+            if re.match(r"[a-z][a-z0-9+.-]*:", target):  # http:, https:, mailto:
+                continue
+            file, _, anchor = target.partition("#")
+            linked = (path.parent / file).resolve() if file else path
+            where = f"{path.relative_to(ROOT)}: ]({target})"
+            if not linked.exists():
+                broken.append(f"{where}: no {file}")
+            elif anchor and (linked.is_dir() or linked.suffix != ".md" or anchor not in _anchors(linked)):
+                broken.append(f"{where}: no heading #{anchor} in {linked.relative_to(ROOT)}")
+    assert not broken, "\n".join(broken)
+
+
+def test_the_link_check_catches_a_broken_file_and_anchor(tmp_path: Path) -> None:
+    page = tmp_path / "page.md"
+    page.write_text("# Title\n\n## Edge on k3s / Jetson\n\n```\n# not a heading\n```\n")
+    assert _anchors(page) == {"title", "edge-on-k3s--jetson"}
+    assert LINK.findall(_prose("see [a](x.md#y), `[b](not-a-link.md)` and\n```\n[c](z.md)\n```\n")) == ["x.md#y"]
+
+
+def _code_files() -> list[Path]:
+    found = []
+    for name in CODE_ROOTS:
+        path = ROOT / name
+        if path.is_file():
+            found.append(path)
+        elif path.is_dir():
+            found += [file for pattern in CODE_FILES for file in path.rglob(pattern)
+                      if ".venv" not in file.parts and "__pycache__" not in file.parts]
+    found += sorted((ROOT / ".ci").glob("*"))
+    return sorted(set(found))
+
+
+def test_every_docs_path_the_code_names_exists() -> None:
+    files = _code_files()
+    assert ROOT / "tools" / "config_reference.py" in files and ROOT / "Makefile" in files
+    assert any(file.parent.name == "workflows" for file in files)
+    assert any(file.parent.name == "stacks" for file in files)
+    missing = sorted({f"{file.relative_to(ROOT)}: docs/{name}.md"
+                      for file in files if file.is_file()
+                      for name in DOCS_PATH.findall(file.read_text(errors="replace"))
+                      if not (DOCS / f"{name}.md").is_file()})
+    assert not missing, "\n".join(missing)
+    assert DOCS_PATH.findall("docs/edge.md, `docs/parameters.md:10-16`, kubeflow docs/operator-guides/x.md") == ["edge"]
