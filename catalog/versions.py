@@ -134,6 +134,15 @@ KUEUE_MANIFEST = f"{VENDOR_DIR}/operators/kueue-{KUEUE_VERSION}.yaml"
 KUBEFLOW_TRAINER_VERSION = "v2.3.0"  # not TRAINER_VERSION: that is our trainer package's (below)
 JOBSET_VERSION = "v0.12.0"
 TRAINER_MANIFEST = f"{VENDOR_DIR}/operators/kubeflow-trainer-{KUBEFLOW_TRAINER_VERSION}.yaml"
+
+OPERATOR_MANIFESTS: dict[str, str] = {
+    "training-operator": TRAINING_OPERATOR_MANIFEST,
+    "dlrover": DLROVER_MANIFEST,
+    "trainer": TRAINER_MANIFEST,
+}
+"""The training operators installed from a vendored manifest, by the name workload kinds ask for them
+(`WorkloadKind.needs_operators`), in the order they are installed. Kueue is installed on its own
+(components/kueue.py), KEDA from its chart."""
 # https://github.com/kedacore/charts
 KEDA = HelmChart("https://kedacore.github.io/charts", "keda", "2.20.2")
 

@@ -179,14 +179,10 @@ def operator_file(manifest: str, site_images: Mapping[str, str], manifest_dir: s
 @dataclass
 class TrainingOperatorsArgs:
     provider: k8s.Provider
-    training_operator: bool = False
-    """Install Kubeflow training-operator v1 (PyTorchJob). Default false."""
-    dlrover: bool = False
-    """Install DLRover's ElasticJob controller. Default false."""
-    trainer: bool = False
-    """Install Kubeflow Trainer v2 + JobSet (TrainJob). Default false."""
-    keda: bool = False
-    """Install KEDA (ScaledObject / ScaledJob). Default false."""
+    operators: frozenset[str] = frozenset()
+    """What to install, by name: any of catalog/versions.py `OPERATOR_MANIFESTS` (`training-operator`: Kubeflow
+    training-operator v1, PyTorchJob; `dlrover`: DLRover's ElasticJob controller; `trainer`: Kubeflow Trainer v2 +
+    JobSet, TrainJob) and `keda` (KEDA's chart: ScaledObject / ScaledJob). Default none."""
     system_node_selector: dict[str, str] | None = None
     """Where KEDA runs; None on clusters without a labelled system group (edge)."""
     keda_identity_cluster: pulumi.Input[str] | None = None
@@ -213,36 +209,27 @@ class TrainingOperatorsArgs:
 
 
 class TrainingOperators(pulumi.ComponentResource):
-    training_operator: k8s.yaml.v2.ConfigFile | None = None
-    dlrover: k8s.yaml.v2.ConfigFile | None = None
-    trainer: k8s.yaml.v2.ConfigFile | None = None
+    manifests: dict[str, k8s.yaml.v2.ConfigFile]
     keda: k8s.helm.v3.Release | None = None
     keda_operator_role: aws.iam.Role | None = None
 
     def __init__(self, name: str, args: TrainingOperatorsArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("gtp:workload:TrainingOperators", name, None, opts)
+        unknown = sorted(args.operators - set(versions.OPERATOR_MANIFESTS) - {"keda"})
+        if unknown:
+            raise ValueError(f"no operator named {unknown}; known: {[*versions.OPERATOR_MANIFESTS, 'keda']}")
         priority = PLATFORM_PRIORITY_CLASS if args.platform_priority else None
         child = pulumi.ResourceOptions(parent=self, provider=args.provider,
                                        depends_on=[args.platform_priority] if args.platform_priority else [])
-        if args.training_operator:
-            # The vendored render, applied object by object by the provider (nothing fetched at deploy time; the
-            # offline plan records the file and renders its objects into cluster.yaml).
-            self.training_operator = k8s.yaml.v2.ConfigFile(
-                f"{name}-training-operator",
-                file=operator_file(versions.TRAINING_OPERATOR_MANIFEST, args.site_images, args.manifest_dir, priority),
+        # Each vendored render, applied object by object by the provider (nothing fetched at deploy time; the
+        # offline plan records the file and renders its objects into cluster.yaml).
+        self.manifests = {
+            operator: k8s.yaml.v2.ConfigFile(
+                f"{name}-{operator}",
+                file=operator_file(manifest, args.site_images, args.manifest_dir, priority, args.architecture),
                 opts=child)
-        if args.dlrover:
-            self.dlrover = k8s.yaml.v2.ConfigFile(
-                f"{name}-dlrover",
-                file=operator_file(versions.DLROVER_MANIFEST, args.site_images, args.manifest_dir, priority,
-                                   args.architecture),
-                opts=child)
-        if args.trainer:
-            self.trainer = k8s.yaml.v2.ConfigFile(
-                f"{name}-trainer",
-                file=operator_file(versions.TRAINER_MANIFEST, args.site_images, args.manifest_dir, priority),
-                opts=child)
-        if args.keda:
+            for operator, manifest in versions.OPERATOR_MANIFESTS.items() if operator in args.operators}
+        if "keda" in args.operators:
             values = keda_values(priority, highly_available=args.system_node_selector is not None)
             if args.system_node_selector is not None:
                 values["nodeSelector"] = dict(args.system_node_selector)
@@ -271,6 +258,4 @@ class TrainingOperators(pulumi.ComponentResource):
     @property
     def installed(self) -> dict[str, pulumi.Resource]:
         """Operator name (`training-operator`, `dlrover`, `trainer`, `keda`) → what its custom resources depend on."""
-        found = {"training-operator": self.training_operator, "dlrover": self.dlrover, "trainer": self.trainer,
-                 "keda": self.keda}
-        return {name: resource for name, resource in found.items() if resource is not None}
+        return {**self.manifests, **({"keda": self.keda} if self.keda is not None else {})}

@@ -23,8 +23,6 @@ from stack_config.derived import base_image, dcgm_exporter_enabled, kueue_enable
 
 ROOT = Path(__file__).resolve().parent.parent
 LOCK_DIR = "stacks/mirror"
-OPERATOR_MANIFESTS = {"training-operator": versions.TRAINING_OPERATOR_MANIFEST, "dlrover": versions.DLROVER_MANIFEST,
-                      "trainer": versions.TRAINER_MANIFEST}
 OFFLINE_MANIFEST_DIR = "build/offline"
 """Where the operator manifests rewritten to the site's images are written (per stack), relative to the root."""
 
@@ -64,9 +62,9 @@ def required_images(config: StackConfig) -> list[str]:
                 images.add(normalized(slot.source))
         if kueue_enabled(config):
             images.update(normalized(source) for source in OPERATOR_IMAGES[versions.KUEUE_MANIFEST])
-        for operator in sorted(operators & set(OPERATOR_MANIFESTS)):
-            images.update(normalized(source)
-                          for source in operator_images(OPERATOR_MANIFESTS[operator], site_architecture(config)))
+        for operator in sorted(operators & set(versions.OPERATOR_MANIFESTS)):
+            images.update(normalized(source) for source in operator_images(versions.OPERATOR_MANIFESTS[operator],
+                                                                           site_architecture(config)))
     if config.image.build:
         base = base_image(config)
         if base is not None and not (config.image.offline and on_registry(base, config.image.offline.site_registry)):

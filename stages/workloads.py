@@ -82,7 +82,7 @@ def build_workloads(config: StackConfig, cluster: Cluster, image_ref: pulumi.Inp
     namespace = training_namespace(config.stack)
     needed = {flag for name, kind in k8s_kinds.items() for flag in kind.needs_operators(config.workloads[name])}
     operators = TrainingOperators("operators", TrainingOperatorsArgs(
-        provider=cluster.provider, **{flag.replace("-", "_"): True for flag in sorted(needed)},
+        provider=cluster.provider, operators=frozenset(needed),
         system_node_selector=cluster.system_node_selector,
         keda_identity_cluster=(cluster.aws.cluster_name if cluster.aws and any(kind.keda_reads_aws
                                                                                 for kind in k8s_kinds.values())

@@ -131,6 +131,13 @@ def test_every_pinned_chart_has_its_images_catalogued_or_is_eks_only() -> None:
     assert all(CHART_IMAGES.values()), [chart for chart, slots in CHART_IMAGES.items() if not slots]
 
 
+def test_every_operator_manifest_has_its_images_catalogued() -> None:
+    """An operator added to catalog/versions.py OPERATOR_MANIFESTS without its images in OPERATOR_IMAGES fails here:
+    the mirror would leave them out and the site manifest would keep the upstream references."""
+    manifests = [*versions.OPERATOR_MANIFESTS.values(), versions.KUEUE_MANIFEST]
+    assert [manifest for manifest in manifests if not OPERATOR_IMAGES.get(manifest)] == []
+
+
 @pytest.mark.parametrize("stack", ["dev", "prod"])
 def test_the_catalog_names_every_image_each_chart_and_operator_renders(stack: str) -> None:
     """catalog/images.py is what the vendored sources render: a chart bump that changes an image fails here."""
