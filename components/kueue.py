@@ -61,33 +61,12 @@ CONFIG_MAP = "kueue-manager-config"
 CONFIG_KEY = "controller_manager_config.yaml"
 CONFIG_HASH_ANNOTATION = "gtp.dev/kueue-config-sha256"
 
-INTEGRATIONS: dict[str, str] = {
-    "PyTorchJob": "kubeflow.org/pytorchjob",
-    "ScaledJob": "batch/job",
-    "TrainJob": "trainer.kubeflow.org/trainjob",
-}
-"""Workload kind (`KubernetesWorkloadKind.resource_kind`) → the Kueue integration that admits it. KEDA's
-ScaledJob creates plain batch Jobs (it copies the ScaledJob's labels onto them), so `batch/job`. DLRover's
-ElasticJob has none: Kueue v0.19.2 lists no `elastic.iml.github.io` framework (pkg/controller/jobs)."""
-
-
 def cluster_queue_name(stack: str) -> str:
     return f"gtp-{stack}"
 
 
 def flavor_name(group: str) -> str:
     return f"gtp-{group}"
-
-
-def integrations_for(resource_kinds: Iterable[str]) -> list[str]:
-    """The Kueue integrations for the stack's workload kinds, sorted; a kind Kueue can't admit is an error."""
-    found = set()
-    for kind in resource_kinds:
-        if kind not in INTEGRATIONS:
-            raise ValueError(f"workload kind {kind!r} has no Kueue integration; supported: "
-                             f"{', '.join(sorted(INTEGRATIONS))} (turn Kueue off with kueue.enabled: false)")
-        found.add(INTEGRATIONS[kind])
-    return sorted(found)
 
 
 def quantity(resource: str, value: float) -> str:
@@ -343,7 +322,7 @@ class KueueArgs:
     quotas: dict[str, dict[str, float]]
     """GPU node group → the nominal quota of its flavor (stack_config.derived `group_quota`)."""
     integrations: list[str]
-    """Kueue integrations to enable (`integrations_for`)."""
+    """Kueue integrations to enable (the stack's kinds' `kueue_integration`: workload_kinds.kueue_integrations_for)."""
     namespaces: list[str]
     """Training namespaces: each gets a LocalQueue `training` on the stack's ClusterQueue."""
     node_selectors: dict[str, dict[str, str]]

@@ -22,7 +22,6 @@ from components.kueue import (
     QUEUE_LABEL,
     Kueue,
     KueueArgs,
-    integrations_for,
     topology_annotations,
 )
 from components.shared_storage import SharedStorage, SharedStorageArgs
@@ -163,7 +162,7 @@ def build_kueue(config: StackConfig, cluster: Cluster, kinds: dict[str, Kubernet
         stack=config.stack, provider=cluster.provider,
         quotas={group: group_quota(config, group) for group in config.gpu_node_groups},
         wait_for_pods_ready_timeout=config.kueue.wait_for_pods_ready_timeout,
-        integrations=integrations_for(sorted({kind.resource_kind for kind in kinds.values()})),
+        integrations=workload_kinds.kueue_integrations_for(kinds.values()),
         namespaces=[training_namespace(config.stack)],
         node_selectors={group: target.node_selector(config, group) for group in config.gpu_node_groups},
         # Kueue needs EKS (stack_config.derived.kueue_blockers): the taints are the node groups' own.

@@ -10,10 +10,11 @@ from typing import Any
 import pytest
 import yaml
 
+import workload_kinds
 from catalog import versions
 from catalog.node_allocatable import GPU_NODE_DAEMONS, instance_allocatable
 from components import kueue
-from components.kueue import QUEUE_LABEL, cluster_queue_spec, derive_manifest, integrations_for
+from components.kueue import QUEUE_LABEL, cluster_queue_spec, derive_manifest
 from conventions.names import EFA_RESOURCE, SHARED_GPU_RESOURCE, WHOLE_GPU_RESOURCE
 from stack_config.derived import group_quota, kueue_enabled
 from tests.conftest import ROOT, plan_modified, plan_stack
@@ -66,11 +67,16 @@ def test_a_resource_one_group_lacks_gets_quota_zero_in_its_flavor() -> None:
 
 # --- integrations and the derived manifest ------------------------------------------------------------------------
 def test_integrations_are_exactly_the_kinds_in_use() -> None:
-    assert integrations_for(["PyTorchJob"]) == ["kubeflow.org/pytorchjob"]
-    assert integrations_for(["ScaledJob"]) == ["batch/job"]
-    assert integrations_for(["ScaledJob", "PyTorchJob"]) == ["batch/job", "kubeflow.org/pytorchjob"]
-    with pytest.raises(ValueError, match="'ElasticJob' has no Kueue integration"):
-        integrations_for(["ElasticJob"])
+    kinds = workload_kinds.KINDS
+    assert workload_kinds.kueue_integrations_for([kinds["pytorchjob"]]) == ["kubeflow.org/pytorchjob"]
+    assert workload_kinds.kueue_integrations_for([kinds["scaledjob"]]) == ["batch/job"]
+    assert workload_kinds.kueue_integrations_for([kinds["scaledjob"], kinds["pytorchjob"],
+                                                  kinds["pytorchjob"]]) == ["batch/job", "kubeflow.org/pytorchjob"]
+    assert workload_kinds.kueue_integrations_for([kinds["trainjob"]]) == ["trainer.kubeflow.org/trainjob"]
+    with pytest.raises(ValueError, match="'elasticjob' has no Kueue integration"):
+        workload_kinds.kueue_integrations_for([kinds["elasticjob"]])
+    assert workload_kinds.KUEUE_INTEGRATIONS == {"PyTorchJob": "kubeflow.org/pytorchjob", "ScaledJob": "batch/job",
+                                                 "TrainJob": "trainer.kubeflow.org/trainjob"}
 
 
 def _documents(text: str) -> list[dict[str, Any]]:

@@ -10,7 +10,7 @@ Add a kind: a new module with a `WorkloadKind` subclass, and one line in `KINDS`
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 from stack_config import Problem, StackConfig, WorkloadConfig
@@ -44,6 +44,7 @@ CONFIGURABLE = sorted({*KINDS} - set(SELECTED_BY_AUTOSCALING.values()))
 __all__ = [
     "CONFIGURABLE",
     "KINDS",
+    "KUEUE_INTEGRATIONS",
     "Deployment",
     "JobMaster",
     "KubernetesWorkloadKind",
@@ -55,6 +56,7 @@ __all__ = [
     "kind_of",
     "kind_of_resource",
     "kinds_of",
+    "kueue_integrations_for",
 ]
 
 
@@ -82,6 +84,24 @@ def check(config: StackConfig) -> Iterator[Problem]:
             yield Problem(f"{path}.image", f"kind {kind.name!r} runs only our trainer; a team's own image runs as "
                           "kind pytorchjob, trainjob or elasticjob")
         yield from kind.check(config, workload, path)
+
+
+KUEUE_INTEGRATIONS: dict[str, str] = {
+    kind.resource_kind: kind.kueue_integration for kind in KINDS.values()
+    if isinstance(kind, KubernetesWorkloadKind) and kind.kueue_integration is not None}
+"""Custom resource kind → the Kueue integration that admits it, from each kind's `kueue_integration`."""
+
+
+def kueue_integrations_for(kinds: Iterable[WorkloadKind]) -> list[str]:
+    """The Kueue integrations for the stack's workload kinds, sorted; a kind Kueue can't admit is an error."""
+    found = set()
+    for kind in kinds:
+        integration = getattr(kind, "kueue_integration", None)
+        if integration is None:
+            raise ValueError(f"workload kind {kind.name!r} has no Kueue integration; Kueue admits "
+                             f"{', '.join(sorted(KUEUE_INTEGRATIONS))} (turn Kueue off with kueue.enabled: false)")
+        found.add(integration)
+    return sorted(found)
 
 
 def kind_of_resource(body: Mapping[str, Any]) -> KubernetesWorkloadKind | None:

@@ -119,7 +119,10 @@ class KubernetesWorkloadKind(WorkloadKind):
     template_kinds: ClassVar[frozenset[str]] = frozenset()
     """Other custom resource kinds whose `pod_templates` hold this kind's pods (Trainer's ClusterTrainingRuntime)."""
     operators: ClassVar[frozenset[str]]
-    """Operators it needs installed: `training-operator`, `dlrover`, `keda`."""
+    """Operators it needs installed, by name: catalog/versions.py `OPERATOR_MANIFESTS`, or `keda`."""
+    kueue_integration: ClassVar[str | None] = None
+    """The Kueue integration (`integrations.frameworks` of Kueue's config) that admits its jobs; None when Kueue
+    has none for it (then a stack that runs it turns Kueue off)."""
     pod_label: ClassVar[str]
     """Label the controller puts on every pod of a job (value: the job's name); NetworkPolicies select by it."""
     pod_security: ClassVar[PodSecurityLevel] = "restricted"

@@ -60,6 +60,8 @@ def elastic_job_body(name: str, shape: PodShape, *, elastic: ElasticRange) -> di
 class ElasticJobKind(KubernetesWorkloadKind):
     name: ClassVar[str] = "elasticjob"
     resource_kind: ClassVar[str] = "ElasticJob"
+    # No Kueue integration: Kueue v0.19.2 lists no `elastic.iml.github.io` framework (pkg/controller/jobs).
+    kueue_integration: ClassVar[str | None] = None
     operators: ClassVar[frozenset[str]] = frozenset({"dlrover"})
     pod_label: ClassVar[str] = POD_LABEL
     # DLRover's controller builds its job-master pod without a securityContext (v0.6.1 master.go): `restricted`

@@ -110,6 +110,7 @@ SCALED_REPLICAS = "spec.pytorchReplicaSpecs.Worker.replicas"
 class PyTorchJobKind(KubernetesWorkloadKind):
     name: ClassVar[str] = "pytorchjob"
     resource_kind: ClassVar[str] = "PyTorchJob"
+    kueue_integration: ClassVar[str | None] = "kubeflow.org/pytorchjob"
     operators: ClassVar[frozenset[str]] = frozenset({"training-operator"})
     pod_label: ClassVar[str] = POD_LABEL
     entrypoints: ClassVar[frozenset[str]] = frozenset({"train", "bench"})

@@ -20,6 +20,8 @@ from workload_kinds.pytorchjob import POD_LABEL as PYTORCH_JOB_LABEL
 class ScaledJobKind(KubernetesWorkloadKind):
     name: ClassVar[str] = "scaledjob"
     resource_kind: ClassVar[str] = "ScaledJob"
+    # KEDA's ScaledJob creates plain batch Jobs (it copies the ScaledJob's labels onto them): Kueue admits those.
+    kueue_integration: ClassVar[str | None] = "batch/job"
     operators: ClassVar[frozenset[str]] = frozenset({"keda"})
     # The Jobs KEDA starts carry no operator label; the NetworkPolicy's same-job rule keys on the PyTorchJob
     # label, which these single-pod jobs never need (one pod talks to nobody but AWS).

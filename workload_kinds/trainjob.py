@@ -132,6 +132,7 @@ def runtime_templates(body: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:
 class TrainJobKind(KubernetesWorkloadKind):
     name: ClassVar[str] = "trainjob"
     resource_kind: ClassVar[str] = "TrainJob"
+    kueue_integration: ClassVar[str | None] = "trainer.kubeflow.org/trainjob"
     template_kinds: ClassVar[frozenset[str]] = frozenset({"ClusterTrainingRuntime", "TrainingRuntime"})
     operators: ClassVar[frozenset[str]] = frozenset({"trainer"})
     pod_label: ClassVar[str] = POD_LABEL

@@ -29,7 +29,6 @@ from catalog import node_labels as nl
 from components.cluster_autoscaler import PROVISIONING_RULES
 from components.kueue import (
     ATOMIC_CLASS,
-    INTEGRATIONS,
     PROVISIONING_CONTROLLER,
     QUEUE_LABEL,
     TOPOLOGY_LEVEL_ANNOTATIONS,
@@ -40,6 +39,7 @@ from tools.simulate.model import CheckResult, ExpandedPod, Finding, Modeled
 from tools.simulate.nodes import NodeGroup
 from tools.simulate.queue import _flavor_group, _labels, _unit_pods, fit
 from tools.simulate.scheduling import placement_misses, pod_requests
+from workload_kinds import KUEUE_INTEGRATIONS as INTEGRATIONS
 
 MODELS = (Modeled("KUEUE_VERSION", "v0.19.2"),)
 """The upstream versions this module models (tools.simulate.model.Modeled)."""

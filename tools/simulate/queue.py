@@ -5,7 +5,7 @@ Per rendered cluster:
   the simulation sees it: allocatable from the launch template's instance types and the device plugin's advertised
   GPU resource, less the requests of the DaemonSets that land there, × maxSize; cpu and memory within `SLACK`
   below it, never above), and its ResourceFlavor's node labels and taints are the group's;
-- every workload Kueue can admit (an object of a kind in `components.kueue.INTEGRATIONS`) in a namespace with a
+- every workload Kueue can admit (an object of a kind in `workload_kinds.KUEUE_INTEGRATIONS`) in a namespace with a
   LocalQueue carries `kueue.x-k8s.io/queue-name` naming it (an unlabelled one bypasses the quota), its integration
   is enabled in `kueue-manager-config`, its LocalQueue's ClusterQueue exists and selects the namespace;
 - every queued workload fits its ClusterQueue at its largest scale: the sum of its pods' requests (one Kueue
@@ -21,11 +21,12 @@ from typing import Any
 
 import yaml
 
-from components.kueue import CONFIG_KEY, CONFIG_MAP, INTEGRATIONS, QUEUE_LABEL
+from components.kueue import CONFIG_KEY, CONFIG_MAP, QUEUE_LABEL
 from tools.cluster import ClusterObject
 from tools.simulate.model import CheckResult, ExpandedPod, Finding, Modeled
 from tools.simulate.nodes import NodeGroup
 from tools.simulate.scheduling import _show, pod_requests, quantity, selector_misses, untolerated
+from workload_kinds import KUEUE_INTEGRATIONS as INTEGRATIONS
 
 MODELS = (Modeled("KUEUE_VERSION", "v0.19.2"),)
 """The upstream versions this module models (tools.simulate.model.Modeled)."""
