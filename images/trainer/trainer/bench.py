@@ -15,7 +15,7 @@ import os
 import socket
 import sys
 import time
-from datetime import UTC, datetime
+from datetime import datetime, timezone
 
 import torch
 import torch.distributed as dist
@@ -155,7 +155,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     ctx = init_distributed(args.backend)
     config = TrainConfig(model=args.model, batch_size=args.batch_size, max_steps=args.steps + 1, backend=args.backend)
-    started_at = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    started_at = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
     training = throughput(config, ctx, args.steps)
     # The shape `python -m tools.bench_report` reads (one JSON object per run, "kind": "bench").
     result = {"kind": "bench", "started_at": started_at, "world_size": ctx.world_size, "backend": ctx.backend,
