@@ -2,7 +2,7 @@
 
 The rules are the rendered prometheus ConfigMap's `alerting_rules.yml`. Each scenario feeds promtool input series
 whose names come from what is exported (dcgm-exporter's rendered counters file, the trainer's registry, Kueue's
-metrics) and whose labels are what the rendered scrape jobs store (tools/simulate/alerts.py), then checks which
+metrics) and whose labels are what the rendered scrape jobs store (tests/gpu/alert_series.py), then checks which
 series fire (`ALERTS{alertstate="firing"}`) and which don't. Thresholds the test expects come from the stack file
 and the instance catalog, not from the code under test. A planted wrong metric name fails both the export check
 and promtool.
