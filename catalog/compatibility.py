@@ -512,5 +512,6 @@ NO_ROW: dict[str, str] = {
     "PROVISIONING_REQUEST_CRD": "a vendored file's path: its tag is CLUSTER_AUTOSCALER_VERSION (row "
                                 "provisioning-request-crd-autoscaler), its bytes checked by tools.vendor",
     "TRAINER_MANIFEST": "derived from KUBEFLOW_TRAINER_VERSION",
+    "OPERATOR_MANIFESTS": "a table of the *_MANIFEST paths above, by operator name",
 }
 """Every `catalog/versions.py` pin with no row above, and why none applies."""
