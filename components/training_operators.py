@@ -176,6 +176,15 @@ def operator_file(manifest: str, site_images: Mapping[str, str], manifest_dir: s
     return target
 
 
+def selected_manifests(operators: frozenset[str]) -> dict[str, str]:
+    """Operator name → vendored manifest for the manifest-installed operators among `operators`, in install order
+    (catalog/versions.py `OPERATOR_MANIFESTS`); `keda` is the one other name (a chart). An unknown name is refused."""
+    unknown = sorted(operators - set(versions.OPERATOR_MANIFESTS) - {"keda"})
+    if unknown:
+        raise ValueError(f"no operator named {unknown}; known: {[*versions.OPERATOR_MANIFESTS, 'keda']}")
+    return {operator: manifest for operator, manifest in versions.OPERATOR_MANIFESTS.items() if operator in operators}
+
+
 @dataclass
 class TrainingOperatorsArgs:
     provider: k8s.Provider
@@ -215,9 +224,6 @@ class TrainingOperators(pulumi.ComponentResource):
 
     def __init__(self, name: str, args: TrainingOperatorsArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("gtp:workload:TrainingOperators", name, None, opts)
-        unknown = sorted(args.operators - set(versions.OPERATOR_MANIFESTS) - {"keda"})
-        if unknown:
-            raise ValueError(f"no operator named {unknown}; known: {[*versions.OPERATOR_MANIFESTS, 'keda']}")
         priority = PLATFORM_PRIORITY_CLASS if args.platform_priority else None
         child = pulumi.ResourceOptions(parent=self, provider=args.provider,
                                        depends_on=[args.platform_priority] if args.platform_priority else [])
@@ -228,7 +234,7 @@ class TrainingOperators(pulumi.ComponentResource):
                 f"{name}-{operator}",
                 file=operator_file(manifest, args.site_images, args.manifest_dir, priority, args.architecture),
                 opts=child)
-            for operator, manifest in versions.OPERATOR_MANIFESTS.items() if operator in args.operators}
+            for operator, manifest in selected_manifests(args.operators).items()}
         if "keda" in args.operators:
             values = keda_values(priority, highly_available=args.system_node_selector is not None)
             if args.system_node_selector is not None:

@@ -411,3 +411,13 @@ def test_the_training_image_builds_on_the_site_copy_of_its_base(tmp_path: Path) 
     assert mirror.copy_command("skopeo", L4T_BASE, mirror.site_copy(L4T_BASE, SITE, "mirror"))[4:] == [
         "docker://nvcr.io/nvidia/l4t-pytorch@sha256:" + "c" * 64,
         f"docker://{SITE}/mirror/nvcr.io/nvidia/l4t-pytorch:r36.2.0-pth2.2-py3"]
+
+
+def test_the_operators_component_installs_table_rows_in_order_and_refuses_an_unknown_name() -> None:
+    from components.training_operators import selected_manifests
+
+    assert list(selected_manifests(frozenset({"trainer", "keda", "training-operator"}))) == [
+        "training-operator", "trainer"]
+    assert selected_manifests(frozenset({"dlrover"})) == {"dlrover": versions.DLROVER_MANIFEST}
+    with pytest.raises(ValueError, match=r"no operator named \['mpi-operator'\]"):
+        selected_manifests(frozenset({"mpi-operator", "dlrover"}))
