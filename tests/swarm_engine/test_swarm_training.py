@@ -60,7 +60,9 @@ class Watch:
     def records(self, event: str) -> list[tuple[float, dict[str, Any]]]:
         return sorted((seen for seen in self.seen.values() if seen[1].get("event") == event), key=lambda s: s[0])
 
-    def wait(self, what: str, check, timeout: float = 240) -> Any:
+    def wait(self, what: str, check, timeout: float = 360) -> Any:
+        # 360 s by default: a rank re-joining a restarted head may spend torch's store timeout twice (see
+        # PLANTED_DEADLINE); measured, the head-kill recovery took 53-56 s in most runs and 112.5 s in one.
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             self.poll()
