@@ -149,9 +149,11 @@ def test_sigterm_is_forwarded_and_the_message_kept(sqs, tmp_path, capfd):
     client, url = sqs
     send(client, url, {})
     ready = tmp_path / "ready"
-    # Like the trainer: on SIGTERM, "checkpoint" and exit 143.
-    script = ("import pathlib, signal, sys, time\n"
-              "signal.signal(signal.SIGTERM, lambda *_: (print('child got SIGTERM', flush=True), sys.exit(143)))\n"
+    # Like the trainer: on SIGTERM, "checkpoint" and exit 143. The line is one write(2), like telemetry.emit's: a
+    # print() under PYTHONUNBUFFERED=1 writes the text and the newline apart, and the consumer's own line, written
+    # to the same fd at the same moment, can land between them.
+    script = ("import os, pathlib, signal, sys, time\n"
+              "signal.signal(signal.SIGTERM, lambda *_: (os.write(1, b'child got SIGTERM\\n'), sys.exit(143)))\n"
               f"pathlib.Path({str(ready)!r}).write_text('ready')\n"
               "time.sleep(30)\n"
               "sys.exit(0)\n")
@@ -173,7 +175,7 @@ def test_sigterm_is_forwarded_and_the_message_kept(sqs, tmp_path, capfd):
     output = capfd.readouterr().out  # the child writes to the inherited fd 1
     assert "child got SIGTERM" in output
     recorded = [json.loads(line) for line in output.splitlines() if line.startswith("{")]
-    assert any(e["event"] == "queue_signal_forwarded" and e["signal"] == signal.SIGTERM for e in recorded)
+    assert any(e["event"] == "queue_signal_forwarded" and e["signal"] == signal.SIGTERM for e in recorded), output
     assert count(client, url) == (0, 1)
 
 
