@@ -17,12 +17,15 @@ from cluster_targets.eks import EksTarget
 from cluster_targets.existing import ExistingTarget
 from cluster_targets.swarm import SwarmTarget
 from stack_config import Problem, StackConfig
+from stack_config.targets import register
 
 TARGETS: dict[str, ClusterTarget] = {target.mode: target for target in (
     EksTarget(),
     ExistingTarget(),
     SwarmTarget(),
 )}
+for _target in TARGETS.values():  # what the config rules may ask of each (stack_config/targets.py)
+    register(_target.mode, _target.traits)
 
 __all__ = ["TARGETS", "AwsNetwork", "Cluster", "ClusterTarget", "check", "for_config"]
 

@@ -15,6 +15,7 @@ import pulumi_kubernetes as k8s
 from components.training_identity import TrainingIdentity
 from conventions.names import Platform
 from stack_config import Problem, StackConfig
+from stack_config.targets import TargetTraits
 
 
 @dataclass
@@ -70,10 +71,19 @@ class ClusterTarget(ABC):
 
     mode: ClassVar[str]
     """The value of `cluster.mode` that selects this target."""
-    platform: ClassVar[Platform] = "kubernetes"
-    """What runs the workloads; workload kinds declare the platform they run on."""
-    provisions_in_aws: ClassVar[bool] = False
-    """Whether the target creates AWS resources (then the stack has an AWS provider)."""
+    traits: ClassVar[TargetTraits]
+    """What the config rules may ask of this target (stack_config/targets.py): registered under `mode` by the
+    registry, so no rule below the targets compares a mode's name."""
+
+    @property
+    def platform(self) -> Platform:
+        """What runs the workloads; workload kinds declare the platform they run on."""
+        return self.traits.platform
+
+    @property
+    def provisions_in_aws(self) -> bool:
+        """Whether the target creates AWS resources (then the stack has an AWS provider)."""
+        return self.traits.provisions_in_aws
 
     def check(self, config: StackConfig) -> Iterator[Problem]:
         """Config problems specific to this target (run with every other rule, before anything is registered)."""

@@ -31,6 +31,7 @@ from conventions.names import (
     DEVICE_PLUGIN_CONFIG_LABEL,
     GPU_TAINT_KEY,
     NODE_GROUP_LABEL,
+    NVIDIA_RUNTIME_HANDLER,
     SYSTEM_ROLE_LABEL,
     TRAINING_SERVICE_ACCOUNT,
     config_name,
@@ -42,6 +43,7 @@ from stack_config.problems import did_you_mean
 from stack_config.rules import check_sizes
 from stack_config.schema import GpuNodeGroupConfig
 from stack_config.storage_kinds import kinds_on
+from stack_config.targets import TargetTraits
 
 CLOUDWATCH_RETENTION_DAYS = (1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 731, 1096, 1827, 2192, 2557,
                              2922, 3288, 3653)
@@ -72,7 +74,10 @@ SYSTEM_NODE_GROUP = "system"  # the system node group is `<cluster>-system` (com
 
 class EksTarget(ClusterTarget):
     mode: ClassVar[str] = "eks"
-    provisions_in_aws: ClassVar[bool] = True
+    traits: ClassVar[TargetTraits] = TargetTraits(
+        platform="kubernetes", provisions_in_aws=True, node_facts="catalog", kueue_quotas=True,
+        # The EKS-optimized NVIDIA AMIs make the NVIDIA runtime containerd's default.
+        node_default_runtime=NVIDIA_RUNTIME_HANDLER)
 
     def node_selector(self, config: StackConfig, group: str) -> dict[str, str]:
         return {NODE_GROUP_LABEL: group}

@@ -16,10 +16,15 @@ from components.cluster_access import ClusterAccess, ClusterAccessArgs
 from conventions.names import GPU_TAINT_KEY, NODE_GROUP_LABEL
 from stack_config import Problem, StackConfig
 from stack_config.storage_kinds import STORAGE_KINDS, kinds_on
+from stack_config.targets import IN_AWS, TargetTraits
 
 
 class ExistingTarget(ClusterTarget):
     mode: ClassVar[str] = "existing"
+    traits: ClassVar[TargetTraits] = TargetTraits(
+        platform="kubernetes", air_gap=True,
+        # k3s keeps runc as containerd's default (k3s-io/k3s#8700): GPU pods need the nvidia RuntimeClass.
+        node_default_runtime="runc")
 
     def node_selector(self, config: StackConfig, group: str) -> dict[str, str]:
         return dict(config.gpu_node_groups[group].node_selector) or {NODE_GROUP_LABEL: group}
@@ -44,7 +49,7 @@ class ExistingTarget(ClusterTarget):
                                                    "offline)")
         kind = config.storage.kind
         if kind not in kinds_on(self.mode):  # stack_config/storage_kinds.py
-            if "eks" in STORAGE_KINDS[kind].modes:
+            if STORAGE_KINDS[kind].targets == IN_AWS:
                 yield Problem("storage.kind", f"{kind!r} is created in AWS next to an EKS cluster; an existing cluster "
                                               "uses kind 'existing' with its StorageClass")
             else:

@@ -19,14 +19,13 @@ import pulumi
 
 from cluster_targets.base import Cluster, ClusterTarget
 from components.swarm_access import SwarmAccess, SwarmAccessArgs
-from conventions.names import Platform
 from stack_config import Problem, StackConfig
 from stack_config.derived import configured_pods
 from stack_config.storage_kinds import kinds_on
+from stack_config.targets import TargetTraits
 
 SSH_HOST = re.compile(r"^ssh://[A-Za-z0-9._-]+@[A-Za-z0-9.-]+(:\d{1,5})?$")
 SECRET_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
-SWARM_STORAGE = kinds_on("swarm")  # stack_config/storage_kinds.py
 SWARM_NODE_GROUP_LABEL = "gtp.dev.node-group"
 """The node label a group's servers carry by default. Not Kubernetes' `gtp.dev/node-group`: Swarm refuses a
 placement constraint whose label key holds a `/` (measured on Engine 20.10.24 by `make swarm-test`: service create
@@ -37,7 +36,7 @@ SWARM_LABEL_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9._-]*$")
 
 class SwarmTarget(ClusterTarget):
     mode: ClassVar[str] = "swarm"
-    platform: ClassVar[Platform] = "swarm"
+    traits: ClassVar[TargetTraits] = TargetTraits(platform="swarm", air_gap=True, capacity_unit="server")
 
     def node_selector(self, config: StackConfig, group: str) -> dict[str, str]:
         """Swarm node labels of the group's servers (`docker node update --label-add <key>=<value> <node>`)."""
@@ -107,9 +106,9 @@ class SwarmTarget(ClusterTarget):
 
     def _check_storage(self, config: StackConfig) -> Iterator[Problem]:
         storage = config.storage
-        if storage.kind not in SWARM_STORAGE:
+        if storage.kind not in kinds_on(self.mode):  # stack_config/storage_kinds.py
             yield Problem("storage.kind", f"{storage.kind!r} is not available on a Swarm; allowed: "
-                                          f"{', '.join(SWARM_STORAGE)}")
+                                          f"{', '.join(kinds_on(self.mode))}")
         if storage.kind == "nfs":
             if not storage.nfs_server:
                 yield Problem("storage.nfsServer", "is required for kind 'nfs': the NFS server every GPU server mounts")

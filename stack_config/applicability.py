@@ -23,6 +23,7 @@ from pydantic import BaseModel
 from pydantic.alias_generators import to_snake
 
 from catalog.fsx_lustre import LUSTRE_DEPLOYMENTS
+from stack_config.kinds import KUEUE_ADMITTED, WITH_CLEAN_POD_POLICY
 from stack_config.problems import Problem
 from stack_config.schema import (
     AutoscalingConfig,
@@ -46,6 +47,7 @@ from stack_config.schema import (
     WorkloadConfig,
     _Section,
 )
+from stack_config.targets import ADOPTED_KUBERNETES, ADOPTED_NODES, AIR_GAP, IN_AWS, ON_KUBERNETES, ON_SWARM, Capable
 
 
 class _Marker:
@@ -81,14 +83,30 @@ def when(path: str, *values: Any, why: str = "") -> Where:
     return Where(((path, values),), why)
 
 
-def on(*modes: str, why: str = "") -> Where:
-    """Applies on these cluster targets (`cluster.mode`)."""
-    return when("cluster.mode", *modes, why=why)
+def on(targets: Capable, why: str = "") -> Where:
+    """Applies on the cluster targets (`cluster.mode`) with these capabilities (stack_config/targets.py): the
+    modes are those the targets register, so a new target's fields apply where its traits say."""
+    return when("cluster.mode", targets, why=why)
 
 
-EKS = on("eks")
-KUBERNETES = on("eks", "existing")
-ADOPTED = on("existing", "swarm", why="EKS nodes' facts come from the instance types")
+def values_of(allowed: tuple[Any, ...]) -> tuple[Any, ...]:
+    """A condition's allowed values, a set of targets (or kinds) expanded to their names; one that stands for
+    nothing registered is an error (the registries were not imported), never an empty condition."""
+    values: list[Any] = []
+    for value in allowed:
+        if isinstance(value, Capable):
+            if not value.names:
+                raise LookupError("an applicability condition names no registered target or kind: import "
+                                  "cluster_targets and workload_kinds (they register their traits) first")
+            values.extend(value.names)
+        else:
+            values.append(value)
+    return tuple(values)
+
+
+EKS = on(IN_AWS)
+KUBERNETES = on(ON_KUBERNETES)
+ADOPTED = on(ADOPTED_NODES, why="EKS nodes' facts come from the instance types")
 WHOLE_SERVERS = ("a Swarm task owns whole servers (no MPS, no time-slicing: the NVIDIA runtime shows every GPU to "
                  "every container)")
 OUR_TRAINER = when("@image", UNSET, why="it is an argument of our trainer, and `image` runs your own code (pass "
@@ -117,14 +135,14 @@ APPLIES: dict[type[_Section], dict[str, Where]] = {
         "deployer_role_arn": EKS,
         "log_retention_days": EKS,  # the EKS control plane's log group
         "system_node_group": EKS,
-        "context": on("existing"),
+        "context": on(ADOPTED_KUBERNETES),
         "gpu_node_taint": EKS,  # the platform taints only the nodes it creates (an existing site's are its own)
-        "swarm": on("swarm"),
+        "swarm": on(ON_SWARM),
         "deployer": ANYWHERE,
-        "node_default_runtime": on("existing", why="EKS's NVIDIA AMIs default to the NVIDIA runtime; a Swarm "
+        "node_default_runtime": on(ADOPTED_KUBERNETES, why="EKS's NVIDIA AMIs default to the NVIDIA runtime; a Swarm "
                                                    "uses Docker's"),
     },
-    NetworkConfig: {field: on("eks", why="the network section describes the VPC of an EKS cluster")
+    NetworkConfig: {field: on(IN_AWS, why="the network section describes the VPC of an EKS cluster")
                     for field in NetworkConfig.model_fields},
     TaintConfig: {"value": ANYWHERE, "effect": ANYWHERE},
     SharingConfig: {
@@ -134,23 +152,23 @@ APPLIES: dict[type[_Section], dict[str, Where]] = {
     GpuNodeGroupConfig: {
         "instance_types": EKS, "capacity_type": EKS, "min_size": ANYWHERE, "desired_size": EKS,
         "max_size": ANYWHERE, "disk_size_gib": EKS, "ami_type": EKS,
-        "labels": on("eks", why="the platform labels only the nodes it creates; select an adopted site's nodes "
+        "labels": on(IN_AWS, why="the platform labels only the nodes it creates; select an adopted site's nodes "
                                 "with nodeSelector"),
         "taints": EKS,
         "efa": EKS, "placement_group": EKS, "capacity_reservation_id": EKS, "availability_zone": EKS,
         "update_strategy": EKS,
-        "mig_strategy": on("eks", "existing", why="MIG needs the NVIDIA device plugin on Kubernetes"),
-        "sharing": on("eks", "existing", why=WHOLE_SERVERS),
+        "mig_strategy": on(ON_KUBERNETES, why="MIG needs the NVIDIA device plugin on Kubernetes"),
+        "sharing": on(ON_KUBERNETES, why=WHOLE_SERVERS),
         "gpus_per_node": ADOPTED, "gpu_model": ADOPTED, "architecture": ADOPTED,
-        "node_selector": on("existing", "swarm", why="EKS nodes carry the platform's own labels"),
+        "node_selector": on(ADOPTED_NODES, why="EKS nodes carry the platform's own labels"),
     },
     # On a Swarm the swarm target requires these false (their defaults are Kubernetes'), so they stay allowed.
     MetricsConfig: {"dcgm_exporter": ANYWHERE, "prometheus": ANYWHERE, "grafana": ANYWHERE,
                     "retention": ANYWHERE},
     GpuConfig: {
-        "sharing": on("eks", "existing", why=WHOLE_SERVERS), "node_feature_discovery": KUBERNETES, "metrics": ANYWHERE,
+        "sharing": on(ON_KUBERNETES, why=WHOLE_SERVERS), "node_feature_discovery": KUBERNETES, "metrics": ANYWHERE,
         "readiness_timeout_seconds": KUBERNETES,
-        "runtime_class_name": on("eks", "existing", why="a RuntimeClass is a Kubernetes object; on a Swarm the "
+        "runtime_class_name": on(ON_KUBERNETES, why="a RuntimeClass is a Kubernetes object; on a Swarm the "
                                                         "daemon's default runtime must be NVIDIA's"),
         "create_runtime_class": KUBERNETES,
     },
@@ -168,7 +186,7 @@ APPLIES: dict[type[_Section], dict[str, Where]] = {
         "base_image": when("image.build", True, why="the base is only read when the stack builds the image"),
         "keep_tagged_images": when("image.registry", "ecr", why="an ECR lifecycle policy"),
         "expire_untagged_days": when("image.registry", "ecr", why="an ECR lifecycle policy"),
-        "offline": on("existing", "swarm", why="an air-gapped site adopts its cluster; an EKS cluster pulls from AWS "
+        "offline": on(AIR_GAP, why="an air-gapped site adopts its cluster; an EKS cluster pulls from AWS "
                                                "and public registries"),
     },
     ElasticConfig: {"min_nodes": ANYWHERE, "max_nodes": ANYWHERE, "max_restarts": ANYWHERE},
@@ -196,10 +214,10 @@ APPLIES: dict[type[_Section], dict[str, Where]] = {
             "it would let the operator delete the finished job that Pulumi owns, and the next `pulumi up "
             "--refresh` would create it again and train again (finished jobs stay; cleanPodPolicy removes their "
             "pods)")),
-        "clean_pod_policy": when("@kind", "pytorchjob", why="the PyTorchJob's runPolicy"),
+        "clean_pod_policy": when("@kind", WITH_CLEAN_POD_POLICY, why="the PyTorchJob's runPolicy"),
         "termination_grace_period_seconds": ANYWHERE,
         "autoscaling": KUBERNETES,
-        "topology": EKS & when("@kind", "pytorchjob", "trainjob", why="Kueue admits only these kinds' gangs"),
+        "topology": EKS & when("@kind", KUEUE_ADMITTED, why="Kueue admits only these kinds' gangs"),
         "image": ANYWHERE,
         "command": when("@image", SET, why="our trainer takes model, maxSteps, batchSize, checkpointEvery and "
                                            "extraArgs"),
@@ -330,6 +348,10 @@ def _resolve(path: str, config: StackConfig, model: tuple[BaseModel, str], entry
 def _matches(actual: Any, allowed: tuple[Any, ...]) -> bool:
     given = actual is not None and actual != () and actual != {} and actual != ""
     for value in allowed:
+        if isinstance(value, Capable):
+            if actual in value:
+                return True
+            continue
         if (value is SET and given) or (value is UNSET and not given) or value is actual or (
                 not isinstance(value, _Marker) and not isinstance(value, bool) and value == actual):
             return True
@@ -346,7 +368,7 @@ def _describe(conditions: tuple[tuple[str, tuple[Any, ...]], ...]) -> str:
         elif allowed == (UNSET,):
             parts.append(f"without {shown}")
         else:
-            values = " or ".join(str(v).lower() if isinstance(v, bool) else repr(v) for v in allowed)
+            values = " or ".join(str(v).lower() if isinstance(v, bool) else repr(v) for v in values_of(allowed))
             where = "" if parts and parts[-1].startswith("where ") else "where "
             parts.append(f"{where}{shown} is {values}")
     return " and ".join(parts)

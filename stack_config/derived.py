@@ -10,7 +10,9 @@ from catalog.gpu_instances import DCGM_UNSUPPORTED_MODELS, JETSON_GPU_MODELS, bo
 from catalog.node_allocatable import GPU_NODE_DAEMONS, instance_allocatable, smallest
 from catalog.startup_times import BASE_IMAGE_GB, GPU_NODE_BOOT_SECONDS, IMAGE_PULL_SECONDS_PER_GB
 from conventions.names import EFA_RESOURCE, NVIDIA_RUNTIME_HANDLER, SHARED_GPU_RESOURCE, WHOLE_GPU_RESOURCE
+from stack_config.kinds import KUEUE_ADMITTED
 from stack_config.schema import GpuNodeGroupConfig, NodeFacts, StackConfig, WorkloadConfig
+from stack_config.targets import ADOPTED_KUBERNETES, modes_where, traits_of
 
 
 def dcgm_exporter_enabled(config: StackConfig) -> bool:
@@ -21,12 +23,12 @@ def dcgm_exporter_enabled(config: StackConfig) -> bool:
 
 
 def node_default_runtime(config: StackConfig) -> str | None:
-    """containerd's default handler on the GPU nodes: `cluster.nodeDefaultRuntime`, or `runc` on an existing
-    cluster (k3s keeps runc as the default, k3s-io/k3s#8700), `nvidia` on EKS (the NVIDIA AMIs' default); None
-    on a Swarm (Docker's runtime, not containerd's CRI)."""
+    """containerd's default handler on the GPU nodes: `cluster.nodeDefaultRuntime`, or the target's default
+    (`TargetTraits.node_default_runtime`: `runc` on an existing cluster, k3s-io/k3s#8700; `nvidia` on EKS, the
+    NVIDIA AMIs' default; None on a Swarm, whose Docker is not containerd's CRI)."""
     if config.cluster.node_default_runtime is not None:
         return config.cluster.node_default_runtime
-    return {"existing": "runc", "eks": NVIDIA_RUNTIME_HANDLER}.get(config.cluster.mode)
+    return traits_of(config).node_default_runtime
 
 
 def runtime_class_name(config: StackConfig) -> str | None:
@@ -41,7 +43,7 @@ def site_architecture(config: StackConfig) -> str:
     """Where the operators run: `arm64` on an adopted cluster whose GPU groups are all arm64 (an edge site of
     Jetson-class nodes), else `amd64` (EKS runs them on the amd64 system group)."""
     groups = [group.architecture for group in config.gpu_node_groups.values()]
-    if config.cluster.mode == "existing" and groups and all(arch == "arm64" for arch in groups):
+    if config.cluster.mode in ADOPTED_KUBERNETES and groups and all(arch == "arm64" for arch in groups):
         return "arm64"
     return "amd64"
 
@@ -110,7 +112,7 @@ def node_monitoring_agent_refusal(config: StackConfig) -> str | None:
     """Why this EKS stack must not deploy (its node groups enable EKS node repair, which needs the
     eks-node-monitoring-agent add-on to see GPU faults, and no build of that add-on is pinned for the cluster's
     Kubernetes version), or None."""
-    if config.cluster.mode != "eks":
+    if not traits_of(config).provisions_in_aws:
         return None
     version = config.kubernetes_version
     if versions.EKS_NODE_MONITORING_AGENT.get(version) is not None:
@@ -157,24 +159,23 @@ def image_variant(config: StackConfig) -> str:
     return "efa" if any(facts.num_efa_interfaces > 0 for facts in _facts(config)) else "default"
 
 
-KUEUE_KINDS = frozenset({"pytorchjob", "trainjob"})
-"""`workloads.<name>.kind` values Kueue v0.19.2 can admit (its kubeflow.org/pytorchjob and
-trainer.kubeflow.org/trainjob integrations; `autoscaling.mode: scaledjob` runs batch Jobs, admitted by
-`batch/job`)."""
 
 
 def kueue_blockers(config: StackConfig) -> list[str]:
     """Why Kueue can't queue this stack's workloads (empty: it can). See `KueueConfig.enabled`."""
     blockers = []
-    if config.cluster.mode != "eks":
+    if not traits_of(config).kueue_quotas:
         blockers.append(f"cluster.mode {config.cluster.mode!r}: quotas are derived from the instance catalog, which "
-                        "only EKS node groups have")
+                        "only the node groups of cluster.mode "
+                        f"{' or '.join(map(repr, modes_where(lambda traits: traits.kueue_quotas)))} have")
     if not config.workloads:
         blockers.append("workloads is empty: no workload to queue")
     for name, workload in config.workloads.items():
-        if workload.kind not in KUEUE_KINDS:
+        # The kinds declare their Kueue integration (`kueue_integration`: Kueue v0.19.2's kubeflow.org/pytorchjob,
+        # trainer.kubeflow.org/trainjob; `autoscaling.mode: scaledjob` runs batch Jobs, admitted by `batch/job`).
+        if workload.kind not in KUEUE_ADMITTED:
             blockers.append(f"workloads.{name}.kind {workload.kind!r}: Kueue v0.19.2 has no integration for it "
-                            f"(supported: {', '.join(sorted(KUEUE_KINDS))})")
+                            f"(supported: {', '.join(KUEUE_ADMITTED.names)})")
         if workload.autoscaling.mode == "scaledobject":
             blockers.append(f"workloads.{name}.autoscaling.mode 'scaledobject': KEDA resizes the PyTorchJob after "
                             "admission and Kueue then suspends and requeues the running job "
@@ -222,7 +223,7 @@ def gpu_resource_of(config: StackConfig, group: str) -> tuple[str, int]:
     `replicas` per GPU; Bottlerocket runs its own plugin (whole GPUs, no sharing)."""
     node_group = config.gpu_node_groups[group]
     sharing = config.sharing_for(group)
-    if config.cluster.mode == "eks" and bottlerocket(node_group.ami_type or ""):
+    if traits_of(config).provisions_in_aws and bottlerocket(node_group.ami_type or ""):
         return WHOLE_GPU_RESOURCE, 1
     if sharing.mode == "none":
         return WHOLE_GPU_RESOURCE, 1
@@ -241,7 +242,7 @@ def group_quota(config: StackConfig, group: str) -> dict[str, float]:
     quota = {resource: float(nodes * facts.num_gpus * replicas)}
     if facts.num_efa_interfaces:
         quota[EFA_RESOURCE] = float(nodes * facts.num_efa_interfaces)
-    if config.cluster.mode == "eks":
+    if traits_of(config).node_facts == "catalog":
         per_node = smallest(instance_allocatable(t, node_group.disk_size_gib) for t in node_group.instance_types)
         # Without the DaemonSets' share Kueue would admit jobs the nodes can't hold (catalog GPU_NODE_DAEMONS).
         quota["cpu"] = (per_node["cpu"] - GPU_NODE_DAEMONS["cpu"]) * nodes
@@ -296,7 +297,7 @@ def topology_capable(config: StackConfig, group: str) -> bool:
     """Every instance type of the (EKS) group gets the EC2 network-layer labels (catalog/node_labels.py)."""
     from catalog.node_labels import network_topology_layers
 
-    if config.cluster.mode != "eks" or group not in config.gpu_node_groups:
+    if not traits_of(config).provisions_in_aws or group not in config.gpu_node_groups:
         return False
     types = config.gpu_node_groups[group].instance_types
     return bool(types) and all(network_topology_layers(name) >= 3 for name in types)
@@ -334,7 +335,7 @@ def topology_groups(config: StackConfig) -> list[str]:
 def provisioning_groups(config: StackConfig) -> list[str]:
     """GPU groups whose flavor gets the ProvisioningRequest admission check (`kueue.atomicProvisioning`)."""
     mode = config.kueue.atomic_provisioning
-    if not kueue_enabled(config) or mode == "off" or config.cluster.mode != "eks":
+    if not kueue_enabled(config) or mode == "off" or not traits_of(config).provisions_in_aws:
         return []
     topo = set(topology_groups(config))
     chosen = []

@@ -31,9 +31,11 @@ from stack_config.derived import (
     num_ranks,
     runtime_class_name,
 )
+from stack_config.kinds import KEDA_SCALED, kind_traits, kinds_where
 from stack_config.problems import Problem, did_you_mean
 from stack_config.schema import SharingConfig, StackConfig, WorkloadConfig
 from stack_config.storage_kinds import kinds_on, shared_by_pods
+from stack_config.targets import traits_of
 
 NAMESPACE = "gtp"
 DNS_LABEL = re.compile(r"^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$")
@@ -184,7 +186,7 @@ def _check_deployer(config: StackConfig) -> Iterator[Problem]:
     path = "cluster.deployer"
     allowed = ("public-endpoint (a public endpoint restricted to the deployer's CIDRs), in-vpc (a runner inside an "
                "adopted VPC) or transit-gateway (a runner in a network attached to a Transit Gateway)")
-    if cluster.mode != "eks":  # its keys that only apply to EKS: stack_config/applicability.py
+    if not traits_of(config).provisions_in_aws:  # keys that apply only there: stack_config/applicability.py
         return
     if deployer is None:
         yield Problem(path, f"is required for mode 'eks': declare where `pulumi up` runs and how it reaches the API — "
@@ -268,7 +270,7 @@ def _check_network(config: StackConfig) -> Iterator[Problem]:
                                              "private and public subnets in every zone)")
     except ValueError:
         yield Problem("network.vpcCidr", f"{network.vpc_cidr!r} is not a CIDR like '10.0.0.0/16'")
-    if config.cluster.mode != "eks":  # the network section describes the VPC of an EKS cluster only
+    if not traits_of(config).provisions_in_aws:  # the network section describes the VPC of an EKS cluster only
         return
     if network.existing_vpc_id and len(network.existing_private_subnet_ids) < 2:
         yield Problem("network.existingPrivateSubnetIds", "an adopted VPC needs at least two private subnets "
@@ -290,7 +292,7 @@ def _check_node_groups(config: StackConfig) -> Iterator[Problem]:
         if not DNS_LABEL.match(name):
             yield Problem(path, f"name {name!r} must be a lowercase DNS label")
         # desiredSize is an EKS scaling setting; elsewhere it is refused as a key without effect (applicability)
-        desired = group.desired_size if config.cluster.mode == "eks" else None
+        desired = group.desired_size if traits_of(config).provisions_in_aws else None
         yield from check_sizes(path, group.min_size, desired, group.max_size)
 
 
@@ -394,7 +396,7 @@ def valid_groups(config: StackConfig) -> list[str]:
     """Groups whose facts can be computed (invalid ones are already reported)."""
     names = []
     for name, group in config.gpu_node_groups.items():
-        if config.cluster.mode != "eks":  # adopted nodes: their facts come from config
+        if traits_of(config).node_facts == "config":  # adopted nodes: their facts come from config
             if group.gpus_per_node and group.architecture:
                 names.append(name)
         elif group.instance_types and all(t in GPU_INSTANCE_TYPES for t in group.instance_types):
@@ -486,7 +488,7 @@ def _check_fit(config: StackConfig, workload: WorkloadConfig, p: str) -> Iterato
     """One training pod fits on one node of its EKS group: cpu, memory and scratch within the allocatable of the
     group's smallest instance type (capacity less kube-reserved and eviction thresholds, catalog/node_allocatable).
     Adopted nodes (existing clusters, Swarm) are not catalogued, so they are not checked here."""
-    if (config.cluster.mode != "eks" or workload.node_group not in valid_groups(config)
+    if (traits_of(config).node_facts != "catalog" or workload.node_group not in valid_groups(config)
             or workload.node_group not in config.gpu_node_groups):
         return
     group = config.gpu_node_groups[workload.node_group]
@@ -532,14 +534,14 @@ def _check_workloads_fit_together(config: StackConfig) -> Iterator[Problem]:
     demand: dict[str, list[tuple[str, int]]] = {}
     for name, workload in config.workloads.items():
         if workload.node_group in valid:
-            units = max_running_pods(workload) * (1 if config.cluster.mode == "swarm"
-                                              else gpus_per_pod(config, workload))
+            units = max_running_pods(workload) * (1 if traits_of(config).capacity_unit == "server"
+                                                  else gpus_per_pod(config, workload))
             demand.setdefault(workload.node_group, []).append((name, units))
     for group, users in demand.items():
         if len(users) < 2:
             continue
         node_group = config.gpu_node_groups[group]
-        if config.cluster.mode == "swarm":
+        if traits_of(config).capacity_unit == "server":
             capacity, unit = node_group.max_size, "server(s)"
         else:
             resource, replicas = gpu_resource_of(config, group)
@@ -638,7 +640,7 @@ def _check_gang_capacity(config: StackConfig) -> Iterator[Problem]:
     for name, workload in config.workloads.items():
         p = f"workloads.{name}.topology"
         group = workload.node_group
-        if workload.topology in (None, "none") or group not in valid or config.cluster.mode != "eks":
+        if workload.topology in (None, "none") or group not in valid or not traits_of(config).provisions_in_aws:
             continue
         if not kueue_on:
             yield Problem(p, f"{workload.topology!r}, but Kueue is off (kueue.enabled): only Kueue's "
@@ -657,7 +659,7 @@ def _check_gang_capacity(config: StackConfig) -> Iterator[Problem]:
             yield Problem(p, f"{workload.topology!r}, but node group '{group}' has instance type(s) "
                              f"{', '.join(lacking)} without EC2 network-topology labels ({topology_page}); "
                              "use an instance type on that list or remove it")
-    if not kueue_on and config.cluster.mode == "eks":
+    if not kueue_on and traits_of(config).provisions_in_aws:
         # Both act through Kueue's ClusterQueue (components/kueue.py): without Kueue they would do nothing.
         if config.kueue.atomic_provisioning == "on":
             yield Problem("kueue.atomicProvisioning", "'on', but Kueue is off (kueue.enabled): the ProvisioningRequest "
@@ -668,7 +670,7 @@ def _check_gang_capacity(config: StackConfig) -> Iterator[Problem]:
     if kueue_on and config.kueue.topology in ("required", "preferred"):
         for name, workload in config.workloads.items():
             group = workload.node_group
-            if (group not in valid or workload.topology is not None or config.cluster.mode != "eks"
+            if (group not in valid or workload.topology is not None or not traits_of(config).provisions_in_aws
                     or gang_nodes(config, workload) < 2 or not _efa_group(config, group)):
                 continue
             if not topology_capable(config, group):
@@ -678,7 +680,7 @@ def _check_gang_capacity(config: StackConfig) -> Iterator[Problem]:
                               f"'{name}' runs on node group '{group}', whose instance type(s) {', '.join(lacking)} "
                               f"carry no EC2 network-topology labels ({topology_page}); set kueue.topology 'auto' "
                               f"or workloads.{name}.topology 'none', or use a listed instance type")
-    if not kueue_on or config.cluster.mode != "eks":
+    if not kueue_on or not traits_of(config).provisions_in_aws:
         return
     chosen = set(provisioning_groups(config))
     for group in sorted(set(config.gpu_node_groups) & valid):
@@ -715,7 +717,7 @@ def _startup_floor(config: StackConfig, bounded: Callable[[WorkloadConfig], bool
     seconds, the workload and node group it is for, and its parts; None when there is nothing to bound."""
     from stack_config.derived import pod_startup_floor
 
-    if config.cluster.mode != "eks":  # adopted nodes are running, and a site registry's speed is unknown
+    if traits_of(config).node_facts != "catalog":  # adopted nodes are running; a site registry's speed is unknown
         return None
     valid = set(valid_groups(config))
     floors = []
@@ -736,7 +738,7 @@ def _check_startup_bound(config: StackConfig) -> Iterator[Problem]:
     for their rendezvous host, elasticPolicy.rdzvConf, workload_kinds/pytorchjob.py)."""
     from stack_config.derived import duration_seconds, kueue_enabled
 
-    if config.cluster.mode != "eks":
+    if traits_of(config).node_facts != "catalog":
         return
     readiness = config.gpu.readiness_timeout_seconds
     if kueue_enabled(config):
@@ -751,7 +753,7 @@ def _check_startup_bound(config: StackConfig) -> Iterator[Problem]:
                           "evicts and requeues an admitted job whose pods aren't ready by then, so the job would be "
                           f"evicted before it runs, every time; use at least '{math.ceil(seconds / 60)}m'")
         return  # Kueue's timeout is the bound; the readiness gate then only waits for running nodes' GPUs
-    floor = _startup_floor(config, lambda workload: workload.kind == "pytorchjob"
+    floor = _startup_floor(config, lambda workload: kind_traits(workload.kind).readiness_bounds_rendezvous
                            and workload.autoscaling.mode != "scaledjob"
                            and (workload.elastic is not None or workload.num_nodes > 1))
     if floor is not None and readiness < floor[0]:
@@ -780,10 +782,11 @@ def _check_runtime_class(config: StackConfig) -> Iterator[Problem]:
 def installed_components(config: StackConfig) -> frozenset[str]:
     """The components of catalog/compatibility.py's rows and floors (`Row.component`, `Floor.uses`) this stack
     installs (as stages/gpu.py, components/training_operators.py and stages/offline.py decide)."""
-    if config.cluster.mode == "swarm":
+    traits = traits_of(config)
+    if traits.platform != "kubernetes":  # the components below all run on Kubernetes
         return frozenset()
     found = set()
-    if config.cluster.mode == "eks":
+    if traits.provisions_in_aws:
         found.add("cluster-autoscaler")
     if config.gpu_node_groups:
         found.add("nvidia-device-plugin")
@@ -796,9 +799,9 @@ def installed_components(config: StackConfig) -> frozenset[str]:
     modes = {workload.autoscaling.mode for workload in config.workloads.values()}
     if modes & {"scaledobject", "scaledjob"}:
         found.add("keda")  # workload_kinds: pytorchjob's needs_operators, the scaledjob kind
-    kinds = {workload.kind for workload in config.workloads.values() if workload.autoscaling.mode != "scaledjob"}
-    found.update({"pytorchjob": "training-operator", "trainjob": "trainer"}[kind] for kind in kinds
-                 if kind in ("pytorchjob", "trainjob"))
+    for workload in config.workloads.values():  # the kinds' operators (a ScaledJob's Jobs need none but KEDA)
+        if workload.autoscaling.mode != "scaledjob":
+            found.update(kind_traits(workload.kind).operators)
     if kueue_enabled(config):
         found.add("kueue")
     return frozenset(found)
@@ -819,7 +822,7 @@ def _compatibility(config: StackConfig, components_from_cluster: bool) -> Iterat
 
     def uses(row: compatibility.Row) -> bool:
         # The stack sets the cluster's Kubernetes version only on EKS; pairings of pins hold whatever it runs.
-        if not ours(row.component) or ("kubernetesVersion" in row.pins and config.cluster.mode != "eks"):
+        if not ours(row.component) or ("kubernetesVersion" in row.pins and not traits_of(config).provisions_in_aws):
             return False
         return not row.component or row.component in installed
 
@@ -855,9 +858,9 @@ def _check_autoscaling(config: StackConfig, workload: WorkloadConfig, p: str) ->
         yield Problem(f"{p}.autoscaling.maxReplicas", f"{autoscaling.max_replicas} is less than minReplicas "
                                                  f"{autoscaling.min_replicas}")
     if autoscaling.mode == "scaledobject":
-        if workload.kind != "pytorchjob" or workload.elastic is None:
+        if workload.kind not in KEDA_SCALED or workload.elastic is None:
             yield Problem(f"{p}.autoscaling.mode", "'scaledobject' scales the Worker replicas of an elastic "
-                                              f"PyTorchJob: set {p}.kind pytorchjob and {p}.elastic")
+                                              f"PyTorchJob: set {p}.kind {kinds_where(KEDA_SCALED)} and {p}.elastic")
         if autoscaling.min_replicas < 1:
             yield Problem(f"{p}.autoscaling.minReplicas", f"{autoscaling.min_replicas} would scale the PyTorchJob to 0 "
                           "workers, which the training-operator's webhook rejects; use >= 1 or mode scaledjob")
@@ -872,9 +875,9 @@ def _check_autoscaling(config: StackConfig, workload: WorkloadConfig, p: str) ->
             yield Problem(f"{p}.autoscaling.mode", "'scaledobject' triggers on DCGM metrics in Prometheus: enable "
                                               "gpu.metrics.dcgmExporter and gpu.metrics.prometheus")
     if autoscaling.mode == "scaledjob":
-        if workload.kind != "pytorchjob":
+        if workload.kind not in KEDA_SCALED:
             yield Problem(f"{p}.autoscaling.mode", "'scaledjob' starts training Jobs from the PyTorchJob's pod shape: "
-                                              f"set {p}.kind pytorchjob")
+                                              f"set {p}.kind {kinds_where(KEDA_SCALED)}")
 
 
 def _check_storage(config: StackConfig) -> Iterator[Problem]:
@@ -932,7 +935,7 @@ def _check_ttl(config: StackConfig) -> Iterator[Problem]:
     from catalog.startup_times import EKS_CONTROL_PLANE_SECONDS
 
     lifecycle = config.lifecycle
-    if not lifecycle.ephemeral or lifecycle.ttl_hours is None or config.cluster.mode != "eks":
+    if not lifecycle.ephemeral or lifecycle.ttl_hours is None or not traits_of(config).provisions_in_aws:
         return
     floor = _startup_floor(config)
     pod_seconds, parts = (floor[0], f" + a pod's start-up ({floor[1]}: {' + '.join(floor[2])})") if floor else (0, "")

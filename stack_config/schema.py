@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr
 from pydantic.alias_generators import to_camel
 
 from catalog.gpu_instances import DEFAULT_AMI_TYPE, GPU_INSTANCE_TYPES, Architecture
+from stack_config.targets import traits_for
 
 
 class _Section(BaseModel):
@@ -633,7 +634,7 @@ class StackConfig(BaseModel):
         return self.gpu_node_groups[group].sharing or self.gpu.sharing
 
     def node_facts(self, group: str) -> NodeFacts:
-        return node_facts(self.cluster.mode, self.gpu_node_groups[group])
+        return node_facts(traits_for(self.cluster.mode).node_facts, self.gpu_node_groups[group])
 
     def resource_tags(self) -> dict[str, str]:
         """Tags every taggable AWS resource carries (the provider's default tags)."""
@@ -656,10 +657,10 @@ class NodeFacts:
     """EFA devices per node that pods can request (0 when EFA is off)."""
 
 
-def node_facts(mode: str, group: GpuNodeGroupConfig) -> NodeFacts:
+def node_facts(source: Literal["catalog", "config"], group: GpuNodeGroupConfig) -> NodeFacts:
     """From the instance catalog where the stack provisions the nodes (EKS); from config where it adopts them
-    (an existing cluster, a Swarm), since they can't be discovered offline."""
-    if mode != "eks":
+    (an existing cluster, a Swarm), since they can't be discovered offline (`TargetTraits.node_facts`)."""
+    if source == "config":
         return NodeFacts(group.gpus_per_node or 0, group.gpu_model or "unknown", group.architecture or "amd64", 0)
     first = GPU_INSTANCE_TYPES[group.instance_types[0]]
     # A group may mix types; it is only as wide as its smallest member.

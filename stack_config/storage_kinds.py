@@ -13,6 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+from stack_config.targets import ANY_TARGET, IN_AWS, ON_KUBERNETES, ON_SWARM, Capable, traits_for
+
 Sharing = Literal["per-pod", "read-write-many", "site-declared"]
 
 
@@ -20,8 +22,8 @@ Sharing = Literal["per-pod", "read-write-many", "site-declared"]
 class StorageKind:
     """One `storage.kind`: the cluster targets it exists on, and what the code mounts."""
 
-    modes: tuple[str, ...]
-    """`cluster.mode` values where the kind can be created or mounted."""
+    targets: Capable
+    """The cluster targets where the kind can be created or mounted, by capability (stack_config/targets.py)."""
     sharing: Sharing
     """`per-pod`: each pod (Swarm: task) has its own, gone with it. `read-write-many`: one volume every pod mounts
     at once, from any node. `site-declared`: the same, provided the site's part holds (it can't be checked
@@ -32,29 +34,29 @@ class StorageKind:
 
 STORAGE_KINDS: dict[str, StorageKind] = {
     "none": StorageKind(
-        ("eks", "existing", "swarm"), "per-pod",
+        ANY_TARGET, "per-pod",
         "an emptyDir per pod (components/shared_storage.py `empty_dir_volume`); on a Swarm an anonymous node-local "
         "volume per task (components/swarm_training.py `storage_mount`)"),
     "efs": StorageKind(
-        ("eks",), "read-write-many",
+        IN_AWS, "read-write-many",
         "a static PersistentVolume of the stack's EFS file system, accessModes ReadWriteMany, through the EFS CSI "
         "driver (components/shared_storage.py `persistent_volume_spec`); created in AWS next to an EKS cluster"),
     "fsx-lustre": StorageKind(
-        ("eks",), "read-write-many",
+        IN_AWS, "read-write-many",
         "a static PersistentVolume of the stack's FSx for Lustre file system, accessModes ReadWriteMany, through the "
         "FSx CSI driver (components/shared_storage.py `persistent_volume_spec`); created in AWS next to an EKS "
         "cluster"),
     "existing": StorageKind(
-        ("eks", "existing"), "site-declared",
+        ON_KUBERNETES, "site-declared",
         "a claim asking ReadWriteMany of `existingStorageClass` (components/shared_storage.py `claim_spec`): a "
         "class whose provisioner can't grant it (k3s' local-path, EBS) leaves the claim Pending and no training pod "
         "starts; the plan's simulation records the class as an assumption (tools/simulate/claims.py)"),
     "nfs": StorageKind(
-        ("swarm",), "read-write-many",
+        ON_SWARM, "read-write-many",
         "the NFS export mounted by Docker's local volume driver on every server (components/swarm_training.py "
         "`storage_mount`); Pod Security 'restricted' forbids nfs volumes on Kubernetes"),
     "host-path": StorageKind(
-        ("swarm",), "site-declared",
+        ON_SWARM, "site-declared",
         "a bind mount of `hostPath` on each server (components/swarm_training.py `storage_mount`): one directory for "
         "all tasks only where it is the same shared file system on every server (docs/swarm.md, 'Docker Swarm "
         "sites', step 4); Pod Security 'restricted' forbids hostPath volumes on Kubernetes"),
@@ -64,7 +66,8 @@ STORAGE_KINDS: dict[str, StorageKind] = {
 
 def kinds_on(mode: str) -> tuple[str, ...]:
     """The storage kinds cluster target `mode` can mount, in table order."""
-    return tuple(name for name, row in STORAGE_KINDS.items() if mode in row.modes)
+    traits_for(mode)  # an unregistered mode is an error, not an empty answer
+    return tuple(name for name, row in STORAGE_KINDS.items() if mode in row.targets)
 
 
 def shared_by_pods(kind: str) -> bool:

@@ -42,7 +42,7 @@ def build_cluster(config: StackConfig) -> Cluster:
     if uses_aws(config):
         provider = AwsProvider("cloud", AwsProviderArgs(region=config.region, tags=config.resource_tags())).provider
         aws_opts = pulumi.ResourceOptions(providers={"aws": provider})
-        if cluster_targets.for_config(config).mode == "eks" and not under_mocks():
+        if cluster_targets.for_config(config).provisions_in_aws and not under_mocks():
             # Before the first cloud resource (only the provider is registered): a caller without an access entry
             # would create the cluster and then time out on every in-cluster resource.
             problem = caller_access_problem(config, caller_role(provider))

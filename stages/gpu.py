@@ -179,7 +179,7 @@ def gpu_metrics_args(config: StackConfig, provider: k8s.Provider, device_plugin_
 def prometheus_volume(config: StackConfig) -> int | None:
     """Prometheus' volume on EKS (its EBS CSI add-on provisions it), sized from `metrics.retention` for the
     stack's largest size; None elsewhere (an adopted cluster's storage classes are unknown offline)."""
-    if config.cluster.mode != "eks" or not config.gpu.metrics.prometheus:
+    if not cluster_targets.for_config(config).provisions_in_aws or not config.gpu.metrics.prometheus:
         return None
     gpus = sum(group.max_size * config.node_facts(name).num_gpus for name, group in config.gpu_node_groups.items())
     pods = sum(max_running_pods(workload) for workload in config.workloads.values())
@@ -241,7 +241,7 @@ def no_gpu_hint(config: StackConfig) -> str:
                 f"runtimeclass {name}`: k3s ships it when it found nvidia-container-runtime at start) and that the "
                 "node's containerd config has the 'nvidia' runtime (k3s: `grep nvidia /var/lib/rancher/k3s/agent/"
                 "etc/containerd/config.toml`; install the NVIDIA container toolkit, then restart k3s)")
-    if config.cluster.mode == "eks":
+    if cluster_targets.for_config(config).provisions_in_aws:
         return ("the device plugin registered no GPU: check its logs for 'could not load NVML' (the node's AMI must "
                 "be an NVIDIA one, whose containerd defaults to the NVIDIA runtime: gpuNodeGroups.<name>.amiType)")
     return ("the device plugin registered no GPU: check its logs for 'could not load NVML' (if the nodes' default "

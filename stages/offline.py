@@ -141,7 +141,7 @@ def check(config: StackConfig) -> Iterator[Problem]:
     image, offline = config.image, config.image.offline
     if offline is None:
         return
-    if config.cluster.mode == "eks":  # refused as a key that doesn't apply there: stack_config/applicability.py
+    if not cluster_targets.for_config(config).traits.air_gap:  # the key is refused there: stack_config/applicability.py
         return
     site = offline.site_registry
     if image.build and image.registry != "existing":

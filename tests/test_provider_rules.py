@@ -217,7 +217,7 @@ def test_the_storage_table_has_a_row_for_every_kind() -> None:
     import cluster_targets
 
     for row in STORAGE_KINDS.values():
-        assert row.modes and set(row.modes) <= set(cluster_targets.TARGETS) and row.mounts
+        assert row.targets.names and set(row.targets.names) <= set(cluster_targets.TARGETS) and row.mounts
     # Only per-pod storage is never shared; the components mount ReadWriteMany for efs, fsx-lustre and existing.
     from components.shared_storage import claim_spec
 
@@ -236,11 +236,11 @@ def test_every_storage_kind_on_every_committed_stack_is_decided_by_the_table(sta
     messages = messages_of(planted, stack, secrets)
     row = STORAGE_KINDS[kind]
     resuming = must_resume(config)
-    refused = config.cluster.mode not in row.modes or (not shared_by_pods(kind) and bool(resuming))
+    refused = config.cluster.mode not in row.targets.names or (not shared_by_pods(kind) and bool(resuming))
     mine = [m for m in messages if m.startswith("storage.kind: ")]
     assert bool(mine) is refused, (stack, kind, messages)
     assert [m for m in messages if not m.startswith("storage.kind: ")] == [], messages
-    if config.cluster.mode in row.modes and refused:
+    if config.cluster.mode in row.targets.names and refused:
         assert any(f"workload {resuming[0]!r}" in m for m in mine), mine
 
 

@@ -12,6 +12,8 @@ from pathlib import Path
 
 from pydantic.alias_generators import to_camel
 
+import cluster_targets  # noqa: F401  (registers the targets' traits, which the "applies" column names)
+import workload_kinds  # noqa: F401  (registers the kinds' traits)
 from stack_config import schema as config
 from stack_config.applicability import APPLIES, describe
 

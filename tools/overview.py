@@ -17,6 +17,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+import cluster_targets
 from catalog.gpu_instances import GPU_INSTANCE_TYPES
 from tools.cluster import ClusterObject
 from tools.plan_record import Plan
@@ -59,7 +60,7 @@ def node_group_lines(config: Any) -> dict[str, list[str]]:
     """Node group name → its label lines (the EKS system group first, as `system`)."""
     groups: dict[str, list[str]] = {}
     cluster = config.cluster
-    if getattr(cluster, "mode", "eks") == "eks":
+    if cluster_targets.for_config(config).provisions_in_aws:
         system = cluster.system_node_group
         groups["system"] = ["system", f"{' | '.join(system.instance_types)} × {system.min_size}..{system.max_size}",
                             "CPU: operators, add-ons"]

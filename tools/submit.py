@@ -35,12 +35,15 @@ from typing import Any
 import pulumi
 import yaml
 
+import workload_kinds
+from stack_config import WorkloadConfig
 from stack_config.derived import kueue_enabled
 from stack_config.source import YamlFileError, load_yaml_file
 from tools.plan import COMPUTED, ROOT, plan_and_check, run
 
-SUBMITTABLE = ("pytorchjob", "trainjob")
-"""Kinds Kueue admits whose whole workload is Kubernetes objects (ElasticJob: no Kueue integration)."""
+SUBMITTABLE = tuple(name for name in workload_kinds.CONFIGURABLE if workload_kinds.KINDS[name].traits.kueue_admits)
+"""Kinds Kueue admits (their `kueue_integration`), whose whole workload is Kubernetes objects (ElasticJob: no Kueue
+integration)."""
 
 
 class SubmitError(Exception):
@@ -65,7 +68,7 @@ def render(stack: str, entry: dict[str, Any], *, trainer_image: str | None = Non
     workloads = config.setdefault("gtp:workloads", {})
     if name in workloads:
         raise SubmitError(f"workload {name!r} is one of stack {stack!r}'s own: pick another name")
-    kind = workload.get("kind", "pytorchjob")
+    kind = workload.get("kind", WorkloadConfig.model_fields["kind"].default)
     if kind not in SUBMITTABLE or (workload.get("autoscaling") or {}).get("mode", "none") != "none":
         raise SubmitError(f"kind {kind!r} with autoscaling can't be submitted: only {', '.join(SUBMITTABLE)} "
                           "without autoscaling (add other kinds to the stack's workloads)")

@@ -14,6 +14,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 from stack_config import Problem, StackConfig, WorkloadConfig
+from stack_config.kinds import register
 from workload_kinds.base import (
     Deployment,
     JobMaster,
@@ -40,6 +41,8 @@ SELECTED_BY_AUTOSCALING = {"scaledjob": "scaledjob"}
 """`autoscaling.mode` values that replace the standing job with a kind of their own."""
 CONFIGURABLE = sorted({*KINDS} - set(SELECTED_BY_AUTOSCALING.values()))
 """Values `workloads.<name>.kind` accepts."""
+for _name in CONFIGURABLE:  # what the config rules may ask of each (stack_config/kinds.py)
+    register(_name, KINDS[_name].traits)
 
 __all__ = [
     "CONFIGURABLE",

@@ -22,6 +22,7 @@ from components.training_pod import PodShape
 from conventions.kubernetes import PodSecurityLevel
 from conventions.names import Platform
 from stack_config import Problem, StackConfig, WorkloadConfig
+from stack_config.kinds import KindTraits
 
 
 @dataclass(frozen=True)
@@ -103,6 +104,12 @@ class WorkloadKind(ABC):
     own_image: ClassVar[bool] = True
     """Can run a team's own image and command (`workloads.<name>.image`)."""
 
+    @property
+    def traits(self) -> KindTraits:
+        """What the config rules may ask of this kind (stack_config/kinds.py), registered under `name` by the
+        registry, so no rule below the kinds compares a kind's name."""
+        return KindTraits()
+
     def check(self, config: StackConfig, workload: WorkloadConfig, path: str) -> Iterator[Problem]:
         """Config problems specific to this kind for one workload at key path `path` (run with every other rule,
         before anything is registered)."""
@@ -130,6 +137,19 @@ class KubernetesWorkloadKind(WorkloadKind):
     job_master: ClassVar[JobMaster | None] = None
     keda_reads_aws: ClassVar[bool] = False
     """KEDA's operator reads an AWS service (a queue) for this kind: it gets a Pod Identity role."""
+    keda_scales: ClassVar[bool] = False
+    """`autoscaling.mode` can scale it: a ScaledObject resizes its Worker replicas, a ScaledJob runs Jobs of its
+    pod shape."""
+    readiness_bounds_rendezvous: ClassVar[bool] = False
+    """Without Kueue, its multi-node jobs' workers wait `gpu.readinessTimeoutSeconds` for their rendezvous host."""
+    clean_pod_policy: ClassVar[bool] = False
+    """Its resource has runPolicy.cleanPodPolicy (`workloads.<name>.cleanPodPolicy` applies)."""
+
+    @property
+    def traits(self) -> KindTraits:
+        return KindTraits(operators=self.operators, kueue_admits=self.kueue_integration is not None,
+                          keda_scales=self.keda_scales, readiness_bounds_rendezvous=self.readiness_bounds_rendezvous,
+                          clean_pod_policy=self.clean_pod_policy)
 
     def needs_operators(self, workload: WorkloadConfig) -> frozenset[str]:
         """Operators to install for this workload (the kind's own, plus KEDA when something scales it)."""

@@ -111,6 +111,9 @@ class PyTorchJobKind(KubernetesWorkloadKind):
     name: ClassVar[str] = "pytorchjob"
     resource_kind: ClassVar[str] = "PyTorchJob"
     kueue_integration: ClassVar[str | None] = "kubeflow.org/pytorchjob"
+    keda_scales: ClassVar[bool] = True
+    readiness_bounds_rendezvous: ClassVar[bool] = True  # elasticPolicy.rdzvConf read_timeout: `rendezvous_conf`
+    clean_pod_policy: ClassVar[bool] = True
     operators: ClassVar[frozenset[str]] = frozenset({"training-operator"})
     pod_label: ClassVar[str] = POD_LABEL
     entrypoints: ClassVar[frozenset[str]] = frozenset({"train", "bench"})

@@ -226,3 +226,13 @@ def test_a_namespaced_training_runtime_is_found_in_the_trainjob_namespace_only()
     elsewhere = copy.deepcopy(rt.obj)
     elsewhere["metadata"]["namespace"] = "other"
     assert expand_pods([ClusterObject("stack", elsewhere), job]) == []
+
+
+def test_the_simulators_reading_of_trainer_agrees_with_the_kinds() -> None:
+    """The simulator reads Trainer's constants on its own (a second opinion, not the kind's internals); where the
+    two readings of trainer@v2.3.0 name the same thing, they agree."""
+    from tools.simulate import pods as sim_pods
+    from workload_kinds import trainjob
+
+    assert sim_pods._NODE == trainjob.NODE
+    assert sim_pods._ANCESTOR_LABEL == trainjob.ANCESTOR_LABEL

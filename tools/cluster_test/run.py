@@ -44,6 +44,7 @@ from pathlib import Path
 from typing import Any
 
 from components.kueue import PROVISIONING_CONTROLLER
+from stack_config.targets import ADOPTED_KUBERNETES
 from tools.cluster import ClusterObject, load
 from tools.cluster_test import nodes as kwok_nodes
 from tools.cluster_test.api import Api
@@ -504,7 +505,7 @@ def run_stack(stack: str, cluster: Cluster, log=print,
     classes = runtime.runtime_classes(objects, sim_nodes._mode(plan))
     groups = sim_nodes.node_groups(plan, objects, expanded, classes)
     mode = sim_nodes._mode(plan)
-    site = dict(runtime.SITE_RUNTIME_CLASSES) if mode == "existing" else {}
+    site = dict(runtime.SITE_RUNTIME_CLASSES) if mode in ADOPTED_KUBERNETES else {}
     if plant is not None:
         objects = plant(objects)
     report = Run(stack, cluster, groups, objects, log, site_runtime_classes=site).execute()

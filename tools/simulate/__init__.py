@@ -39,6 +39,7 @@ from typing import Any
 
 from conventions.images import Lock, upstream_of
 from stack_config.derived import startup_bound_seconds
+from stack_config.targets import IN_AWS, ON_SWARM
 from stages import offline
 from tools.cluster import ClusterObject, by_source
 from tools.plan_record import Plan
@@ -85,7 +86,7 @@ class World:
 
     @property
     def eks(self) -> bool:
-        return nodes._mode(self.plan) == "eks"
+        return nodes._mode(self.plan) in IN_AWS
 
 
 def build_world(plan: Plan, objects: list[ClusterObject]) -> World:
@@ -151,7 +152,7 @@ def _site_images(plan: Plan) -> tuple[Callable[[str], str | None], Lock | None]:
 def _startup_bound(plan: Plan) -> int | None:
     """The stack's start-up bound (stack_config.derived.startup_bound_seconds); None without a Kubernetes config."""
     config = plan.config
-    if config is None or getattr(config.cluster, "mode", "eks") == "swarm":
+    if config is None or getattr(config.cluster, "mode", "eks") in ON_SWARM:
         return None
     return startup_bound_seconds(config)
 

@@ -44,6 +44,7 @@ from conventions.names import (
     WHOLE_GPU_RESOURCE,
 )
 from stack_config.derived import node_default_runtime
+from stack_config.targets import ADOPTED_KUBERNETES, IN_AWS
 from tools.cluster import ClusterObject
 from tools.plan_record import Plan, Resource
 from tools.simulate import runtime
@@ -335,7 +336,7 @@ def _mode(plan: Plan) -> str:
 def addon_pods(plan: Plan) -> list[ExpandedPod]:
     """DaemonSet pods the cluster runs outside cluster.yaml (EKS-managed add-ons); pass them with the expanded pods
     to `node_groups` and the checks."""
-    return [AWS_NODE] if _mode(plan) == "eks" else []
+    return [AWS_NODE] if _mode(plan) in IN_AWS else []
 
 
 def node_groups(plan: Plan, objects: list[ClusterObject], pods: list[ExpandedPod],
@@ -343,13 +344,13 @@ def node_groups(plan: Plan, objects: list[ClusterObject], pods: list[ExpandedPod
     """The stack's node groups (EKS from the plan, adopted clusters from the config), enriched; [] for a Swarm."""
     config = plan.config
     mode = _mode(plan)
-    if mode == "eks":
+    if mode in IN_AWS:
         groups = eks_groups(plan)
-    elif mode == "existing":
+    elif mode in ADOPTED_KUBERNETES:
         groups = existing_groups(config)
     else:
         return []
-    site_nfd = mode == "existing" and getattr(config.gpu, "node_feature_discovery", "install") == "existing"
+    site_nfd = mode in ADOPTED_KUBERNETES and getattr(config.gpu, "node_feature_discovery", "install") == "existing"
     if classes is None:
         classes = runtime.runtime_classes(objects, mode)
     return enrich(groups, pods, objects, site_nfd=site_nfd, classes=classes)

@@ -561,6 +561,15 @@ def _jobset_labels(jobset: str, namespace: str, replicated: list[tuple[str, int,
     }
 
 
+_NODE = "node"
+"""The replicated job and main container the Torch plugin configures (trainer@v2.3.0 pkg/constants/constants.go:68-69
+`Node`). The simulator's own reading of upstream, not the TrainJob kind's (tests/simulate/test_pods.py compares
+the two)."""
+_ANCESTOR_LABEL = "trainer.kubeflow.org/trainjob-ancestor-step"
+"""trainer@v2.3.0 pkg/constants/constants.go:41 `LabelTrainJobAncestor`, read from a replicated job's
+`template.metadata.labels` (pkg/runtime/core/trainingruntime.go:191-197)."""
+
+
 def _trainjob(item: ClusterObject, objects: list[ClusterObject]) -> list[ExpandedPod]:
     """TrainJob → JobSet → Job → Pod, for a runtime of the rendered cluster (`runtimeRef` kind
     ClusterTrainingRuntime by default, trainer@v2.3.0 pkg/apis/trainer/v1alpha1/trainjob_types.go:172-177, or
@@ -568,8 +577,6 @@ def _trainjob(item: ClusterObject, objects: list[ClusterObject]) -> list[Expande
     completion index 0) counting all its pods. Each step cites what it reproduces. Not modelled: runtimePatches,
     podGroupPolicy (coscheduling/Volcano pod labels), torchtune, the MPI/JAX/XGBoost/Flux plugins, initializer
     env, exclusive placement."""
-    from workload_kinds.trainjob import ANCESTOR_LABEL, NODE, runtime_templates
-
     namespace = item.namespace or "default"
     spec = item.obj.get("spec") or {}
     ref = spec.get("runtimeRef") or {}
@@ -584,9 +591,9 @@ def _trainjob(item: ClusterObject, objects: list[ClusterObject]) -> list[Expande
     torch_policy = (ml_policy or {}).get("torch")
     jobset_spec = _get(runtime_spec, ("template", "spec")) or {}
     jobs = [job for job in jobset_spec.get("replicatedJobs") or [] if isinstance(job, Mapping)]
-    templates = runtime_templates(runtime.obj)
+    templates = {str(job.get("name")): _get(job, ("template", "spec", "template")) for job in jobs}
 
-    ancestors = [(_get(job, ("template", "metadata", "labels")) or {}).get(ANCESTOR_LABEL) for job in jobs]
+    ancestors = [(_get(job, ("template", "metadata", "labels")) or {}).get(_ANCESTOR_LABEL) for job in jobs]
     # Jobs per replicated job: one for the trainer and initializer ancestors (plugins/jobset/builder.go:52,78,123
     # `Initializer`/`Trainer`; the runtime webhook refuses another value, pkg/webhooks/trainingruntime_webhook.go
     # :78-81), else its `replicas` (JobSet CRD default 1, jobset_types.go:334). groupName defaults to "default"
@@ -615,7 +622,7 @@ def _trainjob(item: ClusterObject, objects: list[ClusterObject]) -> list[Expande
         template = copy.deepcopy(dict(templates.get(str(job.get("name"))) or {}))
         pod_spec = template.setdefault("spec", {})
         for container in pod_spec.get("containers") or []:
-            if ancestor != "trainer" or container.get("name") != NODE or trainer is None:
+            if ancestor != "trainer" or container.get("name") != _NODE or trainer is None:
                 continue
             # trainingruntime.go:199-238: resourcesPerNode merged in (trainer ancestor, runtime with an mlPolicy).
             if ml_policy is not None and trainer.get("resourcesPerNode") is not None:
@@ -635,9 +642,9 @@ def _trainjob(item: ClusterObject, objects: list[ClusterObject]) -> list[Expande
         # container `node` of the first replicated job named `node` or of trainer ancestry.
         runtime_resources: Mapping[str, Any] = {}
         for job, ancestor, pod_spec in zip(jobs, ancestors, pod_specs, strict=True):
-            node = next((c for c in pod_spec.get("containers") or [] if c.get("name") == NODE
+            node = next((c for c in pod_spec.get("containers") or [] if c.get("name") == _NODE
                          and c.get("resources") is not None), None)
-            if (job.get("name") == NODE or ancestor == "trainer") and node is not None:
+            if (job.get("name") == _NODE or ancestor == "trainer") and node is not None:
                 runtime_resources = node["resources"]
                 break
         # torch.go:145-166: the PET_* env (constants.go:190-203); the master is pod 0 of Job 0 of replicated job
@@ -646,10 +653,10 @@ def _trainjob(item: ClusterObject, objects: list[ClusterObject]) -> list[Expande
                {"name": "PET_NPROC_PER_NODE", "value": _nproc_per_node(trainer or {}, runtime_resources)},
                {"name": "PET_NODE_RANK", "valueFrom": {"fieldRef": {
                    "fieldPath": f"metadata.annotations['{_JOB_COMPLETION_INDEX}']"}}}]
-        master = [{"name": "PET_MASTER_ADDR", "value": f"{item.name}-{NODE}-0-0.{item.name}"},
+        master = [{"name": "PET_MASTER_ADDR", "value": f"{item.name}-{_NODE}-0-0.{item.name}"},
                   {"name": "PET_MASTER_PORT", "value": str(TORCH_MASTER_PORT)}]
         if trainer_at is not None and trainer is not None:  # torch.go:139-143: only with a `trainer` block
-            node = next((c for c in pod_specs[trainer_at].get("containers") or [] if c.get("name") == NODE), None)
+            node = next((c for c in pod_specs[trainer_at].get("containers") or [] if c.get("name") == _NODE), None)
             if node is not None:
                 # torch.go:168-204: PET_* and master env upserted after the TrainJob's env, and the master port
                 # upserted into the ports (apply.go:65-67 `byContainerPortOrName`: same port, or same name,

@@ -24,6 +24,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from conventions.names import NVIDIA_RUNTIME_HANDLER
+from stack_config.targets import ADOPTED_KUBERNETES
 from tools.cluster import ClusterObject
 from tools.simulate.model import CheckResult, ExpandedPod, Finding
 
@@ -37,7 +38,7 @@ SITE_RUNTIME_CLASSES = {NVIDIA_RUNTIME_HANDLER: NVIDIA_RUNTIME_HANDLER}
 
 def runtime_classes(objects: Iterable[ClusterObject], mode: str) -> dict[str, str]:
     """RuntimeClass name → handler: the site's (adopted clusters) overlaid by the stack's own objects."""
-    classes = dict(SITE_RUNTIME_CLASSES) if mode == "existing" else {}
+    classes = dict(SITE_RUNTIME_CLASSES) if mode in ADOPTED_KUBERNETES else {}
     for item in objects:
         if item.kind == "RuntimeClass":
             classes[item.name] = str(item.obj.get("handler") or "")

@@ -23,6 +23,7 @@ import shlex
 from typing import Any
 
 import cluster_targets
+from stack_config.targets import ON_SWARM
 from tools.plan_record import Plan, Resource
 from tools.simulate.model import CheckResult, Finding
 
@@ -63,7 +64,7 @@ def _job_group(plan: Plan, service: Resource) -> tuple[str | None, Any, Any]:
 def check(plan: Plan) -> list[CheckResult]:
     """The Swarm checks; none for a stack without Swarm services."""
     services = [r for r in plan.resources if r.type == SERVICE]
-    if not services or plan.config is None or plan.config.cluster.mode != "swarm":
+    if not services or plan.config is None or plan.config.cluster.mode not in ON_SWARM:
         return []
     config = plan.config
     swarm = config.cluster.swarm
