@@ -4,7 +4,7 @@
 
 Each round runs, side by side in fresh processes:
 - `python -c "import pulumi, pulumi_aws, pulumi_kubernetes, pulumi_docker"`: the floor any Pulumi program pays;
-- cold `python -m tools.plan --all --quiet` with an empty plan cache (tools/plan_cache.py; the parsed-manifest
+- cold `python -m tools.plan --all --quiet` with an empty plan cache (verify/plan_cache.py; the parsed-manifest
   cache under build/cache and Python's bytecode stay warm, as on any machine that planned once): program under
   mocks, Helm renders, simulation, every validator, for every committed stack;
 - warm `python -m tools.plan --stack <stack> --quiet` and warm plan-all with nothing changed: restored from the cache.

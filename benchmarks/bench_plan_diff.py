@@ -4,7 +4,7 @@
 
 In a clone of the working tree (committed as one commit), the first diff plans BASE (HEAD) once; each round then
 changes one line of the stack file (a node group's maxSize, a new value each round, so the head is planned every
-time while BASE is read from the plan cache, tools/plan_cache.py) and times `python -m tools.plan_diff --stack
+time while BASE is read from the plan cache, verify/plan_cache.py) and times `python -m tools.plan_diff --stack
 <stack> --base HEAD` beside a bare import. Prints the medians and the ratio (goal <= 3 per stack) with the load.
 """
 

@@ -2,7 +2,7 @@
 
     .venv/bin/python benchmarks/bench_submit.py [--rounds 3] [--stack dev]
 
-The stack was planned once before (`make plan`: its Helm renders are in the plan cache, tools/plan_cache.py), as
+The stack was planned once before (`make plan`: its Helm renders are in the plan cache, verify/plan_cache.py), as
 on a team's machine; each round then times the bare import and one submit of a PyTorchJob running our trainer
 (the stack as it stands planned as an apply would, the stack with the job planned and checked whole). Prints the
 medians and the ratio (goal <= 3) with the machine's load.

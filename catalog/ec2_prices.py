@@ -13,9 +13,9 @@ on-demand terms for Linux, shared tenancy, no pre-installed software, capacity s
 (pkg/providers/pricing/pricing.go, fetchOnDemandPricing); it gives the system group's types, and the GPU types
 in its Regions the price files don't cover.
 None: no on-demand price in that Region (not sold on demand there). A Region or type a source doesn't list is
-unknown: `tools/cost.py` prices that type with its partition's reference Region (as the provider falls back
+unknown: `verify/cost.py` prices that type with its partition's reference Region (as the provider falls back
 to us-east-1, pricing.go, Reset) and says so per node group. Spot prices and reservations are not list
-prices and are not here: `tools/cost.py` marks those groups as such.
+prices and are not here: `verify/cost.py` marks those groups as such.
 """
 
 from __future__ import annotations

@@ -61,7 +61,7 @@ def allocatable(*, vcpus: int, memory_gib: float, max_pods: int, disk_size_gib: 
 
 def instance_allocatable(instance_type: str, disk_size_gib: float) -> dict[str, float]:
     """cpu (cores), memory and ephemeral-storage (bytes) and pods of one EKS AL2023 node of `instance_type`. The
-    simulation's node groups (tools/simulate/nodes.py) and Kueue's derived quotas (components/kueue.py) both use
+    simulation's node groups (verify/simulate/nodes.py) and Kueue's derived quotas (components/kueue.py) both use
     it, so capacity and quota are computed once."""
     from catalog.cpu_instances import CPU_INSTANCE_TYPES
     from catalog.eks_max_pods import MAX_PODS

@@ -1,6 +1,6 @@
 """The labels a node really carries, by who writes them: the node group itself, EKS and the kubelet, NVIDIA's GPU
 feature discovery (GFD) and Node Feature Discovery (NFD). One catalog, read by the scheduling and scale-from-zero
-simulation (tools/simulate/nodes.py, autoscaler.py): a pod selecting a label nobody writes never schedules.
+simulation (verify/simulate/nodes.py, autoscaler.py): a pod selecting a label nobody writes never schedules.
 
 Sources (pinned versions):
 - kubelet / cloud provider well-known labels: k8s.io/api `core/v1/well_known_labels.go` (`kubernetes.io/arch`,
@@ -168,7 +168,7 @@ def nfd_labels(*, gpu_model: str | None) -> dict[str, str]:
 # (docs.aws.amazon.com/AWSEC2/latest/UserGuide/ec2-instance-topology-prerequisites.html, "Instance types"):
 # 3 network nodes for the g6e/g7e, hpc, p3dn/p4d/p4de/p5/p5e/p5en/p6e-gb200 and trn types below, 4 for p6-b200 /
 # p6-b300. A node of any other type (g5, g6, p3.*...) never carries them. The labels exist only once the instance
-# runs: a scale-from-zero template (cluster-autoscaler, tools/simulate/autoscaler.py) can't know their values, so
+# runs: a scale-from-zero template (cluster-autoscaler, verify/simulate/autoscaler.py) can't know their values, so
 # the simulation treats them as UNKNOWN on a template node and Kueue computes a topology-aware placement only
 # after the nodes registered (Kueue's TAS with a ProvisioningRequest admission check: components/kueue.py).
 NETWORK_NODE_LAYER_PREFIX = "topology.k8s.aws/network-node-layer-"

@@ -8,7 +8,7 @@ ConfigMap and runs with the training image, which is already in the stack's regi
 digest, so the gate adds no image to trust. Groups at `minSize` 0 are skipped (no node is guaranteed; the
 autoscaler adds one when a job asks), with the reason logged by the Job: waiting for one would force a GPU node
 up on every `pulumi up`. Whether such a group *can* grow from zero is proved offline instead: the plan's
-scale-from-zero simulation (tools/simulate/autoscaler.py) fails when a pod meant for it doesn't fit the
+scale-from-zero simulation (verify/simulate/autoscaler.py) fails when a pod meant for it doesn't fit the
 autoscaler's template node.
 """
 

@@ -593,7 +593,7 @@ def _check_where_work_is_kept(config: StackConfig, workload: WorkloadConfig, p: 
 def _check_production_images(config: StackConfig) -> Iterator[Problem]:
     """What the policy pack's `production_image_signed_or_own_build` would refuse, decided from config first (it
     stays the second line for what only the resources show): on a production stack (`lifecycle.protect`, the
-    pack's `production` fact, tools/validate.py) every image a workload runs is the stack's own build or one
+    pack's `production` fact, verify/validate.py) every image a workload runs is the stack's own build or one
     of image.signedDigests."""
     if not config.lifecycle.protect:
         return

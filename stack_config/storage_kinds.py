@@ -50,7 +50,7 @@ STORAGE_KINDS: dict[str, StorageKind] = {
         ON_KUBERNETES, "site-declared",
         "a claim asking ReadWriteMany of `existingStorageClass` (components/shared_storage.py `claim_spec`): a "
         "class whose provisioner can't grant it (k3s' local-path, EBS) leaves the claim Pending and no training pod "
-        "starts; the plan's simulation records the class as an assumption (tools/simulate/claims.py)"),
+        "starts; the plan's simulation records the class as an assumption (verify/simulate/claims.py)"),
     "nfs": StorageKind(
         ON_SWARM, "read-write-many",
         "the NFS export mounted by Docker's local volume driver on every server (components/swarm_training.py "

@@ -12,12 +12,12 @@ from typing import Any
 import pytest
 import yaml
 
-from tools import plan as gtp_plan
+from verify import plan as gtp_plan
 
 ROOT = Path(__file__).resolve().parents[1]
 _CACHE: dict[str, gtp_plan.Plan] = {}
-# Every plan a test runs (tools.plan in a subprocess included) is planned, never restored from the plan cache
-# (tools/plan_cache.py): a test's plan stands alone. tests/test_plan_cache.py points the cache at its own folder.
+# Every plan a test runs (verify.plan in a subprocess included) is planned, never restored from the plan cache
+# (verify/plan_cache.py): a test's plan stands alone. tests/test_plan_cache.py points the cache at its own folder.
 os.environ["GTP_PLAN_CACHE"] = "off"
 
 

@@ -20,7 +20,7 @@ from stack_config import applicability as app
 from stack_config.schema import StackConfig, _Section
 from stages.config import parse_stack_config
 from tests.conftest import ROOT
-from tools.plan import stack_config as read_stack
+from verify.plan import stack_config as read_stack
 
 STACKS = ("dev", "prod", "edge", "edge-swarm")
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from tools import plan as gtp_plan
+from verify import plan as gtp_plan
 
 pytestmark = pytest.mark.program
 

@@ -14,7 +14,7 @@ import pytest
 from tests.conftest import ROOT
 
 PACKAGES = ("catalog", "conventions", "stack_config", "components", "cluster_targets", "workload_kinds", "stages",
-            "tools", "policy")
+            "verify", "tools", "policy")
 LINT_IMPORTS = Path(sys.executable).parent / "lint-imports"
 
 
@@ -40,14 +40,14 @@ def test_import_contracts_hold() -> None:
     # A component reading the stack config instead of taking its Args.
     ("components/network.py", "from stack_config import StackConfig", "Components never read the stack config"),
     # The domain reaching up into the tools.
-    ("stack_config/derived.py", "import tools.plan", "Layers"),
+    ("stack_config/derived.py", "import verify.plan", "Layers"),
     # Two registries depending on each other.
     ("workload_kinds/base.py", "import cluster_targets", "Layers"),
     # The policy pack importing the project (it runs in its own environment).
     ("policy/gtp_policy/model.py", "from catalog import versions", "The policy pack stands alone"),
     # A stage reaching into a concrete target, a tool into a concrete kind, instead of asking the registry.
     ("stages/workloads.py", "from cluster_targets.eks import node_taints", "Registries are closed"),
-    ("tools/plan.py", "import workload_kinds.pytorchjob", "Registries are closed"),
+    ("verify/plan.py", "import workload_kinds.pytorchjob", "Registries are closed"),
 ])
 @pytest.mark.slow
 def test_a_planted_wrong_import_breaks_the_contract(tmp_path: Path, module: str, planted: str, contract: str) -> None:

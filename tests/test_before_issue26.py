@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 
-from tools import cluster as gtp_cluster
-from tools import plan as gtp_plan
-from tools.plan_record import Plan, Resource
-from tools.simulate import findings, simulate
+from verify import plan as gtp_plan
+from verify import render as gtp_cluster
+from verify.plan_record import Plan, Resource
+from verify.simulate import findings, simulate
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "before-issue26"
 

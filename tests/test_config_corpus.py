@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import ROOT
-from tools import plan as gtp_plan
+from verify import plan as gtp_plan
 
 CORPUS = ROOT / "tests" / "config_corpus"
 FILES = sorted(CORPUS.glob("*.yaml"))

@@ -25,7 +25,8 @@ from catalog.gpu_instances import GPU_INSTANCE_TYPES
 from stack_config import StackConfig
 from stages.config import parse_stack_config
 from tests.conftest import ROOT
-from tools import bench_stack, cost, gen_ec2_prices, plan_diff, price_sources
+from tools import bench_stack, gen_ec2_prices, price_sources
+from verify import cost, plan_diff
 
 CATALOG_TYPES = sorted(GPU_INSTANCE_TYPES) + sorted(CPU_INSTANCE_TYPES)
 TABLE: dict[str, dict[str, float | None]] = {}
@@ -406,7 +407,7 @@ def test_plan_diff_cost_of_a_reservation_resize_a_new_group_and_a_base_without_c
 
 def test_plan_diff_against_a_base_planned_before_per_type_prices_lists_the_groups_whose_price_region_changed() -> None:
     """A plan-diff base is planned with the base's code: its cost.json may have one `pricesOf` and `source` for the
-    whole stack (as tools/cost.py wrote it when every type of a Region was priced from one Region)."""
+    whole stack (as verify/cost.py wrote it when every type of a Region was priced from one Region)."""
     head = cost.stack_cost(parse(stack_raw("dev"), "dev"))
     base = {key: value for key, value in copy.deepcopy(head).items() if key != "sources"}
     for group in base["groups"]:
@@ -456,7 +457,7 @@ def test_plan_diff_cli_prints_the_cost_section(monkeypatch: pytest.MonkeyPatch,
 
 @pytest.mark.slow
 def test_the_plan_writes_cost_json_and_prints_two_lines(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
-    from tools import plan as gtp_plan
+    from verify import plan as gtp_plan
 
     assert gtp_plan.plan_one("dev", out=tmp_path, quiet=True) == 0
     written = json.loads((tmp_path / "dev" / cost.FILE).read_text())

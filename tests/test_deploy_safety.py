@@ -11,8 +11,8 @@ import pytest
 from catalog import versions
 from stack_config import ConfigError
 from tests.conftest import plan_modified, plan_stack
-from tools import plan as gtp_plan
-from tools.plan_record import COMPUTED
+from verify import plan as gtp_plan
+from verify.plan_record import COMPUTED
 
 
 @pytest.mark.parametrize("kubernetes_version", versions.SUPPORTED_KUBERNETES_VERSIONS)
@@ -74,8 +74,8 @@ def test_distinct_principals_each_get_one_access_entry(tmp_path: Path) -> None:
 
 def test_subnets_never_land_in_local_or_wavelength_zones() -> None:
     # The offline plan's zone list holds a Local Zone and a Wavelength Zone whose names sort first (see
-    # tools.plan.fake_zones); the program must filter them out by zone type, as EC2 would on its answer.
-    from tools.plan import fake_zones
+    # verify.plan.fake_zones); the program must filter them out by zone type, as EC2 would on its answer.
+    from verify.plan import fake_zones
     for stack in ("dev", "prod"):
         plan = plan_stack(stack)
         zones = {s.inputs["availabilityZone"] for s in plan.by_type("aws:ec2/subnet:Subnet")}

@@ -119,7 +119,7 @@ deeper), not an upstream file cited by line (`docs/parameters.md:10-16`)."""
 CODE_FILES = ("*.py", "*.yaml", "*.yml", "Makefile")
 CODE_ROOTS = ("Makefile", "Pulumi.yaml", "__main__.py", ".github", ".ci", "benchmarks", "catalog", "cluster_targets",
               "components", "conventions", "images", "policy", "stack_config", "stacks", "stages", "tools",
-              "workload_kinds")
+              "verify", "workload_kinds")
 """Where the repository's code, stacks, Makefile and workflows live (tests/ builds fake trees with docs/ paths of
 their own; vendor/ is upstream's)."""
 
@@ -215,3 +215,20 @@ def test_every_docs_path_the_code_names_exists() -> None:
                       if not (DOCS / f"{name}.md").is_file()})
     assert not missing, "\n".join(missing)
     assert DOCS_PATH.findall("docs/edge.md, `docs/parameters.md:10-16`, kubeflow docs/operator-guides/x.md") == ["edge"]
+
+
+def test_readme_lists_the_current_simulation_checks() -> None:
+    """README's list of checks is generated from the check modules' docstrings (tools/check_list.py)."""
+    from tools import check_list
+
+    assert check_list.render() in (ROOT / "README.md").read_text(), "run `python -m tools.check_list --update`"
+    assert check_list.render().count("\n") == len(check_list.CHECKS)
+
+
+def test_a_check_module_without_a_docstring_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
+    import verify.simulate.queries as queries
+    from tools import check_list
+
+    monkeypatch.setattr(queries, "__doc__", None)
+    with pytest.raises(ValueError, match=r"verify/simulate/queries.py has no docstring"):
+        check_list.render()

@@ -7,7 +7,7 @@ import pytest
 from stack_config.derived import dcgm_exporter_enabled
 from tests.conftest import plan_stack
 from tests.test_config import BASE, EXISTING, parse, problems_of, with_
-from tools import cluster
+from verify import render as cluster
 
 
 def test_time_slicing_shares_a_jetson_gpu() -> None:

@@ -20,8 +20,8 @@ from components import cluster_autoscaler, kueue
 from stack_config import ConfigError, derived
 from tests.conftest import ROOT, plan_stack
 from tests.test_config import parse, with_
-from tools import cluster as gtp_cluster
-from tools.simulate import gangs, nodes, queue
+from verify import render as gtp_cluster
+from verify.simulate import gangs, nodes, queue
 
 
 def stack(name: str) -> dict[str, Any]:
@@ -210,8 +210,8 @@ def test_dev_plan_has_neither() -> None:
 
 
 def _pods_and_groups(plan: Any, objects: list[Any]) -> tuple[list[Any], list[Any]]:
-    from tools.simulate import runtime
-    from tools.simulate.pods import expand_pods
+    from verify.simulate import runtime
+    from verify.simulate.pods import expand_pods
 
     pods = expand_pods(objects, plan)
     expanded = [*queue.admitted_pods(objects, pods), *nodes.addon_pods(plan)]

@@ -10,7 +10,7 @@ import os
 import pytest
 
 from tests.conftest import ROOT, plan_stack
-from tools import plan as gtp_plan
+from verify import plan as gtp_plan
 
 GOLDEN = ROOT / "tests" / "golden"
 

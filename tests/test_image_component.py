@@ -9,8 +9,8 @@ from catalog import versions
 from components import image_spec
 from components.training_image import IMAGE_INPUTS_OUTSIDE_THE_TAG, lifecycle_policy, registry_server
 from tests.conftest import ROOT, plan_modified, plan_stack
-from tools import plan as gtp_plan
-from tools.plan import COMPUTED
+from verify import plan as gtp_plan
+from verify.plan import COMPUTED
 
 
 def test_ecr_repository_settings() -> None:

@@ -1,4 +1,4 @@
-"""Kueue (components/kueue.py, tools/simulate/queue.py): derived quotas, integrations, the derived manifest,
+"""Kueue (components/kueue.py, verify/simulate/queue.py): derived quotas, integrations, the derived manifest,
 the stack option and the `queued` simulation check."""
 
 from __future__ import annotations
@@ -19,10 +19,10 @@ from conventions.names import EFA_RESOURCE, SHARED_GPU_RESOURCE, WHOLE_GPU_RESOU
 from stack_config.derived import group_quota, kueue_enabled
 from tests.conftest import ROOT, plan_modified, plan_stack
 from tests.test_config import BASE, EXISTING, parse, problems_of, with_
-from tools import cluster as gtp_cluster
-from tools.cluster import ClusterObject
-from tools.simulate import expand_pods, nodes, simulate
-from tools.simulate import queue as queue_check
+from verify import render as gtp_cluster
+from verify.render import ClusterObject
+from verify.simulate import expand_pods, nodes, simulate
+from verify.simulate import queue as queue_check
 
 
 # --- quota derivation -------------------------------------------------------------------------------------------

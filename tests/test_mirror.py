@@ -26,8 +26,9 @@ from conventions.images import Lock, LockError, normalized, on_registry, parse, 
 from stack_config import ConfigError
 from stages.offline import offline_problems, site_images
 from tests.conftest import ROOT, plan_modified, plan_stack
-from tools import cluster, mirror
-from tools import plan as gtp_plan
+from tools import mirror
+from verify import plan as gtp_plan
+from verify import render as cluster
 
 SITE = "registry.edge-site.internal:5000"
 EDGE_IMAGES = [
@@ -369,7 +370,7 @@ def test_an_offline_stack_s_own_image_and_cluster_are_on_the_site(tmp_path: Path
 
 def _site_violations(plan: gtp_plan.Plan) -> list[str]:
     from policy.gtp_policy import run_policies
-    from tools.validate import policy_facts
+    from verify.validate import policy_facts
 
     facts = {**policy_facts(plan), "siteRegistry": SITE}
     return [v.message for v in run_policies([r.as_json() for r in plan.resources], facts)

@@ -19,7 +19,7 @@ def test_an_appended_reservation_zone_gets_node_subnets_but_stays_out_of_the_con
     # Before: the cluster's subnets grew by the new zone's, which EKS refuses (subnets stay in the original zones).
     import yaml
 
-    from tools import plan as gtp_plan
+    from verify import plan as gtp_plan
 
     document = yaml.safe_load((Path(__file__).resolve().parents[1] / "stacks" / "Pulumi.dev.yaml").read_text())
     _reserved_zone_appended(document["config"])

@@ -9,10 +9,10 @@ import pytest
 
 from catalog import versions
 from tests.conftest import plan_stack
-from tools import cluster as gtp_cluster
-from tools.simulate import nodes
-from tools.simulate.pods import expand_pods
-from tools.simulate.scheduling import placement_misses
+from verify import render as gtp_cluster
+from verify.simulate import nodes
+from verify.simulate.pods import expand_pods
+from verify.simulate.scheduling import placement_misses
 
 AGENT = "eks-node-monitoring-agent"
 TRAINING_KINDS = ("PyTorchJob", "TrainJob", "ElasticJob", "ScaledJob", "Job")
@@ -38,7 +38,7 @@ def test_an_unpinned_agent_is_refused_before_anything_is_registered(monkeypatch:
 
     import stages.config
     from stack_config import ConfigError
-    from tools import plan as gtp_plan
+    from verify import plan as gtp_plan
 
     monkeypatch.setattr(versions, "EFA_INSTALLER", dataclasses.replace(versions.EFA_INSTALLER, sha256="0" * 64))
     monkeypatch.setattr(stages.config, "under_mocks", lambda: False)

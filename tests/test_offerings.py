@@ -24,9 +24,9 @@ from stack_config import ConfigError
 from stages.config import parse_stack_config
 from tests.conftest import ROOT
 from tools import offerings as tool
-from tools import plan as gtp_plan
 from tools import price_sources
-from tools.plan import stack_config as read_stack
+from verify import plan as gtp_plan
+from verify.plan import stack_config as read_stack
 
 OFFERING_TEXT = "is not offered in region"
 

@@ -1,4 +1,4 @@
-"""The stack picture `make plan` draws (tools/overview.py): a real Graphviz SVG for every committed stack, naming
+"""The stack picture `make plan` draws (verify/overview.py): a real Graphviz SVG for every committed stack, naming
 every node group and workload, and looked at in a real headless Chromium (a screenshot that is not blank and shows
 the node groups' colour).
 
@@ -21,8 +21,9 @@ import numpy as np
 import pytest
 
 from tests.conftest import plan_stack
-from tools import cluster, overview
-from tools.plan import ROOT, known_stacks
+from verify import overview
+from verify import render as cluster
+from verify.plan import ROOT, known_stacks
 
 STACKS = known_stacks(ROOT)
 SVG = "{http://www.w3.org/2000/svg}"
@@ -182,7 +183,7 @@ def test_chromium_shows_the_picture(stack, tmp_path):
     assert pixels.shape == (window[1], window[0], 3)
     drawn = int(np.any(pixels != 255, axis=2).sum())
     assert drawn > 0.01 * window[0] * window[1], f"only {drawn} non-white pixels: a blank page"
-    # The GPU node groups' fill (tools/overview.COLOURS): the graph itself rendered, not an error page.
+    # The GPU node groups' fill (verify/overview.COLOURS): the graph itself rendered, not an error page.
     fill = np.frombuffer(bytes.fromhex(overview.COLOURS["group"].lstrip("#")), dtype=np.uint8).astype(np.int32)
     near = int(np.all(np.abs(pixels.astype(np.int32) - fill) <= 3, axis=2).sum())
     assert near > 500, f"{near} pixels of the node groups' colour {overview.COLOURS['group']}"

@@ -13,7 +13,7 @@ import stages.config
 from stack_config import ConfigError
 from stack_config.placeholders import find_placeholders
 from tests.conftest import plan_modified, plan_stack
-from tools import plan as gtp_plan
+from verify import plan as gtp_plan
 
 
 def test_the_committed_stacks_list_their_placeholders_by_key_path() -> None:

@@ -11,9 +11,9 @@ import pytest
 import yaml
 
 from tests.conftest import ROOT, clone_working_tree, plan_modified, plan_stack
-from tools import plan as gtp_plan
-from tools.plan_diff import diff_plans
-from tools.validate import Report, close_schema, validate_objects
+from verify import plan as gtp_plan
+from verify.plan_diff import diff_plans
+from verify.validate import Report, close_schema, validate_objects
 
 
 @pytest.mark.parametrize("stack", ["dev", "edge", "edge-swarm", "prod"])

@@ -1,4 +1,4 @@
-"""The plan cache (tools/plan_cache.py): a hit is byte-identical to a fresh plan, and any input change misses.
+"""The plan cache (verify/plan_cache.py): a hit is byte-identical to a fresh plan, and any input change misses.
 
 Three kinds of evidence: the key moves with each kind of input (a synthetic tree, every kind changed in turn) and
 stays put for what a plan never reads; a real plan, watched by an audit hook, opens no repository file and runs no
@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from tools import plan_cache
-from tools.plan import known_stacks
+from verify import plan_cache
+from verify.plan import known_stacks
 
 pytestmark = pytest.mark.program
 
@@ -130,7 +130,7 @@ def test_the_real_tool_identity_follows_the_environment_helm_and_dot(tmp_path: P
     monkeypatch.delenv("GTP_REPOSITORY_URL")
     fake_helm = tmp_path / "helm"
     fake_helm.write_text("#!/bin/sh\n")
-    monkeypatch.setattr("tools.vendor.helm_binary", lambda: str(fake_helm))
+    monkeypatch.setattr("verify.helm.helm_binary", lambda: str(fake_helm))
     assert plan_cache.tool_identity()["helm"] != base["helm"]
     monkeypatch.setenv("PATH", str(tmp_path))  # no `dot`: the plan writes no SVG, so it is another plan
     assert plan_cache.tool_identity()["dot"] == "absent"
@@ -173,7 +173,7 @@ AUDIT = textwrap.dedent("""
         elif event == "subprocess.Popen":
             ran.append([os.fsdecode(a) for a in args[1]])
     sys.addaudithook(hook)
-    from tools.plan import plan_one
+    from verify.plan import plan_one
     code = plan_one(sys.argv[1], out=Path(sys.argv[2]), quiet=True)
     print(json.dumps({"code": code, "opened": sorted(opened), "ran": ran}))
 """)
@@ -200,7 +200,7 @@ def test_the_key_covers_every_file_a_real_plan_reads(tmp_path: Path, stack: str,
     read = {path for path in record["opened"] if path.startswith(root + os.sep) and os.path.isfile(path)
             and "__pycache__" not in path and not path.startswith(derived) and not path.startswith(prefixes)}
     assert read, "the audit hook saw no file of the repository opened: it watched nothing"
-    assert read - keyed == set(), "a plan read files the cache key leaves out (tools/plan_cache.py input_files)"
+    assert read - keyed == set(), "a plan read files the cache key leaves out (verify/plan_cache.py input_files)"
     # Outside the repository: only the interpreter's own files (its version and the installed distributions are
     # in the key) and the plan's scratch under the temporary directory (helm's values files).
     outside = {path for path in record["opened"] if not path.startswith(root + os.sep) and os.path.isfile(path)}
@@ -253,7 +253,7 @@ def test_a_helm_render_is_reused_and_any_input_of_it_renders_again(tmp_path: Pat
     """The one stage cached on its own: a release rendered before is not rendered again; a release whose values,
     name or Kubernetes version differ is (helm runs)."""
     from tests.conftest import plan_stack
-    from tools import cluster
+    from verify import render as cluster
 
     monkeypatch.setenv("GTP_PLAN_CACHE", str(tmp_path))
     plan = plan_stack("dev")

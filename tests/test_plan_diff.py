@@ -12,11 +12,11 @@ from typing import Any
 
 import pytest
 
-import tools.plan as gtp_plan
+import verify.plan as gtp_plan
 from tests.conftest import ROOT, plan_modified, plan_stack
-from tools import plan_diff
-from tools.cluster import ClusterObject
-from tools.plan_diff import diff_plans
+from verify import plan_diff
+from verify.plan_diff import diff_plans
+from verify.render import ClusterObject
 
 URN = "urn:pulumi:dev::gtp::{}::{}"
 
@@ -115,7 +115,7 @@ def test_provider_pins_compare_requirements(tmp_path: Path) -> None:
 
 
 def test_plan_tree_collects_policy_violations(tmp_path: Path) -> None:
-    """A fake tree whose planner writes a plan and fails validation, as tools.plan does on a violation."""
+    """A fake tree whose planner writes a plan and fails validation, as verify.plan does on a violation."""
     (tmp_path / "stacks").mkdir()
     (tmp_path / "stacks" / "Pulumi.x.yaml").write_text("config: {}\n")
     (tmp_path / "tools").mkdir()
@@ -251,7 +251,7 @@ def test_protected_and_retained_resources_are_marked() -> None:
 
 
 def _objects(source: str, *objs: dict[str, Any]) -> list[Any]:
-    from tools.cluster import ClusterObject
+    from verify.render import ClusterObject
 
     return [ClusterObject(source, obj) for obj in objs]
 
@@ -314,7 +314,8 @@ def test_cluster_objects_are_compared_per_release_and_operator_across_versions(s
 
 def test_placements_come_from_the_scheduling_simulation() -> None:
     """A real simulation: prod's pre-training lands on the reserved h100 group."""
-    from tools import cluster, simulate
+    from verify import render as cluster
+    from verify import simulate
 
     plan = plan_stack("prod")
     found = plan_diff.placements(simulate.simulate(plan, cluster.render_cluster(plan)))
@@ -396,7 +397,7 @@ def test_listing_stacks_at_a_base_without_stacks_or_an_unknown_ref(tmp_path: Pat
 
 def test_the_base_is_planned_once_per_git_tree_and_tool_set(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
                                                             capsys: pytest.CaptureFixture) -> None:
-    """plan-diff plans BASE once per tree (tools/plan_cache.py `tree_key`); the head is planned on every run."""
+    """plan-diff plans BASE once per tree (verify/plan_cache.py `tree_key`); the head is planned on every run."""
     monkeypatch.setenv("GTP_PLAN_CACHE", str(tmp_path / "cache"))
     planned: list[str] = []
 
@@ -414,7 +415,7 @@ def test_the_base_is_planned_once_per_git_tree_and_tool_set(monkeypatch: pytest.
     assert "read from the plan cache" in second.err and second.out == first.out
     assert plan_diff.main(["--stack", "dev", "--base", "HEAD~1"]) == 0  # another tree: planned
     assert planned[-2:] == ["base", "head"]
-    from tools import plan_cache
+    from verify import plan_cache
 
     tree = subprocess.run(["git", "rev-parse", "HEAD^{tree}"], cwd=ROOT, capture_output=True, text=True,
                           check=True).stdout.strip()

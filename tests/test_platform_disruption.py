@@ -1,9 +1,9 @@
 """Priorities and disruption budgets of the platform's long-running components (issue 17 item 4).
 
-Over the rendered cluster of dev and prod (charts and operator manifests included, tools/cluster.py): every
+Over the rendered cluster of dev and prod (charts and operator manifests included, verify/render.py): every
 long-running platform controller runs under `gtp-platform` (or a built-in system class the chart chose), every
 release or manifest naming the class waits for it, training pods keep their own class, and no
-PodDisruptionBudget blocks a node drain. The rules themselves (tools/simulate/disruption.py) get a failing case
+PodDisruptionBudget blocks a node drain. The rules themselves (verify/simulate/disruption.py) get a failing case
 each."""
 
 from __future__ import annotations
@@ -21,10 +21,10 @@ from components.training_namespace import TRAINING_PRIORITY
 from components.training_operators import derived_name, keda_values, operator_file, with_priority_class
 from conventions.names import PLATFORM_PRIORITY_CLASS, training_priority_class
 from tests.conftest import ROOT, plan_stack
-from tools import cluster
-from tools.cluster import ClusterObject
-from tools.simulate import disruption
-from tools.simulate.pods import expand_pods
+from verify import render as cluster
+from verify.render import ClusterObject
+from verify.simulate import disruption
+from verify.simulate.pods import expand_pods
 
 STACKS = ["dev", "prod"]
 LONG_RUNNING = ("Deployment", "StatefulSet")

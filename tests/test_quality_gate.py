@@ -1,4 +1,4 @@
-"""The Python quality gate in `make check` (tools/check.py): each of its three tools, with this repository's own
+"""The Python quality gate in `make check` (verify/check.py): each of its three tools, with this repository's own
 configuration, fails on a planted defect of the kind it is there for, and `make check` runs all three."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tools import check
+from verify import check
 
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
@@ -37,11 +37,11 @@ def test_make_check_runs_the_three_tools_on_the_platform_code() -> None:
     source = Path(check.__file__).read_text()
     for name in ('"ruff"', '"types"', '"dead code"'):
         assert f"results[{name}]" in source
-    assert {"catalog", "components", "stack_config", "tools", "tests", "vulture_whitelist.py"} <= set(
+    assert {"catalog", "components", "stack_config", "tools", "verify", "tests", "vulture_whitelist.py"} <= set(
         check.VULTURE_PATHS)
     include = json.loads("\n".join(line for line in (ROOT / "pyrightconfig.json").read_text().splitlines()
                                    if not line.lstrip().startswith("//")))["include"]
-    assert {"catalog", "components", "stack_config", "stages", "tools", "workload_kinds"} <= set(include)
+    assert {"catalog", "components", "stack_config", "stages", "tools", "verify", "workload_kinds"} <= set(include)
 
 
 @pytest.mark.slow

@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 
 from tests.conftest import ROOT
-from tools.plan import known_stacks
-from tools.replacements import REPLACE_ON, forcing
+from verify.plan import known_stacks
+from verify.replacements import REPLACE_ON, forcing
 
 
 def _golden_types() -> set[str]:
@@ -22,7 +22,7 @@ def test_every_type_in_any_plan_has_an_entry() -> None:
     types = _golden_types()
     assert "aws:eks/nodeGroup:NodeGroup" in types and "docker:index/service:Service" in types
     missing = sorted(types - set(REPLACE_ON))
-    assert not missing, f"add these types to tools/replacements.py REPLACE_ON: {missing}"
+    assert not missing, f"add these types to verify/replacements.py REPLACE_ON: {missing}"
 
 
 def test_node_group_instance_types_force_replacement() -> None:

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from tools import plan as gtp_plan
-from tools.validate import file_system_access_problems
+from verify import plan as gtp_plan
+from verify.validate import file_system_access_problems
 
 CLUSTER_GROUP = gtp_plan.FAKE_OUTPUTS["aws:eks/cluster:Cluster"]["vpcConfig"]["clusterSecurityGroupId"]
 

@@ -104,7 +104,7 @@ def test_a_helm_package_with_another_digest_is_refused(tmp_path, monkeypatch):
 
 
 def test_a_chart_helm_cannot_render_fails_with_the_release_named(tmp_path):
-    from tools.cluster import RenderError, render_releases
+    from verify.render import RenderError, render_releases
 
     missing = {"name": "broken", "chart": str(tmp_path / "no-such-chart"), "namespace": "keda", "values": {}}
     with pytest.raises(RenderError, match="helm template failed for chart .*no-such-chart release keda/broken"):

@@ -107,10 +107,10 @@ class ThrowawayTarget(ClusterTarget):
 
 
 def _add_check(clone: Path) -> None:
-    (clone / "tools" / "simulate" / "throwaway.py").write_text('''"""A throwaway check: every pod has an
+    (clone / "verify" / "simulate" / "throwaway.py").write_text('''"""A throwaway check: every pod has an
 owner."""
 
-from tools.simulate.model import CheckResult
+from verify.simulate.model import CheckResult
 
 
 def check(pods) -> CheckResult:
@@ -119,7 +119,7 @@ def check(pods) -> CheckResult:
         result.record(bool(pod.owner))
     return result
 ''')
-    init = clone / "tools" / "simulate" / "__init__.py"
+    init = clone / "verify" / "simulate" / "__init__.py"
     _insert_after(init, r"^    swarm,$", "    throwaway,\n")
     _insert_after(init, r"^CHECKS: tuple\[SimulationCheck", '    SimulationCheck("throwaway", lambda w: '
                                                               '[throwaway.check(w.pods)]),\n')

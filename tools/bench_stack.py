@@ -3,7 +3,7 @@
 ``python -m tools.bench_stack --name a100-sweep --ttl-hours 6 --image-ref <repo@sha256:...>`` (what
 ``make bench-stack NAME=... TTL=... IMAGE=...`` runs) writes ``stacks/Pulumi.bench-<name>.yaml`` with the TTL
 and the creation time recorded as stack config (and so as tags on every taggable resource), validates it
-(cost cap included) before anything is deployed, and prints the cap in money beside its node-hours (tools/cost.py).
+(cost cap included) before anything is deployed, and prints the cap in money beside its node-hours (verify/cost.py).
 Then: ``pulumi stack init bench-<name> && pulumi up``.
 """
 
@@ -20,8 +20,8 @@ from pathlib import Path
 from stack_config import ConfigError, StackConfig
 from stack_config.source import load_yaml_file
 from stages.config import parse_stack_config
-from tools import cost
-from tools.plan import ROOT, stack_config
+from verify import cost
+from verify.plan import ROOT, stack_config
 
 TEMPLATE = Path("stacks") / "templates" / "bench.yaml"
 """Relative to the project root."""
@@ -111,7 +111,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     print(f"wrote {path.relative_to(ROOT)}; next: pulumi stack init bench-{args.name} && "
           f"pulumi up --stack bench-{args.name}")
-    # The cap in money beside its node-hours: what maxGpuNodeHours and the TTL allow (tools/cost.py).
+    # The cap in money beside its node-hours: what maxGpuNodeHours and the TTL allow (verify/cost.py).
     for line in cost.bench_cap(parse(ROOT, f"bench-{args.name}")):
         print(line)
     return 0

@@ -23,7 +23,7 @@ from stack_config import ConfigError
 from stack_config.placeholders import EXAMPLE_LABEL
 from stack_config.source import load_yaml_file
 from stages.config import parse_stack_config
-from tools.plan import ROOT, stack_config
+from verify.plan import ROOT, stack_config
 
 TEMPLATES = Path("stacks") / "templates"
 

@@ -12,7 +12,7 @@ reads, at those commits (``git show``, no network):
   us-gov-east-1, us-gov-west-1, cn-north-1), and of the GPU types in those of them the price files don't cover
   (cn-north-1, in CNY).
 A type a source's Region lacks is written as None: known not to be sold on demand there (e.g. a Capacity-Block-only
-type). A Region a source doesn't cover is absent from its table: unknown, and `tools/cost.py` falls back, per
+type). A Region a source doesn't cover is absent from its table: unknown, and `verify/cost.py` falls back, per
 instance type, to the partition's reference Region.
 Refresh: fetch both repositories, pick the newest commit that touched the files, rerun, review the diff, and refresh
 catalog/ec2_offerings.py from the same price-file commit (`python -m tools.offerings prices`).
@@ -28,7 +28,6 @@ from pathlib import Path
 
 from catalog.cpu_instances import CPU_INSTANCE_TYPES
 from catalog.gpu_instances import GPU_INSTANCE_TYPES
-from tools.plan_record import ROOT
 from tools.price_sources import (
     KARPENTER_FILES,
     KARPENTER_REPOSITORY,
@@ -38,6 +37,7 @@ from tools.price_sources import (
     read_price_files,
     resolve_commit,
 )
+from verify.plan_record import ROOT
 
 GPU_PRICES_REPOSITORY = "tsaol/aws-gpu"
 GPU_PRICES = "gpu-price-files"
@@ -120,9 +120,9 @@ def render(command: str, table: Mapping[str, Source]) -> str:
         "(pkg/providers/pricing/pricing.go, fetchOnDemandPricing); it gives the system group's types, and the GPU types",  # noqa: E501
         "in its Regions the price files don't cover.",
         "None: no on-demand price in that Region (not sold on demand there). A Region or type a source doesn't list is",
-        "unknown: `tools/cost.py` prices that type with its partition's reference Region (as the provider falls back",
+        "unknown: `verify/cost.py` prices that type with its partition's reference Region (as the provider falls back",
         "to us-east-1, pricing.go, Reset) and says so per node group. Spot prices and reservations are not list",
-        "prices and are not here: `tools/cost.py` marks those groups as such.",
+        "prices and are not here: `verify/cost.py` marks those groups as such.",
         '"""',
         "",
         "from __future__ import annotations",

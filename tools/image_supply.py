@@ -50,7 +50,7 @@ to the same immutable repository, and CI must neither collide with it nor mistak
 
 def load(stack: str, root: Path = ROOT) -> StackConfig:
     from stages.config import parse_stack_config
-    from tools.plan import stack_config
+    from verify.plan import stack_config
 
     project, config, secrets = stack_config(root, stack)
     raw = {key.split(":", 1)[1]: value for key, value in config.items() if key.startswith(f"{project}:")}

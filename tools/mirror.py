@@ -3,7 +3,7 @@
     python -m tools.mirror --stack edge [--list] [--skopeo PATH] [--lock PATH] [--stack-file PATH] [--only REF ...]
 
 1. The image list comes from the stack's plan: every container, init container and ephemeral container image of
-   every object in the rendered cluster (`tools.cluster.render_cluster`: stack objects, vendored charts rendered by
+   every object in the rendered cluster (`verify.render.render_cluster`: stack objects, vendored charts rendered by
    helm, vendored operator manifests), every image passed as a controller flag (`--<name>-image=<ref>`, e.g.
    DLRover's `--master-image`), and the training image's base (or the existing image a `build: false` stack runs).
    The training image the stack builds is pushed to the site registry by the stack itself. Planned offline, the
@@ -14,7 +14,7 @@
    the lock file (default `stacks/mirror/<stack>.lock.json`) records source → `<site copy>@sha256:<digest>`,
    and the platforms the copy carries (`manifest_platforms`: a manifest list's entries, else the single image's
    config from `skopeo inspect --config`), which the simulation checks against each node group's
-   `kubernetes.io/arch` (tools/simulate/platforms.py).
+   `kubernetes.io/arch` (verify/simulate/platforms.py).
 
 `--list` prints the images and the copy commands and copies nothing; `--verify` checks every lock entry against what
 the site registry serves under the copy's tag (exit 1 naming each that differs). `--only REF` copies just those of
@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from conventions.images import Lock, LockError, normalized, parse, read_lock, site_repository, site_tag
-from tools.plan_record import COMPUTED, ROOT
+from verify.plan_record import COMPUTED, ROOT
 
 POD_CONTAINER_LISTS = ("containers", "initContainers", "ephemeralContainers")
 IMAGE_FLAG = re.compile(r"^--?[a-z0-9-]*image=(\S+)$")
@@ -206,8 +206,8 @@ def _text(value: Any) -> str:
 
 def plan_images(stack: str, stack_file: Path | None = None) -> tuple[Any, list[str]]:
     """(the stack's config, the images it needs), from a fresh plan of the stack and its rendered cluster."""
-    from tools import plan as planner
-    from tools.cluster import render_cluster
+    from verify import plan as planner
+    from verify.render import render_cluster
 
     plan = planner.run(stack, stack_file=stack_file) if stack_file else planner.run(stack)
     objects = [item.obj for item in render_cluster(plan)]

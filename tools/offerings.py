@@ -36,8 +36,8 @@ from pathlib import Path
 from typing import Any
 
 from catalog.gpu_instances import GPU_INSTANCE_TYPES
-from tools.plan_record import ROOT
 from tools.price_sources import KARPENTER_REPOSITORY, parse_karpenter_table, read_price_files
+from verify.plan_record import ROOT
 
 OUT = ROOT / "catalog" / "ec2_offerings.py"
 KARPENTER_DIRECTORY = "pkg/providers/pricing"

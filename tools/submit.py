@@ -39,7 +39,7 @@ import workload_kinds
 from stack_config import WorkloadConfig
 from stack_config.derived import kueue_enabled
 from stack_config.source import YamlFileError, load_yaml_file
-from tools.plan import COMPUTED, ROOT, plan_and_check, run
+from verify.plan import COMPUTED, ROOT, plan_and_check, run
 
 SUBMITTABLE = tuple(name for name in workload_kinds.CONFIGURABLE if workload_kinds.KINDS[name].traits.kueue_admits)
 """Kinds Kueue admits (their `kueue_integration`), whose whole workload is Kubernetes objects (ElasticJob: no Kueue

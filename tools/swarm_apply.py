@@ -27,7 +27,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from tools.plan_record import COMPUTED, SECRET
+from verify.plan_record import COMPUTED, SECRET
 
 NETWORK_TYPE = "docker:index/network:Network"
 SERVICE_TYPE = "docker:index/service:Service"

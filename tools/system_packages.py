@@ -31,7 +31,7 @@ PACKAGES: dict[str, SystemPackage] = {package.package: package for package in (
     SystemPackage("prometheus", "prometheus", "tests/simulate/test_prometheus.py runs the KEDA queries through it; "
                   "its promtool unit-tests the alert rules and dashboard queries (tests/gpu/test_alert_rules.py)"),
     SystemPackage("skopeo", "skopeo", "the mirror copies images with it (tests/test_mirror.py, tests/engine)"),
-    SystemPackage("dot", "graphviz", "draws the plan's overview.svg (tools/overview.py, tests/test_overview.py)"),
+    SystemPackage("dot", "graphviz", "draws the plan's overview.svg (verify/overview.py, tests/test_overview.py)"),
     SystemPackage("chromium", "chromium", "the headless browser tests/test_overview.py screenshots overview.svg with"),
     SystemPackage("/usr/sbin/dockerd", "docker.io", "the Docker Engine of tests/engine (Debian's 20.10 and its CLI)"),
     SystemPackage("/usr/bin/containerd", "containerd", "dockerd's container runtime manager"),

@@ -23,7 +23,6 @@ import argparse
 import hashlib
 import io
 import os
-import shutil
 import subprocess
 import sys
 import tarfile
@@ -133,17 +132,6 @@ def install_helm(dest: Path) -> None:
     partial.write_bytes(binary)
     partial.chmod(0o755)
     os.replace(partial, dest)
-
-
-def helm_binary() -> str:
-    """The helm `make setup` installed (next to the venv's python), else one on PATH."""
-    local = Path(sys.executable).parent / "helm"
-    if local.exists():
-        return str(local)
-    found = shutil.which("helm")
-    if found is None:
-        raise FileNotFoundError(f"no helm binary: run `make setup` (it installs helm {HELM_VERSION} into .venv/bin)")
-    return found
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -3,7 +3,7 @@
 Trainer v2 turns a TrainJob into a JobSet named after it (JobSet v0.12.0, bundled with the vendored manager
 render; trainer@v2.3.0 pkg/runtime/framework/plugins/jobset/jobset.go:413 `Build`), the JobSet into one Indexed
 Job per replicated job (`<trainjob>-<replicated job>-<job index>`), each Job into pods whose hostname is
-`<job>-<completion index>` under the subdomain `<trainjob>` (tools/simulate/pods.py `_trainjob` cites each step).
+`<job>-<completion index>` under the subdomain `<trainjob>` (verify/simulate/pods.py `_trainjob` cites each step).
 The platform registers two objects:
 
 - a ClusterTrainingRuntime `<namespace>-torch` (cluster-scoped, so named after the stack's namespace) with

@@ -14,9 +14,9 @@ import pytest
 import yaml
 
 from catalog import versions
-from tools.cluster import ClusterObject
 from tools.cluster_test import build, compare, nodes, run
-from tools.simulate.nodes import NodeGroup
+from verify.render import ClusterObject
+from verify.simulate.nodes import NodeGroup
 
 ROOT = Path(__file__).resolve().parents[2]
 

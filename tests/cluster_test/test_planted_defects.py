@@ -8,11 +8,11 @@ import json
 
 import pytest
 
-from tools.cluster import ClusterObject
 from tools.cluster_test.__main__ import STATE
 from tools.cluster_test.compare import disagreements
 from tools.cluster_test.control_plane import Cluster
 from tools.cluster_test.run import PLAN_DIR, run_stack
+from verify.render import ClusterObject
 
 pytestmark = pytest.mark.cluster
 

@@ -16,9 +16,10 @@ import yaml
 from conventions.images import read_lock
 from tests.conftest import ROOT
 from tests.engine.conftest import Built, timed
-from tools import cluster, mirror
-from tools import plan as gtp_plan
+from tools import mirror
 from tools.engine import Engine, Registry
+from verify import plan as gtp_plan
+from verify import render as cluster
 
 
 def _served_digest(engine: Engine, reference: str) -> str:

@@ -20,8 +20,8 @@ import yaml
 from components.alert_rules import ALERT_RULES_FILE, KUEUE_METRICS, PROMETHEUS_METRICS
 from components.gpu_metrics import KUEUE_METRICS_SERVICE, KUEUE_NAMESPACE
 from components.training_pod import METRICS_PORT
-from tools.cluster import ClusterObject
-from tools.simulate import queries
+from verify.render import ClusterObject
+from verify.simulate import queries
 
 APP_LABEL = "app.kubernetes.io/name"
 
@@ -181,7 +181,7 @@ def _escape(value: str) -> str:
 
 
 def pod_targets(pod: Mapping[str, Any], namespace: str, ip: str) -> list[dict[str, str]]:
-    """What Kubernetes discovery (role pod) gives for `pod` (a full Pod, as tools/simulate/pods.py expands a
+    """What Kubernetes discovery (role pod) gives for `pod` (a full Pod, as verify/simulate/pods.py expands a
     workload's): one target per container port (Prometheus v3.6.0 discovery/kubernetes/pod.go `buildPod`)."""
     meta = queries.META
     metadata = pod.get("metadata") or {}

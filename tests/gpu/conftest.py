@@ -13,7 +13,7 @@ import yaml
 
 from stack_config import StackConfig
 from stages.config import parse_stack_config
-from tools import plan as gtp_plan
+from verify import plan as gtp_plan
 
 ROOT = Path(__file__).resolve().parents[2]
 GOLDEN_DIR = Path(__file__).resolve().parent / "golden"

@@ -27,8 +27,8 @@ from components.kueue import cluster_queue_name
 from conventions.names import training_namespace
 from tests.conftest import ROOT, plan_stack
 from tests.gpu import alert_series as alerts
-from tools.cluster import ClusterObject, render_cluster
-from tools.simulate import queries
+from verify.render import ClusterObject, render_cluster
+from verify.simulate import queries
 
 pytestmark = pytest.mark.slow
 STACK = "prod"

@@ -1,7 +1,7 @@
 """Every dashboard query, checked like the alert rules: against what is exported and the pods the stacks run.
 
 For the committed stacks, which run all four Kubernetes workload kinds between them (prod: PyTorchJob and TrainJob;
-dev: PyTorchJob and ScaledJob; edge: ElasticJob), each training pod as tools/simulate/pods.py expands it (the
+dev: PyTorchJob and ScaledJob; edge: ElasticJob), each training pod as verify/simulate/pods.py expands it (the
 operators' and controllers' own labels included) exports the trainer's gauges with the labels the rendered
 kubernetes-pods scrape job stores. Every per-job panel query then runs on those series in `promtool test rules`'
 PromQL engine and must give exactly one row per workload of the stack file, named by the workload; and a real
@@ -27,8 +27,8 @@ from components.alert_rules import unexported
 from components.gpu_metrics import DASHBOARD_FILE
 from tests.conftest import ROOT, plan_stack
 from tests.gpu import alert_series as alerts
-from tools.cluster import render_cluster
-from tools.simulate.pods import expand_pods
+from verify.render import render_cluster
+from verify.simulate.pods import expand_pods
 
 pytestmark = pytest.mark.slow
 STACKS = ("prod", "dev", "edge")
@@ -167,8 +167,8 @@ def test_a_real_prometheus_scraping_the_trainers_answers_every_per_job_panel(tmp
     import time
 
     from tests.simulate.test_prometheus import Server, _free_port, _serve_on_loopback, prometheus_binary
-    from tools.simulate import queries
     from trainer.telemetry import Metrics
+    from verify.simulate import queries
 
     binary = prometheus_binary()
     objects = render_cluster(plan_stack("prod"))

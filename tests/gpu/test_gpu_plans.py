@@ -135,7 +135,7 @@ def test_only_the_device_plugin_namespace_is_privileged(plans):
 @pytest.mark.parametrize("stack", ["dev", "prod", "edge"])
 def test_gpu_objects_pass_the_policy_pack(plans, stack):
     from policy.gtp_policy.offline import run_policies
-    from tools.validate import policy_facts
+    from verify.validate import policy_facts
 
     plan = plans(stack)
     ours = ("nvidia", "efa", "gpu-metrics", "gpu-readiness")
@@ -166,7 +166,7 @@ def test_existing_nfd_is_not_installed_again(modified_plan):
 
 @pytest.mark.parametrize("stack", ["dev", "prod", "edge"])
 def test_gpu_objects_pass_kubernetes_validation(plans, stack):
-    from tools.validate import Report, validate_objects
+    from verify.validate import Report, validate_objects
 
     plan = plans(stack)
     ours = [obj for obj in plan.kubernetes_objects()

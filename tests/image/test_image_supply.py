@@ -111,7 +111,7 @@ def test_verify_defaults_to_the_stacks_signed_digests(tmp_path: Path) -> None:
 
     raw = {"image": json.dumps({"signedDigests": [f"{REPO}@{DIGEST}"], "build": False,
                                 "reference": REPO + "@sha256:" + "c" * 64})}
-    from tools.plan import stack_config
+    from verify.plan import stack_config
 
     project, config, secrets = stack_config(ROOT, "prod")
     base = {k.split(":", 1)[1]: v for k, v in config.items() if k.startswith(f"{project}:")}

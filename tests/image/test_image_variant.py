@@ -55,7 +55,7 @@ def test_an_efa_build_without_a_recorded_installer_digest_is_refused_before_anyt
 
     import stages.config
     from stack_config import ConfigError
-    from tools import plan as gtp_plan
+    from verify import plan as gtp_plan
 
     monkeypatch.setattr(versions, "EFA_INSTALLER", dataclasses.replace(versions.EFA_INSTALLER, sha256=None))
     # This test is about the installer: the node monitoring agent's own refusal (tests/test_node_health.py) aside.
@@ -77,7 +77,7 @@ def test_the_offline_plan_warns_about_an_unpinned_efa_installer(monkeypatch, cap
     import dataclasses
 
     from tests.conftest import plan_stack
-    from tools import plan as gtp_plan
+    from verify import plan as gtp_plan
 
     monkeypatch.setattr(versions, "EFA_INSTALLER", dataclasses.replace(versions.EFA_INSTALLER, sha256=None))
     gtp_plan.warn_placeholders(plan_stack("prod"))

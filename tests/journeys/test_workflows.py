@@ -111,7 +111,7 @@ def test_pr_workflow_posts_one_comment_with_every_stack_diff():
     checkout = plan["steps"][0]
     assert checkout["with"]["fetch-depth"] == 0
     render = next(step for step in plan["steps"] if step.get("name", "").startswith("Render"))
-    # The stacks come from the stack files (tools.plan_diff --list-stacks), never a hand-written list.
+    # The stacks come from the stack files (verify.plan_diff --list-stacks), never a hand-written list.
     assert '.venv/bin/python -m tools.plan_diff --list-stacks --base "${base}"' in render["run"]
     assert "for stack in ${stacks}; do" in render["run"]
     assert not re.search(r"for stack in [a-z]", render["run"]), "a hand-written list of stacks"

@@ -102,7 +102,7 @@ def test_signed_digests_fact_must_be_digest_references(value):
 
 
 def _plan_violations(plan):
-    from tools.validate import policy_facts
+    from verify.validate import policy_facts
 
     resources = [resource.as_json() for resource in plan.resources]
     return [v.message for v in run_policies(resources, policy_facts(plan)) if v.policy_name == RULE]

@@ -10,11 +10,11 @@ from typing import Any
 import pytest
 
 from tests.conftest import plan_stack
-from tools import simulate
-from tools.cluster import ClusterObject, render_cluster
-from tools.simulate.admission import CONTROLS_BY_ID, admitted_resources, check, pod_security, quantity, quota_usage
-from tools.simulate.model import ExpandedPod
-from tools.simulate.pods import expand_pods
+from verify import simulate
+from verify.render import ClusterObject, render_cluster
+from verify.simulate.admission import CONTROLS_BY_ID, admitted_resources, check, pod_security, quantity, quota_usage
+from verify.simulate.model import ExpandedPod
+from verify.simulate.pods import expand_pods
 
 V134, V133 = (1, 34), (1, 33)
 

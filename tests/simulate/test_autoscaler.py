@@ -1,4 +1,4 @@
-"""Scale-from-zero simulation: cluster-autoscaler 1.34's AWS template node (tools/simulate/autoscaler.py)."""
+"""Scale-from-zero simulation: cluster-autoscaler 1.34's AWS template node (verify/simulate/autoscaler.py)."""
 
 from __future__ import annotations
 
@@ -10,10 +10,10 @@ from catalog import node_labels as nl
 from components.gpu_node_group import autoscaler_tags
 from conventions.names import NODE_GROUP_LABEL, SHARED_GPU_RESOURCE, WHOLE_GPU_RESOURCE
 from tests.conftest import plan_stack
-from tools import cluster as gtp_cluster
-from tools.simulate import autoscaler, simulate
-from tools.simulate.model import ExpandedPod
-from tools.simulate.nodes import NodeGroup
+from verify import render as gtp_cluster
+from verify.simulate import autoscaler, simulate
+from verify.simulate.model import ExpandedPod
+from verify.simulate.nodes import NodeGroup
 
 PREFIX = "k8s.io/cluster-autoscaler/node-template/"
 GPU_TAINT = {"key": "nvidia.com/gpu", "value": "true", "effect": "NoSchedule"}

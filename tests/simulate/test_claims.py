@@ -1,4 +1,4 @@
-"""Claims bound (tools/simulate/claims.py): Prometheus' EBS claim on prod, and planted defects it must report."""
+"""Claims bound (verify/simulate/claims.py): Prometheus' EBS claim on prod, and planted defects it must report."""
 
 from __future__ import annotations
 
@@ -16,8 +16,8 @@ from components.gpu_metrics import (
     prometheus_volume_gib,
 )
 from tests.conftest import plan_stack
-from tools.cluster import ClusterObject, render_cluster
-from tools.simulate import simulate
+from verify.render import ClusterObject, render_cluster
+from verify.simulate import simulate
 
 pytestmark = pytest.mark.slow
 CLAIM = ("gpu-metrics", "prometheus-server")

@@ -1,5 +1,5 @@
 """MPS shared memory (issue 26 finding 4): the device plugin mounts the MPS daemon's /dev/shm into a shared-GPU
-container; the pod's own /dev/shm emptyDir must not be mounted over it (tools/simulate/device_mounts.py)."""
+container; the pod's own /dev/shm emptyDir must not be mounted over it (verify/simulate/device_mounts.py)."""
 
 from __future__ import annotations
 
@@ -8,10 +8,10 @@ from typing import Any
 
 from components.nvidia_device_plugin import DEVICE_PLUGIN_RESOURCES, device_plugin_values, mps_daemon_resources
 from tests.conftest import plan_modified, plan_stack
-from tools import cluster as gtp_cluster
-from tools.simulate import device_mounts, simulate
-from tools.simulate.model import ExpandedPod
-from tools.simulate.nodes import NodeGroup, Sharing
+from verify import render as gtp_cluster
+from verify.simulate import device_mounts, simulate
+from verify.simulate.model import ExpandedPod
+from verify.simulate.nodes import NodeGroup, Sharing
 
 MPS = Sharing("mps", 4, True, "nvidia.com/gpu.shared")
 

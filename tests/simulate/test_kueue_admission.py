@@ -1,6 +1,6 @@
 """What Kueue does on admission (issue 26): flavors are matched on the pod's nodeSelector *and* required node
 affinity restricted to the flavor's label keys, the flavor's own tolerations count, and the admitted pods carry the
-flavor's node labels and tolerations before they are scheduled (tools/simulate/queue.py)."""
+flavor's node labels and tolerations before they are scheduled (verify/simulate/queue.py)."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ import copy
 from typing import Any
 
 from tests.conftest import plan_stack
-from tools import cluster as gtp_cluster
-from tools.cluster import ClusterObject
-from tools.simulate import queue, simulate
+from verify import render as gtp_cluster
+from verify.render import ClusterObject
+from verify.simulate import queue, simulate
 
 GROUP = "gtp.dev/node-group"
 

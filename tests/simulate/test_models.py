@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-import tools.simulate
+import verify.simulate
 from catalog import versions
-from tools.simulate.model import Modeled
+from verify.simulate.model import Modeled
 
 # A citation of a component at a version, in a module's text → the pin it models. The training-operator's repository
 # is now kubeflow/trainer: its v1 tags are the training-operator, v2 tags Kubeflow Trainer.
@@ -30,7 +30,7 @@ CITATIONS = {
 
 
 def modules() -> list[str]:
-    return sorted(f"tools.simulate.{info.name}" for info in pkgutil.iter_modules(tools.simulate.__path__))
+    return sorted(f"verify.simulate.{info.name}" for info in pkgutil.iter_modules(verify.simulate.__path__))
 
 
 def pinned(pin: str) -> str:
@@ -63,11 +63,11 @@ def test_the_rule_catches_a_moved_pin(monkeypatch: pytest.MonkeyPatch) -> None:
     """Kueue bumped in catalog/versions.py and the queue model not read again: the check above fails."""
     monkeypatch.setattr(versions, "KUEUE_VERSION", "v0.20.0")
     with pytest.raises(AssertionError, match="KUEUE_VERSION"):
-        test_a_module_models_the_pinned_version_of_every_component_it_cites("tools.simulate.queue")
+        test_a_module_models_the_pinned_version_of_every_component_it_cites("verify.simulate.queue")
 
 
 def test_the_rule_catches_a_citation_without_a_declaration(monkeypatch: pytest.MonkeyPatch) -> None:
     """A module that cites KEDA's version but declares no model of it fails."""
-    monkeypatch.setattr(importlib.import_module("tools.simulate.queries"), "MODELS", ())
+    monkeypatch.setattr(importlib.import_module("verify.simulate.queries"), "MODELS", ())
     with pytest.raises(AssertionError, match="cites"):
-        test_a_module_models_the_pinned_version_of_every_component_it_cites("tools.simulate.queries")
+        test_a_module_models_the_pinned_version_of_every_component_it_cites("verify.simulate.queries")

@@ -1,6 +1,6 @@
 """Image platforms (issue 26 finding 5): the mirror lock records each image's platforms, the simulation checks
 them against the nodes' `kubernetes.io/arch`, and arm64 sites run DLRover's arm64 images
-(tools/simulate/platforms.py, tools/mirror.py, catalog/images.py ARM64_VARIANTS)."""
+(verify/simulate/platforms.py, tools/mirror.py, catalog/images.py ARM64_VARIANTS)."""
 
 from __future__ import annotations
 
@@ -15,9 +15,9 @@ from catalog import versions
 from catalog.images import ARM64_VARIANTS, operator_images
 from conventions.images import Lock, LockError, read_lock, upstream_of
 from tools.mirror import manifest_platforms
-from tools.simulate import platforms
-from tools.simulate.model import ExpandedPod
-from tools.simulate.nodes import NodeGroup
+from verify.simulate import platforms
+from verify.simulate.model import ExpandedPod
+from verify.simulate.nodes import NodeGroup
 
 SITE = "registry.edge-site.internal:5000"
 

@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from tests.conftest import plan_stack
-from tools.cluster import ClusterObject, render_cluster
-from tools.simulate.pods import (
+from verify.render import ClusterObject, render_cluster
+from verify.simulate.pods import (
     DLROVER_MASTER_IMAGE_DEFAULT,
     KEDA_DEFAULT_MAX_REPLICAS,
     PYTORCH_INIT_IMAGE_DEFAULT,

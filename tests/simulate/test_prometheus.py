@@ -34,8 +34,8 @@ import pytest
 import yaml
 
 from tests.conftest import plan_variant
-from tools.cluster import ClusterObject, render_cluster
-from tools.simulate import queries
+from verify.render import ClusterObject, render_cluster
+from verify.simulate import queries
 
 pytestmark = pytest.mark.slow
 METRIC = "DCGM_FI_DEV_GPU_UTIL"

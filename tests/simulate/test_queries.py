@@ -1,4 +1,4 @@
-"""tools/simulate/queries.py without a Prometheus: the relabel port, the scrape's label merge, the selectors, KEDA's
+"""verify/simulate/queries.py without a Prometheus: the relabel port, the scrape's label merge, the selectors, KEDA's
 and the HPA's arithmetic, and the plan-time `queries` check on the prod stack's rendered cluster (pass and fail)."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ import dataclasses
 import pytest
 
 from tests.conftest import plan_variant
-from tools.cluster import ClusterObject, render_cluster
-from tools.simulate import queries
+from verify.render import ClusterObject, render_cluster
+from verify.simulate import queries
 
 _OBJECTS: list[ClusterObject] = []
 

@@ -1,4 +1,4 @@
-"""The simulation's checks are one registry (`tools.simulate.CHECKS`) over one `World`: every module with a `check`
+"""The simulation's checks are one registry (`verify.simulate.CHECKS`) over one `World`: every module with a `check`
 is in it, and a new check is a module and one line there."""
 
 from __future__ import annotations
@@ -8,15 +8,16 @@ import pkgutil
 
 import pytest
 
-import tools.simulate
+import verify.simulate
 from tests.conftest import plan_stack
-from tools import cluster, simulate
-from tools.simulate.model import CheckResult, Finding
+from verify import render as cluster
+from verify import simulate
+from verify.simulate.model import CheckResult, Finding
 
 
 def test_every_module_with_a_check_is_registered() -> None:
-    with_check = {info.name for info in pkgutil.iter_modules(tools.simulate.__path__)
-                  if callable(getattr(importlib.import_module(f"tools.simulate.{info.name}"), "check", None))}
+    with_check = {info.name for info in pkgutil.iter_modules(verify.simulate.__path__)
+                  if callable(getattr(importlib.import_module(f"verify.simulate.{info.name}"), "check", None))}
     registered = [check.module for check in simulate.CHECKS]
     assert sorted(registered) == sorted(set(registered)), "a module registered twice"
     assert with_check == set(registered)

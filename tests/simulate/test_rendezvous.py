@@ -1,5 +1,5 @@
 """Rendezvous start-up (issue 26 finding 3): an elastic PyTorchJob's workers must wait for worker-0 as long as the
-stack lets pods start apart, and its restart budget must expect restarts (tools/simulate/rendezvous.py)."""
+stack lets pods start apart, and its restart budget must expect restarts (verify/simulate/rendezvous.py)."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ from typing import Any
 
 from stack_config.derived import duration_seconds, startup_bound_seconds
 from tests.conftest import plan_modified, plan_stack
-from tools import cluster as gtp_cluster
-from tools.cluster import ClusterObject
-from tools.simulate import rendezvous, simulate
+from verify import render as gtp_cluster
+from verify.render import ClusterObject
+from verify.simulate import rendezvous, simulate
 from workload_kinds.pytorchjob import rendezvous_conf
 
 

@@ -1,5 +1,5 @@
 """Container runtime handlers (issue 26 finding 1): k3s keeps runc as containerd's default, so the device plugin,
-GFD, the MPS daemon and every GPU pod need RuntimeClass `nvidia` (tools/simulate/runtime.py)."""
+GFD, the MPS daemon and every GPU pod need RuntimeClass `nvidia` (verify/simulate/runtime.py)."""
 
 from __future__ import annotations
 
@@ -11,10 +11,10 @@ import pytest
 from components import gpu_readiness_check
 from stack_config import ConfigError
 from tests.conftest import plan_modified, plan_stack
-from tools import cluster as gtp_cluster
-from tools.simulate import nodes, runtime, simulate
-from tools.simulate.model import ExpandedPod
-from tools.simulate.nodes import NodeGroup
+from verify import render as gtp_cluster
+from verify.simulate import nodes, runtime, simulate
+from verify.simulate.model import ExpandedPod
+from verify.simulate.nodes import NodeGroup
 
 
 def _pod(command: str = "app", requests: dict[str, str] | None = None, runtime_class: str | None = None,

@@ -1,4 +1,4 @@
-"""Scheduling simulation: node labels, node groups, and the kube-scheduler filters (tools/simulate/scheduling.py)."""
+"""Scheduling simulation: node labels, node groups, and the kube-scheduler filters (verify/simulate/scheduling.py)."""
 
 from __future__ import annotations
 
@@ -12,10 +12,10 @@ from catalog import node_labels as nl
 from components.nvidia_device_plugin import SharingSpec, sharing_config
 from conventions.names import NODE_GROUP_LABEL, SHARED_GPU_RESOURCE, WHOLE_GPU_RESOURCE
 from tests.conftest import plan_stack
-from tools import cluster as gtp_cluster
-from tools.simulate import nodes, scheduling, simulate
-from tools.simulate.model import ExpandedPod
-from tools.simulate.nodes import NodeGroup
+from verify import render as gtp_cluster
+from verify.simulate import nodes, scheduling, simulate
+from verify.simulate.model import ExpandedPod
+from verify.simulate.nodes import NodeGroup
 
 GPU_TAINT = {"key": "nvidia.com/gpu", "value": "true", "effect": "NoSchedule"}
 GIB = 2**30

@@ -19,11 +19,11 @@ from components.shared_storage import (
     setup_namespace_labels,
 )
 from policy.gtp_policy.rules_kubernetes import STORAGE_SETUP_CAPABILITIES, STORAGE_SETUP_NAMESPACE, k8s_run_as_non_root
-from tools.cluster import ClusterObject, render_cluster
-from tools.plan_record import Plan
-from tools.simulate import simulate, storage
-from tools.simulate.model import ExpandedPod
-from tools.simulate.pods import expand_pods
+from verify.plan_record import Plan
+from verify.render import ClusterObject, render_cluster
+from verify.simulate import simulate, storage
+from verify.simulate.model import ExpandedPod
+from verify.simulate.pods import expand_pods
 
 CHECKPOINTS = "/mnt/shared/checkpoints"
 

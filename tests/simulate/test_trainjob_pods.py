@@ -1,4 +1,4 @@
-"""TrainJob → JobSet → Job → Pod as Kubeflow Trainer v2.3.0 and JobSet v0.12.0 build them (tools/simulate/pods.py
+"""TrainJob → JobSet → Job → Pod as Kubeflow Trainer v2.3.0 and JobSet v0.12.0 build them (verify/simulate/pods.py
 `_trainjob`; every expectation below cites the upstream line it comes from). Each test fails on the expansion
 written from memory before the sources were read at the tags."""
 
@@ -8,8 +8,8 @@ import copy
 import hashlib
 from typing import Any
 
-from tools.cluster import ClusterObject
-from tools.simulate.pods import TORCH_MASTER_PORT, _merge_resources, expand_pods
+from verify.render import ClusterObject
+from verify.simulate.pods import TORCH_MASTER_PORT, _merge_resources, expand_pods
 from workload_kinds.trainjob import ANCESTOR_LABEL, NODE
 
 NS = "training"
@@ -231,7 +231,7 @@ def test_a_namespaced_training_runtime_is_found_in_the_trainjob_namespace_only()
 def test_the_simulators_reading_of_trainer_agrees_with_the_kinds() -> None:
     """The simulator reads Trainer's constants on its own (a second opinion, not the kind's internals); where the
     two readings of trainer@v2.3.0 name the same thing, they agree."""
-    from tools.simulate import pods as sim_pods
+    from verify.simulate import pods as sim_pods
     from workload_kinds import trainjob
 
     assert sim_pods._NODE == trainjob.NODE

@@ -1,5 +1,5 @@
 """Admission webhooks (issue 26 finding 2): Kueue's fail-closed webhooks must not refuse pods cluster-wide, and
-whatever a fail-closed webhook intercepts must wait for its server (tools/simulate/webhooks.py)."""
+whatever a fail-closed webhook intercepts must wait for its server (verify/simulate/webhooks.py)."""
 
 from __future__ import annotations
 
@@ -11,10 +11,10 @@ import yaml
 from catalog import versions
 from components import kueue
 from tests.conftest import ROOT, plan_stack
-from tools import cluster as gtp_cluster
-from tools.cluster import ClusterObject
-from tools.plan_record import Plan, Resource
-from tools.simulate import simulate, webhooks
+from verify import render as gtp_cluster
+from verify.plan_record import Plan, Resource
+from verify.render import ClusterObject
+from verify.simulate import simulate, webhooks
 
 SERVER = "operator kueue.yaml"
 

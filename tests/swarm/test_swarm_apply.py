@@ -10,7 +10,7 @@ import pytest
 
 from tests.conftest import plan_stack
 from tools import swarm_apply
-from tools.plan import render
+from verify.plan import render
 
 IMAGE = "gtp-trainer:unit"
 

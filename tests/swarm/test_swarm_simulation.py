@@ -1,4 +1,4 @@
-"""The Swarm checks of simulation.json (tools/simulate/swarm.py) on the edge-swarm plan, and one planted defect each
+"""The Swarm checks of simulation.json (verify/simulate/swarm.py) on the edge-swarm plan, and one planted defect each
 (the defects of issue 28: a head without dnsrr, a worker off the overlay, more GPUs than a server has, ...)."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import plan_stack
-from tools.simulate import swarm
+from verify.simulate import swarm
 
 HEAD, WORKER = "job-swarm-finetune-head", "job-swarm-finetune-worker"
 

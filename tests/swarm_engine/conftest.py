@@ -18,9 +18,10 @@ import yaml
 
 from cluster_targets.swarm import SWARM_NODE_GROUP_LABEL
 from tests.engine.conftest import CONTEXT, build_args, report_timings
-from tools import engine_base, simulate, swarm_apply, swarm_harness
-from tools import plan as plan_tool
+from tools import engine_base, swarm_apply, swarm_harness
 from tools.engine import Engine, EngineError, install, leftovers
+from verify import plan as plan_tool
+from verify import simulate
 
 IMAGE = "gtp-trainer:swarm-test"
 TIMINGS: dict[str, float] = {}

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tools.plan import Plan, run
+from verify.plan import Plan, run
 
 _PLANS: dict[str, Plan] = {}
 

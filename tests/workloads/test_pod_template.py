@@ -17,7 +17,7 @@ from components.training_pod import (
     trainer_args,
 )
 from conventions.quantities import quantity_gib
-from tools.check import pod_templates_for_checkov
+from verify.check import pod_templates_for_checkov
 from workload_kinds.elasticjob import dlrover_run_args, elastic_job_body
 from workload_kinds.pytorchjob import pytorch_job_body
 

@@ -13,9 +13,9 @@ from components.kueue import vendored_manifest
 from stack_config import ConfigError
 from tests.workloads.test_pod_template import make_shape
 from tests.workloads.test_workload_plans import parse, raw_config
-from tools import cluster
-from tools.plan import plan_one
-from tools.simulate.pods import expand_pods
+from verify import render as cluster
+from verify.plan import plan_one
+from verify.simulate.pods import expand_pods
 from workload_kinds import KINDS, kind_of_resource
 from workload_kinds.trainjob import NODE, missing_requests, runtime_body, runtime_templates, trainjob_body
 

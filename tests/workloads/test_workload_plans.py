@@ -9,7 +9,7 @@ import yaml
 
 from stack_config import ConfigError
 from stages.config import parse_stack_config
-from tools.plan import ROOT
+from verify.plan import ROOT
 
 PYTORCH_JOB = "kubernetes:kubeflow.org/v1:PyTorchJob"
 ELASTIC_JOB = "kubernetes:elastic.iml.github.io/v1alpha1:ElasticJob"
@@ -77,7 +77,7 @@ def test_edge_runs_a_dlrover_elasticjob_on_the_existing_storage_class(plan_of):
 
 @pytest.mark.parametrize("stack", ["dev", "prod", "edge"])
 def test_every_training_pod_keeps_the_contract(plan_of, stack):
-    from tools.check import pod_templates_for_checkov
+    from verify.check import pod_templates_for_checkov
 
     plan = plan_of(stack)
     templates = pod_templates_for_checkov(plan.kubernetes_objects())

@@ -15,9 +15,9 @@ from components.training_namespace import QuotaSize, capacity_quota_hard, quota_
 from stack_config.derived import group_quota, kueue_enabled
 from tests.conftest import ROOT, plan_modified, plan_stack
 from tests.test_config import BASE, parse, problems_of, with_
-from tools import cluster as gtp_cluster
-from tools import simulate
 from tools import submit as gtp_submit
+from verify import render as gtp_cluster
+from verify import simulate
 
 DIGEST = "registry.example.com/team/train@sha256:" + "1" * 64
 OWN = {"kind": "pytorchjob", "nodeGroup": "train", "cpu": "2", "memory": "8Gi", "shmSize": "2Gi", "image": DIGEST,
@@ -169,7 +169,7 @@ def test_in_production_a_teams_image_runs_only_once_listed_as_signed(tmp_path: P
     """Refused by the config stage, before anything is registered (issue 29, class 6); the policy pack stays the
     second line (tests/policy: its rule on records the config stage never sees)."""
     from stack_config import ConfigError
-    from tools.validate import Report, run_policy_pack
+    from verify.validate import Report, run_policy_pack
 
     def add(signed: bool) -> Any:
         def edit(config: dict[str, Any]) -> None:

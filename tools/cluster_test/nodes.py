@@ -1,4 +1,4 @@
-"""kwok Nodes from the stack's node groups, derived by the simulator's own code (tools/simulate/nodes.py
+"""kwok Nodes from the stack's node groups, derived by the simulator's own code (verify/simulate/nodes.py
 `node_groups`: labels incl. NFD/GFD's, taints, allocatable per instance type from catalog/, the device plugins'
 extended resources under the stack's sharing config, EFA interfaces) so that there is one source for what a node is.
 
@@ -14,7 +14,7 @@ Rules (each a stand-in for something kwok does not run):
   except the EC2 network-topology labels (`topology.k8s.aws/network-node-layer-*`, catalog/node_labels.py), whose
   values only EC2 knows: every node of a group gets `<group>-l<n>`, one domain per layer per group, which stands
   for the AWS cloud provider's DescribeInstanceTopology answer and is the simulator's assumption (a gang placed in
-  one domain at its largest size: tools/simulate/gangs.py).
+  one domain at its largest size: verify/simulate/gangs.py).
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from typing import Any
 from catalog import node_labels as nl
 from catalog.cpu_instances import CPU_INSTANCE_TYPES
 from catalog.gpu_instances import GPU_INSTANCE_TYPES
-from tools.simulate.nodes import NodeGroup
+from verify.simulate.nodes import NodeGroup
 
 KWOK_ANNOTATION = "kwok.x-k8s.io/node"
 UNBOUNDED = {"cpu": 256.0, "memory": float(2**40), "ephemeral-storage": float(2**42), "pods": 250.0}

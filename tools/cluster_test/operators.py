@@ -27,9 +27,9 @@ from typing import Any
 
 import yaml
 
-from tools.cluster import ClusterObject
 from tools.cluster_test import build
 from tools.cluster_test.control_plane import WEBHOOK_CERT_DIR, Cluster, free_port
+from verify.render import ClusterObject
 
 KUEUE_CONFIG_MAP = "kueue-manager-config"
 KUEUE_CONFIG_KEY = "controller_manager_config.yaml"

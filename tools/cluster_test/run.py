@@ -18,7 +18,7 @@ Explicit rules for what the harness replaces (`prepare`), each recorded in clust
   controller-manager, admitted by the real Pod Security/quota/LimitRange/Priority admission, scheduled by the real
   scheduler onto the kwok nodes and made Running by kwok (a process-run operator's own Deployment too: its pods do
   nothing, the process does the work);
-- an adopted cluster (`cluster.mode: existing`) gets the site's RuntimeClasses first (tools/simulate/runtime.py
+- an adopted cluster (`cluster.mode: existing`) gets the site's RuntimeClasses first (verify/simulate/runtime.py
   SITE_RUNTIME_CLASSES, the simulator's same assumption);
 - custom resources whose controller is not run (e.g. KEDA's ScaledJob, DLRover's ElasticJob): applied (schema and
   CEL rules are the API server's), no pods expected; their pod checks stay the simulator's (`not_run`);
@@ -45,7 +45,6 @@ from typing import Any
 
 from components.kueue import PROVISIONING_CONTROLLER
 from stack_config.targets import ADOPTED_KUBERNETES
-from tools.cluster import ClusterObject, load
 from tools.cluster_test import nodes as kwok_nodes
 from tools.cluster_test.api import Api
 from tools.cluster_test.control_plane import ROOT, Cluster
@@ -58,7 +57,8 @@ from tools.cluster_test.operators import (
     operator_of,
     rewrite_webhooks,
 )
-from tools.plan_record import SECRET
+from verify.plan_record import SECRET
+from verify.render import ClusterObject, load
 
 PLAN_DIR = ROOT / "build" / "plan"
 FIRST = ("Namespace", "CustomResourceDefinition")
@@ -492,10 +492,10 @@ def run_stack(stack: str, cluster: Cluster, log=print,
               plant: Callable[[list[ClusterObject]], list[ClusterObject]] | None = None) -> dict[str, Any]:
     """Plan the stack in-process (for its node groups), apply its cluster.yaml, return cluster-run.json's content.
     `plant`: changes the objects before the apply (the planted-defect tests)."""
-    from tools.plan import run as plan_run
-    from tools.simulate import nodes as sim_nodes
-    from tools.simulate import queue, runtime
-    from tools.simulate.pods import expand_pods
+    from verify.plan import run as plan_run
+    from verify.simulate import nodes as sim_nodes
+    from verify.simulate import queue, runtime
+    from verify.simulate.pods import expand_pods
 
     directory = PLAN_DIR / stack
     objects = load((directory / "cluster.yaml").read_text())

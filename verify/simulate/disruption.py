@@ -20,8 +20,8 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from tools.cluster import ClusterObject
-from tools.simulate.model import CheckResult, ExpandedPod, Finding
+from verify.render import ClusterObject
+from verify.simulate.model import CheckResult, ExpandedPod, Finding
 
 BUILT_IN_PRIORITY_CLASSES = frozenset({"system-cluster-critical", "system-node-critical"})
 SCALED = ("Deployment", "StatefulSet", "ReplicaSet")

@@ -33,16 +33,16 @@ from components.kueue import (
     QUEUE_LABEL,
     TOPOLOGY_LEVEL_ANNOTATIONS,
 )
-from tools.cluster import ClusterObject
-from tools.simulate.autoscaler import template_node, with_daemons
-from tools.simulate.model import CheckResult, ExpandedPod, Finding, Modeled
-from tools.simulate.nodes import NodeGroup
-from tools.simulate.queue import _flavor_group, _labels, _unit_pods, fit
-from tools.simulate.scheduling import placement_misses, pod_requests
+from verify.render import ClusterObject
+from verify.simulate.autoscaler import template_node, with_daemons
+from verify.simulate.model import CheckResult, ExpandedPod, Finding, Modeled
+from verify.simulate.nodes import NodeGroup
+from verify.simulate.queue import _flavor_group, _labels, _unit_pods, fit
+from verify.simulate.scheduling import placement_misses, pod_requests
 from workload_kinds import KUEUE_INTEGRATIONS as INTEGRATIONS
 
 MODELS = (Modeled("KUEUE_VERSION", "v0.19.2"),)
-"""The upstream versions this module models (tools.simulate.model.Modeled)."""
+"""The upstream versions this module models (verify.simulate.model.Modeled)."""
 
 PROVISIONING_CRD = "provisioningrequests.autoscaling.x-k8s.io"
 

@@ -2,7 +2,7 @@
 
 A plan diff that shows ``instanceTypes: ["g6.xlarge"] -> ["g6.2xlarge"]`` as a one-line update hides that EKS
 must create a new node group and drain the old one. ``REPLACE_ON`` lists, for every custom resource type the
-stacks register, the input properties (dotted paths, as ``tools.plan_diff.flatten`` writes them, matched as a
+stacks register, the input properties (dotted paths, as ``verify.plan_diff.flatten`` writes them, matched as a
 prefix) whose change forces replacement. ``tests/test_replacements.py`` fails when a plan registers a type that
 has no entry here.
 

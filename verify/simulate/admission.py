@@ -1,5 +1,5 @@
 """Would the API server admit every expanded pod? Pod Security Admission, LimitRanger and ResourceQuota, as the
-cluster's version runs them, over the pods of `tools.simulate.pods` at the largest scale the stack allows.
+cluster's version runs them, over the pods of `verify.simulate.pods` at the largest scale the stack allows.
 
 - Pod Security Standards: each pod against its namespace's `pod-security.kubernetes.io/enforce` label (and
   `enforce-version`), every control of the baseline and restricted profiles as k8s.io/pod-security-admission
@@ -21,9 +21,9 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
 
-from tools.cluster import ClusterObject
-from tools.plan_record import Plan
-from tools.simulate.model import CheckResult, ExpandedPod, Finding
+from verify.plan_record import Plan
+from verify.render import ClusterObject
+from verify.simulate.model import CheckResult, ExpandedPod, Finding
 
 LEVELS = ("privileged", "baseline", "restricted")
 PSA = "pod-security.kubernetes.io"

@@ -7,7 +7,7 @@ rules, namespaceSelector, objectSelector) when a rule lists the object's API gro
 operation, the namespaceSelector selects the object's Namespace labels (its own `kubernetes.io/metadata.name` plus
 the labels cluster.yaml gives it), and the objectSelector selects the object's labels.
 
-Intercepted objects are the objects of cluster.yaml, the Pods their controllers create (tools/simulate/pods.py)
+Intercepted objects are the objects of cluster.yaml, the Pods their controllers create (verify/simulate/pods.py)
 and the Jobs KEDA creates from a ScaledJob (it copies the ScaledJob's labels onto them). Two findings:
 - ordering: the Pulumi resource that creates an intercepted object (the object itself, its Helm release or its
   operator manifest; for a controller's pod, the resource of the owning object) must depend on the resource
@@ -23,10 +23,10 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from tools.cluster import CLUSTER_SCOPED, ClusterObject
-from tools.plan_record import Plan, Resource
-from tools.simulate.disruption import selects
-from tools.simulate.model import CheckResult, ExpandedPod, Finding
+from verify.plan_record import Plan, Resource
+from verify.render import CLUSTER_SCOPED, ClusterObject
+from verify.simulate.disruption import selects
+from verify.simulate.model import CheckResult, ExpandedPod, Finding
 
 NAME = "admission webhooks"
 WORKLOAD_RESOURCES = {("", "pods"), ("batch", "jobs"), ("apps", "deployments"), ("apps", "statefulsets"),
@@ -128,7 +128,7 @@ def _server(webhook: Mapping[str, Any], objects: list[ClusterObject]) -> Cluster
 
 
 def creator(plan: Plan, source: str, kind: str, namespace: str | None, name: str) -> Resource | None:
-    """The Pulumi resource that creates an object of cluster.yaml (`source` as tools/cluster.py writes it)."""
+    """The Pulumi resource that creates an object of cluster.yaml (`source` as verify/render.py writes it)."""
     if source.startswith("chart "):
         release = source.rsplit(" release ", 1)[-1]
         release_namespace, _, release_name = release.partition("/")

@@ -45,11 +45,11 @@ from conventions.names import (
 )
 from stack_config.derived import node_default_runtime
 from stack_config.targets import ADOPTED_KUBERNETES, IN_AWS
-from tools.cluster import ClusterObject
-from tools.plan_record import Plan, Resource
-from tools.simulate import runtime
-from tools.simulate.model import ExpandedPod
-from tools.simulate.scheduling import Resources, _show, placement_misses, pod_requests
+from verify.plan_record import Plan, Resource
+from verify.render import ClusterObject
+from verify.simulate import runtime
+from verify.simulate.model import ExpandedPod
+from verify.simulate.scheduling import Resources, _show, placement_misses, pod_requests
 
 NODE_GROUP_TYPE = "aws:eks/nodeGroup:NodeGroup"
 LAUNCH_TEMPLATE_TYPE = "aws:ec2/launchTemplate:LaunchTemplate"
@@ -98,7 +98,7 @@ class NodeGroup:
     """Allocatable minus the DaemonSet pods' requests."""
     notes: list[str] = field(default_factory=list)
     default_runtime: str = NVIDIA_RUNTIME_HANDLER
-    """containerd's default runtime handler on its nodes (tools/simulate/runtime.py says whose)."""
+    """containerd's default runtime handler on its nodes (verify/simulate/runtime.py says whose)."""
     runtime_handlers: frozenset[str] = frozenset({"runc", NVIDIA_RUNTIME_HANDLER})
     """The handlers its containerd has."""
     sharing: Sharing | None = None
@@ -156,7 +156,7 @@ def eks_groups(plan: Plan) -> list[NodeGroup]:
                   **{str(k): str(v) for k, v in (inputs.get("labels") or {}).items()}}
         # The AWS cloud provider's network-topology labels, written at registration on the types EC2 has a topology
         # for (catalog/node_labels.py); a mixed group only when every type has them. Not on the autoscaler's
-        # template node (tools/simulate/autoscaler.py `template_node`: ASG tags only), as upstream.
+        # template node (verify/simulate/autoscaler.py `template_node`: ASG tags only), as upstream.
         if types and all(nl.network_topology_layers(t) >= 3 for t in types):
             labels.update(nl.topology_labels(types[0]))
         taints = [{"key": str(t["key"]), "value": str(t.get("value") or ""), "effect": EKS_TAINT_EFFECTS[t["effect"]]}
@@ -164,7 +164,7 @@ def eks_groups(plan: Plan) -> list[NodeGroup]:
         tags = {str(tag.inputs["tag"]["key"]): str(tag.inputs["tag"]["value"]) for tag in plan.by_type(ASG_TAG_TYPE)
                 if resource.urn in tag.depends_on}
         groups.append(NodeGroup(
-            # The NVIDIA AMIs make `nvidia` containerd's default (tools/simulate/runtime.py); CPU AMIs have runc only.
+            # The NVIDIA AMIs make `nvidia` containerd's default (verify/simulate/runtime.py); CPU AMIs have runc only.
             default_runtime=NVIDIA_RUNTIME_HANDLER if gpu else "runc",
             runtime_handlers=frozenset({"runc", NVIDIA_RUNTIME_HANDLER} if gpu else {"runc"}),
             name=name, role="gpu" if gpu else "system", labels=labels, taints=taints,
@@ -266,7 +266,7 @@ def enrich(groups: list[NodeGroup], pods: list[ExpandedPod], objects: list[Clust
 
     `site_nfd`: an adopted cluster that runs its own NFD (gpu.nodeFeatureDiscovery: existing). `classes`: the
     RuntimeClasses that exist (name → handler); GFD and the device plugin do their work only under the NVIDIA
-    runtime (tools/simulate/runtime.py)."""
+    runtime (verify/simulate/runtime.py)."""
     classes = dict(classes or {})
     nfd = daemon_named(pods, "nfd-worker")
     gfd = daemon_named(pods, "gpu-feature-discovery")

@@ -35,13 +35,13 @@ from catalog import node_labels as nl
 from catalog.cpu_instances import CPU_INSTANCE_TYPES
 from catalog.gpu_instances import GPU_INSTANCE_TYPES
 from conventions.names import WHOLE_GPU_RESOURCE
-from tools.cluster import ClusterObject
-from tools.simulate.model import CheckResult, ExpandedPod, Finding, Modeled
-from tools.simulate.nodes import NodeGroup
-from tools.simulate.scheduling import fit_misses, placement_misses, pod_requests, quantity
+from verify.render import ClusterObject
+from verify.simulate.model import CheckResult, ExpandedPod, Finding, Modeled
+from verify.simulate.nodes import NodeGroup
+from verify.simulate.scheduling import fit_misses, placement_misses, pod_requests, quantity
 
 MODELS = (Modeled("CLUSTER_AUTOSCALER_VERSION", "1.34.1"),)
-"""The upstream versions this module models (tools.simulate.model.Modeled)."""
+"""The upstream versions this module models (verify.simulate.model.Modeled)."""
 
 PREFIX = "k8s.io/cluster-autoscaler/node-template/"
 TEMPLATE_PODS = 110

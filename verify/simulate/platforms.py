@@ -18,7 +18,7 @@ from typing import Any
 from catalog import node_labels as nl
 from catalog.images import ARM64_VARIANTS, IMAGE_PLATFORMS
 from conventions.images import Lock, normalized
-from tools.simulate.model import CheckResult, ExpandedPod, Finding
+from verify.simulate.model import CheckResult, ExpandedPod, Finding
 
 NAME = "image platforms"
 

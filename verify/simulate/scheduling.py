@@ -1,4 +1,4 @@
-"""Would every pod find a node? Each `ExpandedPod` against the stack's node groups (tools/simulate/nodes.py), with
+"""Would every pod find a node? Each `ExpandedPod` against the stack's node groups (verify/simulate/nodes.py), with
 the kube-scheduler's filters that decide placement here (Kubernetes 1.32-1.35, `pkg/scheduler/framework/plugins`):
 - `nodeaffinity`: `spec.nodeSelector` (every pair equal) AND `requiredDuringSchedulingIgnoredDuringExecution`
   (`nodeSelectorTerms` ORed, `matchExpressions` within a term ANDed; In, NotIn, Exists, DoesNotExist, Gt, Lt as
@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from catalog.node_labels import UNKNOWN
-from tools.simulate.model import CheckResult, ExpandedPod, Finding
+from verify.simulate.model import CheckResult, ExpandedPod, Finding
 
 Resources = dict[str, float]
 """Resource name → amount: cpu in cores, memory and ephemeral-storage in bytes, everything else a count."""
@@ -34,7 +34,7 @@ BLOCKING_EFFECTS = ("NoSchedule", "NoExecute")
 
 
 class NodeGroup(Protocol):
-    """What the checks read of a node group (tools/simulate/nodes.py `NodeGroup`, which imports this module)."""
+    """What the checks read of a node group (verify/simulate/nodes.py `NodeGroup`, which imports this module)."""
 
     name: str
     labels: dict[str, str]

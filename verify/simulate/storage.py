@@ -39,9 +39,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from tools.cluster import ClusterObject
-from tools.plan_record import COMPUTED, Plan, Resource
-from tools.simulate.model import CheckResult, ExpandedPod, Finding
+from verify.plan_record import COMPUTED, Plan, Resource
+from verify.render import ClusterObject
+from verify.simulate.model import CheckResult, ExpandedPod, Finding
 
 NAME = "volumes writable"
 EFS_DRIVER = "efs.csi.aws.com"

@@ -22,11 +22,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from tools.cluster import ClusterObject
-from tools.simulate.model import CheckResult, Finding, Modeled
+from verify.render import ClusterObject
+from verify.simulate.model import CheckResult, Finding, Modeled
 
 MODELS = (Modeled("TRAINING_OPERATOR_VERSION", "v1.9.4"), Modeled("DLROVER_VERSION", "v0.6.1"))
-"""The upstream versions this module models (tools.simulate.model.Modeled)."""
+"""The upstream versions this module models (verify.simulate.model.Modeled)."""
 
 NAME = "rendezvous start-up"
 TORCH_READ_TIMEOUT_DEFAULT = 60

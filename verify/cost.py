@@ -1,6 +1,6 @@
 """What a stack's nodes cost per hour at its node groups' minimum and maximum sizes, from `catalog/ec2_prices.py`.
 
-`tools.plan` writes it as `build/plan/<stack>/cost.json` and prints two lines; `tools.plan_diff` prints the change
+`verify.plan` writes it as `build/plan/<stack>/cost.json` and prints two lines; `verify.plan_diff` prints the change
 between two plans; `tools.bench_stack` prints a bench stack's cap in money beside its node-hours.
 
 Per node group (the system group and every GPU group) the hourly price of one node is the on-demand list price of its

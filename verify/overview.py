@@ -19,8 +19,8 @@ from typing import Any
 
 import cluster_targets
 from catalog.gpu_instances import GPU_INSTANCE_TYPES
-from tools.cluster import ClusterObject
-from tools.plan_record import Plan
+from verify.plan_record import Plan
+from verify.render import ClusterObject
 
 SVG_NAME = "overview.svg"
 NODE_GROUP_LABEL = "gtp.dev/node-group"

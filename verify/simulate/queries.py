@@ -28,11 +28,11 @@ from typing import Any
 
 import yaml
 
-from tools.cluster import ClusterObject
-from tools.simulate.model import CheckResult, Finding, Modeled
+from verify.render import ClusterObject
+from verify.simulate.model import CheckResult, Finding, Modeled
 
 MODELS = (Modeled("TRAINING_OPERATOR_VERSION", "v1.9.4"), Modeled("KEDA.version", "2.20.2"))
-"""The upstream versions this module models (tools.simulate.model.Modeled)."""
+"""The upstream versions this module models (verify.simulate.model.Modeled)."""
 
 CHECK = "queries"
 KEDA_KINDS = ("ScaledObject", "ScaledJob")

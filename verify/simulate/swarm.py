@@ -24,8 +24,8 @@ from typing import Any
 
 import cluster_targets
 from stack_config.targets import ON_SWARM
-from tools.plan_record import Plan, Resource
-from tools.simulate.model import CheckResult, Finding
+from verify.plan_record import Plan, Resource
+from verify.simulate.model import CheckResult, Finding
 
 SERVICE = "docker:index/service:Service"
 NETWORK = "docker:index/network:Network"

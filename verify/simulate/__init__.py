@@ -1,4 +1,4 @@
-"""Would it run? The rendered cluster (tools/cluster.py) simulated against the upstream behaviour of the pinned
+"""Would it run? The rendered cluster (verify/render.py) simulated against the upstream behaviour of the pinned
 versions, without a cluster: `simulate()` writes `build/plan/<stack>/simulation.json` and `make plan` fails on any
 miss, naming the object, the rule and the fix.
 
@@ -41,9 +41,9 @@ from conventions.images import Lock, upstream_of
 from stack_config.derived import startup_bound_seconds
 from stack_config.targets import IN_AWS, ON_SWARM
 from stages import offline
-from tools.cluster import ClusterObject, by_source
-from tools.plan_record import Plan
-from tools.simulate import (
+from verify.plan_record import Plan
+from verify.render import ClusterObject, by_source
+from verify.simulate import (
     admission,
     autoscaler,
     claims,
@@ -61,8 +61,8 @@ from tools.simulate import (
     swarm,
     webhooks,
 )
-from tools.simulate.model import CheckResult, ExpandedPod, Finding
-from tools.simulate.pods import expand_pods
+from verify.simulate.model import CheckResult, ExpandedPod, Finding
+from verify.simulate.pods import expand_pods
 
 __all__ = ["CHECKS", "CheckResult", "ExpandedPod", "Finding", "SimulationCheck", "World", "simulate", "write"]
 
@@ -75,12 +75,12 @@ class World:
     plan: Plan
     objects: list[ClusterObject]
     pods: list[ExpandedPod]
-    """Every pod the rendered cluster's controllers create (tools/simulate/pods.py)."""
+    """Every pod the rendered cluster's controllers create (verify/simulate/pods.py)."""
     expanded: list[ExpandedPod]
     """The pods as the scheduler sees them: queued jobs' pods with their Kueue flavor's labels and tolerations, plus
     EKS's own add-on pods (aws-node...), which are not in cluster.yaml but take room on every node."""
     classes: Any
-    """The cluster's RuntimeClasses (tools/simulate/runtime.py `runtime_classes`)."""
+    """The cluster's RuntimeClasses (verify/simulate/runtime.py `runtime_classes`)."""
     groups: list[nodes.NodeGroup]
     """The node groups pods can land on; empty when the plan has none (a Swarm, or nothing to place)."""
 

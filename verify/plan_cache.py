@@ -1,6 +1,6 @@
 """A content-addressed cache of whole plans: `make plan` of an unchanged stack restores its files in milliseconds.
 
-A plan (tools.plan.plan_one: the program under mocks, the Helm renders, the operator manifests, the simulation, the
+A plan (verify.plan.plan_one: the program under mocks, the Helm renders, the operator manifests, the simulation, the
 validators and the policy pack, the cost and the picture) is a pure function of what it reads: the stack file, the
 repository's code and data (`__main__.py`, every package, `vendor/`, `stacks/`, `dashboards/`, `images/`, `policy/`,
 `conventions/`...), the tools it runs (the Python interpreter and every installed distribution, `helm`, Graphviz's
@@ -9,7 +9,7 @@ files in `<out>/<stack>/` (PLAN_FILES), what it printed (stdout and stderr, in o
 the same files and prints the same lines, byte for byte, after one line that says it is a hit.
 
 What is not in the key, and why it can't change a plan: `.git` (the plan pins the image labels' revision to
-"unknown", tools/plan.py), `build/` (outputs; the mirror lock the offline stage reads is `vendor/` or the stack's
+"unknown", verify/plan.py), `build/` (outputs; the mirror lock the offline stage reads is `vendor/` or the stack's
 own), `tests/`, `docs/`, `benchmarks/`, `.github/`, `.ci/` and the top-level Markdown files (nothing the program
 imports or opens; a chart's README.md is in), virtualenvs and bytecode. tests/test_plan_cache.py holds the planner
 to that: it records every file a real plan opens (an audit hook) and fails on any repository file outside the key,
@@ -50,7 +50,7 @@ ENTRIES_KEPT = 64
 HELM_RENDERS_KEPT = 512
 PLAN_FILES = ("resources.json", "manifests.yaml", "cost.json", "cluster.yaml", "simulation.json", "overview.dot",
               "overview.svg", "policy-facts.json", "policy-pack-config.json")
-"""Every file tools.plan.plan_and_check writes into `<out>/<stack>/` (what an entry stores and a hit restores;
+"""Every file verify.plan.plan_and_check writes into `<out>/<stack>/` (what an entry stores and a hit restores;
 tests/test_plan_cache.py fails on a plan that writes one more)."""
 PLANS, HELM = "plans", "helm"
 OUTPUT_FILE = "output.json"
@@ -68,13 +68,13 @@ ROOT_DOCS = ".md"
 README.md is one of the chart's files (`.Files` in its templates)."""
 DERIVED_CACHES = ("build/cache/", "build/kueue/", "build/offline/", "build/plan-cache/")
 """Files under `build/` a plan reads without them being inputs: each is named by the SHA-256 of its source or of its
-content, derived from inputs in the key: a vendored manifest's parse (tools/cluster.py `_parsed`), a Helm render of
+content, derived from inputs in the key: a vendored manifest's parse (verify/render.py `_parsed`), a Helm render of
 this cache (`helm_render_key`), the stack's derived Kueue and offline operator manifests (components/kueue.py
 `kueue_manifest`, rewritten whenever the text differs)."""
 NOT_READ_ENV = frozenset({"GTP_PLAN_CACHE", "GTP_VCS_REVISION", "GTP_SOURCE_URL"})
-"""The cache's own setting, and what tools.plan.run overwrites before the program runs (the image labels)."""
+"""The cache's own setting, and what verify.plan.run overwrites before the program runs (the image labels)."""
 TOOLS = ("dot",)
-"""Executables on PATH a plan runs besides helm (found as tools.vendor.helm_binary finds it)."""
+"""Executables on PATH a plan runs besides helm (found as verify.helm.helm_binary finds it)."""
 
 
 def cache_dir() -> Path | None:
@@ -115,7 +115,7 @@ def _executable_identity(path: str | None) -> str:
 
 def tool_identity() -> dict[str, str]:
     """The interpreter, every installed distribution's version, the binaries a plan runs, the environment it reads."""
-    from tools.vendor import helm_binary
+    from verify.helm import helm_binary
 
     try:
         helm: str | None = helm_binary()
@@ -246,7 +246,7 @@ def prune(root: Path, keep: int = ENTRIES_KEPT) -> None:
 
 
 def cached_plan(stack: str, plan, *, stack_file: Path | None, out: Path, quiet: bool) -> int:
-    """`plan(stack, stack_file=..., out=..., quiet=...)` (tools.plan.plan_one) through the cache."""
+    """`plan(stack, stack_file=..., out=..., quiet=...)` (verify.plan.plan_one) through the cache."""
     cache = cache_dir()
     directory = out / stack
     if cache is None:
@@ -293,7 +293,7 @@ def load_document(digest: str) -> tuple[bool, object]:
 
 
 def store_document(digest: str, document: object) -> None:
-    """Store a plan document (tools.plan_diff.plan_tree's) under `digest`."""
+    """Store a plan document (verify.plan_diff.plan_tree's) under `digest`."""
     cache = cache_dir()
     if cache is not None:
         _store_entry(cache / PLANS, digest, lambda staging: (staging / DOCUMENT_FILE).write_text(

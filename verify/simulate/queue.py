@@ -22,14 +22,14 @@ from typing import Any
 import yaml
 
 from components.kueue import CONFIG_KEY, CONFIG_MAP, QUEUE_LABEL
-from tools.cluster import ClusterObject
-from tools.simulate.model import CheckResult, ExpandedPod, Finding, Modeled
-from tools.simulate.nodes import NodeGroup
-from tools.simulate.scheduling import _show, pod_requests, quantity, selector_misses, untolerated
+from verify.render import ClusterObject
+from verify.simulate.model import CheckResult, ExpandedPod, Finding, Modeled
+from verify.simulate.nodes import NodeGroup
+from verify.simulate.scheduling import _show, pod_requests, quantity, selector_misses, untolerated
 from workload_kinds import KUEUE_INTEGRATIONS as INTEGRATIONS
 
 MODELS = (Modeled("KUEUE_VERSION", "v0.19.2"),)
-"""The upstream versions this module models (tools.simulate.model.Modeled)."""
+"""The upstream versions this module models (verify.simulate.model.Modeled)."""
 
 TOLERANCE = {"cpu": 0.001, "memory": 2**20, "ephemeral-storage": 2**20}
 SLACK = {"cpu": 0.15, "memory": 0.15}

@@ -25,8 +25,8 @@ from typing import Any
 
 from conventions.names import NVIDIA_RUNTIME_HANDLER
 from stack_config.targets import ADOPTED_KUBERNETES
-from tools.cluster import ClusterObject
-from tools.simulate.model import CheckResult, ExpandedPod, Finding
+from verify.render import ClusterObject
+from verify.simulate.model import CheckResult, ExpandedPod, Finding
 
 NAME = "runtime handlers"
 NVIDIA_DAEMON_COMMANDS = ("nvidia-device-plugin", "gpu-feature-discovery", "mps-control-daemon")

@@ -22,9 +22,9 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from tools.cluster import ClusterObject
-from tools.plan_record import Plan
-from tools.simulate.model import CheckResult, ExpandedPod, Finding
+from verify.plan_record import Plan
+from verify.render import ClusterObject
+from verify.simulate.model import CheckResult, ExpandedPod, Finding
 
 NAME = "claims bound"
 EBS = "ebs.csi.aws.com"

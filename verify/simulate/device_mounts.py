@@ -15,10 +15,10 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from tools.simulate.model import CheckResult, ExpandedPod, Finding, Modeled
+from verify.simulate.model import CheckResult, ExpandedPod, Finding, Modeled
 
 MODELS = (Modeled("NVIDIA_DEVICE_PLUGIN.version", "0.20.0"),)
-"""The upstream versions this module models (tools.simulate.model.Modeled)."""
+"""The upstream versions this module models (verify.simulate.model.Modeled)."""
 
 NAME = "device mounts"
 MPS_ROOT = "/mps"

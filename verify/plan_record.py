@@ -1,6 +1,6 @@
 """The recorded plan: every resource a stack's program registered, as plain data, and its readable renderings.
 
-`tools.plan` fills a `Plan` by running the program under mocks; validators, the policy pack, Checkov and the
+`verify.plan` fills a `Plan` by running the program under mocks; validators, the policy pack, Checkov and the
 plan diff read it.
 """
 

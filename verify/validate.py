@@ -1,6 +1,6 @@
 """Validation of the offline plan with real third-party validators, over the whole rendered cluster.
 
-Every object of `build/plan/<stack>/cluster.yaml` (tools/cluster.py: the stack's own objects, the vendored Helm
+Every object of `build/plan/<stack>/cluster.yaml` (verify/render.py: the stack's own objects, the vendored Helm
 charts rendered by helm, the vendored operator manifests) is validated, not only the objects the stack applies:
 
 - Built-in Kubernetes kinds: `kubernetes-validate`'s strict schemas (unknown fields are errors) for the stack's
@@ -30,8 +30,8 @@ from typing import Any
 import jsonschema
 import kubernetes_validate
 
-from tools.cluster import ClusterObject
-from tools.plan_record import COMPUTED, SECRET, Plan, dicts_in
+from verify.plan_record import COMPUTED, SECRET, Plan, dicts_in
+from verify.render import ClusterObject
 
 
 @dataclass
@@ -236,7 +236,7 @@ def run_policy_pack(plan: Plan, report: Report) -> None:
 
 
 def validate_plan(plan: Plan, out: Path | None, objects: Iterable[ClusterObject]) -> Report:
-    """Validate every object of the rendered cluster (`tools.cluster.render_cluster(plan)`) and run the policy
+    """Validate every object of the rendered cluster (`verify.render.render_cluster(plan)`) and run the policy
     pack over the plan's resources; writes the policy facts to `out`."""
     report = Report()
     validate_objects(objects, plan.config.kubernetes_version, report)

@@ -31,7 +31,8 @@ from typing import Any
 
 import yaml
 
-from tools.plan_record import COMPUTED, ROOT, SECRET, Plan, dicts_in
+from verify.helm import helm_binary
+from verify.plan_record import COMPUTED, ROOT, SECRET, Plan, dicts_in
 
 YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 YAML_DUMPER = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
@@ -162,16 +163,10 @@ def _documents(text: str) -> Iterator[dict[str, Any]]:
                 yield document
 
 
-def helm_binary() -> str:
-    from tools.vendor import helm_binary as find
-
-    return find()
-
-
 def render_releases(releases: list[Mapping[str, Any]], kubernetes_version: str,
                     root: Path = ROOT) -> list[ClusterObject]:
     """Render every release (recorded Release inputs) with helm, concurrently; in the order given."""
-    from tools import plan_cache
+    from verify import plan_cache
 
     helm = helm_binary()
     objects: list[ClusterObject] = []
@@ -179,7 +174,7 @@ def render_releases(releases: list[Mapping[str, Any]], kubernetes_version: str,
         running = []
         for index, release in enumerate(releases):
             values_text = json.dumps(_plain_values(release.get("values") or {}))
-            # A render of the same chart, values and version is reused (tools/plan_cache.py): an edited stack
+            # A render of the same chart, values and version is reused (verify/plan_cache.py): an edited stack
             # runs helm only for the releases the edit touched.
             key = plan_cache.helm_render_key(helm, root / release["chart"], release["name"], release["namespace"],
                                              kubernetes_version, values_text)

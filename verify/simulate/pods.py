@@ -28,15 +28,15 @@ from typing import Any
 
 import workload_kinds
 from components.kueue import QUEUE_LABEL
-from tools.cluster import ClusterObject
-from tools.plan_record import Plan
-from tools.simulate.admission import quantity
-from tools.simulate.model import ExpandedPod, Modeled
+from verify.plan_record import Plan
+from verify.render import ClusterObject
+from verify.simulate.admission import quantity
+from verify.simulate.model import ExpandedPod, Modeled
 
 MODELS = (Modeled("TRAINING_OPERATOR_VERSION", "v1.9.4"), Modeled("DLROVER_VERSION", "v0.6.1"),
           Modeled("KUBEFLOW_TRAINER_VERSION", "v2.3.0"), Modeled("JOBSET_VERSION", "v0.12.0"),
           Modeled("KEDA.version", "2.20.2"))
-"""The upstream versions this module models (tools.simulate.model.Modeled)."""
+"""The upstream versions this module models (verify.simulate.model.Modeled)."""
 
 _TEMPLATE_PATHS: dict[str, tuple[str, ...]] = {
     "Deployment": ("spec", "template"),
@@ -322,7 +322,7 @@ def dlrover_master_template(job: Mapping[str, Any], master_image: str) -> dict[s
 
 def _dlrover_cpu(quantity: Any) -> str:
     """dlrover/python/scheduler/kubernetes.py convert_cpu_to_decimal: round(cores, 1), sent as a JSON number."""
-    from tools.simulate.admission import quantity as parse
+    from verify.simulate.admission import quantity as parse
 
     cores = round(float(parse(quantity if quantity is not None else 0)), 1)
     return str(int(cores)) if cores == int(cores) else str(cores)
@@ -330,7 +330,7 @@ def _dlrover_cpu(quantity: Any) -> str:
 
 def _dlrover_memory(quantity: Any) -> str:
     """kubernetes.py convert_memory_to_mb (int(bytes / 1024 / 1024)), written back as `<n>Mi`."""
-    from tools.simulate.admission import quantity as parse
+    from verify.simulate.admission import quantity as parse
 
     return f"{int(parse(quantity) / 1024 / 1024) if quantity is not None else 0}Mi"
 
