@@ -67,7 +67,7 @@ prometheus-local: ## the prometheus server tests/simulate/test_prometheus.py run
 
 # Air-gapped sites (docs/edge.md, "Air-gapped site"): every image the stack runs → the site registry, digests → the lock.
 # Needs skopeo (a Debian package: `apt-get install skopeo`, root) and network to the upstreams and the site.
-mirror: setup ## STACK=edge  copy an offline stack's images into its site registry, write the lock (skopeo)
+mirror: setup ## STACK=edge  copy an air-gapped stack's images into its site registry, write the lock (skopeo)
 	@command -v skopeo >/dev/null || { echo "make mirror: skopeo is not installed (apt-get install skopeo)" >&2; exit 2; }
 	$(PY) -m tools.mirror --stack $(STACK)
 

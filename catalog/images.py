@@ -1,6 +1,6 @@
 """The upstream images each vendored chart and operator manifest runs, and where a chart takes an override.
 
-An offline site (`image.offline`) runs copies of these from its own registry, by digest. The references are what
+An air-gapped site (`image.offline`) runs copies of these from its own registry, by digest. The references are what
 the vendored sources render with the values this platform sets (tests/test_mirror.py renders every chart and
 checks that the rendered images are exactly these: a chart bump that changes an image fails there until this
 table follows).
@@ -64,7 +64,7 @@ CHART_IMAGES: dict[str, tuple[ImageSlot, ...]] = {
 """Chart name → its images. A chart missing here must be in `EKS_ONLY_CHARTS`."""
 
 EKS_ONLY_CHARTS: frozenset[str] = frozenset({versions.CLUSTER_AUTOSCALER.chart, versions.EFA_DEVICE_PLUGIN.chart})
-"""Charts only an EKS stack installs, which an offline stack never is (stages/offline.py refuses it): nothing
+"""Charts only an EKS stack installs, which an air-gapped stack never is (stages/air_gap.py refuses it): nothing
 mirrors their images, so they have no `CHART_IMAGES` row. tests/test_mirror.py holds every pinned chart to one of
 the two."""
 

@@ -15,6 +15,7 @@ import pulumi_kubernetes as k8s
 from components.training_identity import TrainingIdentity
 from conventions.names import Platform
 from stack_config import Problem, StackConfig
+from stack_config.rules import Rule
 from stack_config.targets import TargetTraits
 
 
@@ -74,6 +75,9 @@ class ClusterTarget(ABC):
     traits: ClassVar[TargetTraits]
     """What the config rules may ask of this target (stack_config/targets.py): registered under `mode` by the
     registry, so no rule below the targets compares a mode's name."""
+    rules: ClassVar[tuple[Rule, ...]] = ()
+    """Config rules only this target's stacks have, each with the top-level keys it reads (it runs only when they
+    parsed, stack_config/rules.py `check_rules`); the registry runs them on this target's stacks alone."""
 
     @property
     def platform(self) -> Platform:

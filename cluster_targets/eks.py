@@ -20,6 +20,7 @@ from catalog.cpu_instances import CPU_INSTANCE_TYPES
 from catalog.gpu_instances import AMI_TYPE_ARCHITECTURE, GPU_INSTANCE_TYPES, bottlerocket
 from catalog.purchase_options import PURCHASE_OPTIONS, RESERVATION_INSTANCE_TYPES
 from cluster_targets.base import AwsNetwork, Cluster, ClusterTarget
+from cluster_targets.eks_network import check_deployer, check_deployer_route, check_vpc
 from components.cluster_access import ClusterAccess, ClusterAccessArgs
 from components.cluster_autoscaler import ClusterAutoscaler, ClusterAutoscalerArgs
 from components.eks_cluster import EksCluster, EksClusterArgs
@@ -40,7 +41,7 @@ from conventions.names import (
 from stack_config import Problem, StackConfig, ami_type, placement_group_enabled
 from stack_config.derived import node_update_strategy, provisioning_groups
 from stack_config.problems import did_you_mean
-from stack_config.rules import check_sizes
+from stack_config.rules import Rule, check_sizes
 from stack_config.schema import GpuNodeGroupConfig
 from stack_config.storage_kinds import kinds_on
 from stack_config.targets import TargetTraits
@@ -78,6 +79,11 @@ class EksTarget(ClusterTarget):
         platform="kubernetes", provisions_in_aws=True, node_facts="catalog", kueue_quotas=True,
         # The EKS-optimized NVIDIA AMIs make the NVIDIA runtime containerd's default.
         node_default_runtime=NVIDIA_RUNTIME_HANDLER)
+    rules: ClassVar[tuple[Rule, ...]] = (
+        (check_deployer, ("cluster",)),
+        (check_deployer_route, ("cluster", "network")),
+        (check_vpc, ("network", "cluster")),
+    )
 
     def node_selector(self, config: StackConfig, group: str) -> dict[str, str]:
         return {NODE_GROUP_LABEL: group}

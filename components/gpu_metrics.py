@@ -334,7 +334,7 @@ class GpuMetricsArgs:
     retention: str = "15d"
     """Prometheus retention. Default `15d`."""
     site_images: dict[str, str] = field(default_factory=dict)
-    """Offline stacks: upstream image → the site registry's copy (components.helm.pinned_release). Default: none."""
+    """Air-gapped stacks: upstream image → the site registry's copy (components.helm.pinned_release). Default: none."""
     platform_priority: pulumi.Resource | None = None
     """The `gtp-platform` PriorityClass (components/platform_priority.py): every release's pods name it and the
     releases wait for it. None: the charts' defaults."""

@@ -67,7 +67,7 @@ def pinned_release(resource_name: str, chart: HelmChart, *, release_name: str, n
     `atomic`: a failed install or upgrade rolls back instead of leaving a half-applied release behind.
     helm.v3.Release (not v4.Chart) so the plan records chart, version, repository and the full values.
 
-    `site_images` (an offline stack's source → site copy): every image of the chart comes from the site registry.
+    `site_images` (an air-gapped stack's source → site copy): every image of the chart comes from the site registry.
     """
     if site_images:
         values = merged(values, site_image_values(chart.chart, site_images))

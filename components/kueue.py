@@ -257,7 +257,7 @@ def derive_manifest(text: str, integrations: list[str], timeout: str, site_image
             pod = body["spec"]["template"]
             pod["metadata"].setdefault("annotations", {})[CONFIG_HASH_ANNOTATION] = config_hash
             for container in pod["spec"]["containers"]:
-                # `Always` asks the registry at every container start; an offline site (and any registry
+                # `Always` asks the registry at every container start; an air-gapped site (and any registry
                 # outage) then can't restart Kueue. The published chart uses IfNotPresent (SOURCES.md).
                 container["imagePullPolicy"] = "IfNotPresent"
             if priority_class:

@@ -246,7 +246,7 @@ class NvidiaDevicePluginArgs:
     skipped_groups: dict[str, str] = field(default_factory=dict)
     """GPU node groups the plugin does not serve → why (logged)."""
     site_images: dict[str, str] = field(default_factory=dict)
-    """Offline stacks: upstream image → the site registry's copy (components.helm.pinned_release). Default: none."""
+    """Air-gapped stacks: upstream image → the site registry's copy (components.helm.pinned_release). Default: none."""
     platform_priority: pulumi.Resource | None = None
     """The `gtp-platform` PriorityClass (components/platform_priority.py): NFD's pods name it and the release
     waits for it. None: NFD runs without a class."""

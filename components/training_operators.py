@@ -117,7 +117,7 @@ def site_manifest(text: str, manifest: str, site_images: Mapping[str, str], arch
 SITE_COPY_MARKER = "-site-"
 """In the name of a derived manifest whose images are the site registry's (`derived_name`); the policy rule
 `offline-images-from-site-registry` (policy/gtp_policy/rules_supply_chain.py `SITE_COPY`) accepts only such files
-on an offline stack — a copy that only adds the priority class still runs upstream images."""
+on an air-gapped stack — a copy that only adds the priority class still runs upstream images."""
 
 
 def derived_name(manifest: str, text: str, *, site: bool) -> str:
@@ -199,7 +199,7 @@ class TrainingOperatorsArgs:
     e.g. KedaScaling for its queue). None = no AWS identity (edge)."""
     aws_opts: pulumi.ResourceOptions | None = None
     site_images: dict[str, str] = field(default_factory=dict)
-    """Offline stacks: upstream image → the site registry's copy; the operator manifests are applied from copies
+    """Air-gapped stacks: upstream image → the site registry's copy; the operator manifests are applied from copies
     rewritten to them (`operator_file`) and KEDA's chart values point at them. Default: none."""
     architecture: str = "amd64"
     """The architecture of the nodes the operators run on (`amd64`, `arm64`): on arm64 the operators whose projects

@@ -1,4 +1,4 @@
-"""Container image references, and where an offline site keeps its copy of each (the mirror and its lock file).
+"""Container image references, and where an air-gapped site keeps its copy of each (the mirror and its lock file).
 
 An air-gapped site pulls every image from its own registry (`image.offline.siteRegistry`). `make mirror` copies
 each upstream image there (`tools/mirror.py`) and records the copy's digest in a lock file; the stack then

@@ -26,6 +26,7 @@ from catalog.fsx_lustre import LUSTRE_DEPLOYMENTS
 from stack_config.kinds import KUEUE_ADMITTED, WITH_CLEAN_POD_POLICY
 from stack_config.problems import Problem
 from stack_config.schema import (
+    AirGapConfig,
     AutoscalingConfig,
     ClusterConfig,
     DeployerConfig,
@@ -37,7 +38,6 @@ from stack_config.schema import (
     LifecycleConfig,
     MetricsConfig,
     NetworkConfig,
-    OfflineConfig,
     SharingConfig,
     StackConfig,
     StorageConfig,
@@ -172,7 +172,7 @@ APPLIES: dict[type[_Section], dict[str, Where]] = {
                                                         "daemon's default runtime must be NVIDIA's"),
         "create_runtime_class": KUBERNETES,
     },
-    OfflineConfig: {"site_registry": ANYWHERE, "prefix": ANYWHERE, "lock_file": ANYWHERE},
+    AirGapConfig: {"site_registry": ANYWHERE, "prefix": ANYWHERE, "lock_file": ANYWHERE},
     ImageConfig: {
         "build": ANYWHERE,
         "platform": ANYWHERE,

@@ -73,7 +73,6 @@ def parse_stack_config(
     says (duplicate keys, key lines; `stack_config.source`). Raises `ConfigError` listing every problem.
     """
     problems: list[Problem] = list(source.problems) if source is not None else []
-    secret_keys = set(secret_keys)
     for key in raw:
         if key in MOVED_KEYS:
             problems.append(Problem(key, f"is no longer read: {MOVED_KEYS[key]}"))
@@ -82,39 +81,8 @@ def parse_stack_config(
 
     blocked: list[str] = []  # key paths of invalid fields, replaced by their defaults so the rest is still checked
     scalars = {key: str(raw.get(key, default)) for key, default in SCALAR_DEFAULTS.items()}
-    parsed: dict[str, Any] = {}
-    for key, model in SECTIONS.items():
-        value = _decode(raw.get(key, {}), key, problems)
-        if value is not None:
-            parsed[key] = _validate(model, value, key, problems, blocked)
-    for key, model in MAP_SECTIONS.items():
-        value = _decode(raw.get(key, {}), key, problems)
-        if isinstance(value, dict):
-            parsed[key] = {name: _validate(model, entry, f"{key}.{name}", problems, blocked)
-                           for name, entry in value.items()}
-            if "name" in model.model_fields:  # the entry's name is its key
-                for name, entry in value.items():
-                    if isinstance(entry, dict) and "name" in entry:
-                        problems.append(Problem(f"{key}.{name}.name", f"{entry['name']!r}: the name is the map "
-                                                                      f"key ({name!r}); remove this key"))
-                parsed[key] = {name: entry.model_copy(update={"name": name}) if entry is not None else None
-                               for name, entry in parsed[key].items()}
-        elif value is not None:
-            problems.append(Problem(key, f"{value!r} is not a map of name to object"))
-    for key in STRING_MAP_SECTIONS:
-        value = _decode(raw.get(key, {}), key, problems)
-        if isinstance(value, dict) and all(isinstance(v, str) for v in value.values()):
-            parsed[key] = dict(value)
-        elif value is not None:
-            problems.append(Problem(key, f"{value!r} is not a map of string to string"))
-    secrets: dict[str, SecretStr | None] = {}
-    for key in SECRET_KEYS:
-        value = raw.get(key)
-        if value is not None and key not in secret_keys:
-            problems.append(Problem(key, f"must be a Pulumi secret, not plain config: run "
-                                         f"`pulumi config set --secret {key} ...`"))
-        secrets[key] = SecretStr(str(value)) if value is not None else None
-
+    parsed = _parse_sections(raw, problems, blocked)
+    secrets = _parse_secrets(raw, set(secret_keys), problems)
     for key, value in parsed.items():
         if isinstance(value, dict) and key in MAP_SECTIONS:
             for name, entry in value.items():
@@ -122,24 +90,7 @@ def parse_stack_config(
                     problems.extend(_unknown_keys(entry, f"{key}.{name}"))
         elif isinstance(value, BaseModel):
             problems.extend(_unknown_keys(value, key))
-
-    for dotted, allowed in (choices or {}).items():
-        section, field = dotted.split(".", 1)
-        if field.startswith("*."):  # a field of every entry of a map section
-            entries = parsed.get(section) if isinstance(parsed.get(section), dict) else {}
-            for name, entry in entries.items():
-                value = getattr(entry, _snake(field[2:])) if isinstance(entry, BaseModel) else None
-                if value is not None and value not in allowed:
-                    problems.append(Problem(f"{section}.{name}.{field[2:]}", f"{value!r} is not allowed"
-                                            f"{did_you_mean(str(value), allowed)}; allowed: {', '.join(allowed)}"))
-                    entries[name] = None
-            continue
-        model = parsed.get(section)
-        value = getattr(model, _snake(field)) if isinstance(model, BaseModel) else None
-        if value is not None and value not in allowed:
-            problems.append(Problem(dotted, f"{value!r} is not allowed{did_you_mean(str(value), allowed)}; allowed: "
-                                            f"{', '.join(allowed)}"))
-            parsed[section] = None
+    _check_choices(parsed, choices or {}, problems)
 
     # Sections that failed to parse are replaced by their defaults so the other sections' rules still run;
     # a rule runs only when every section it reads parsed, so a default never causes a spurious problem.
@@ -170,6 +121,78 @@ def parse_stack_config(
         # One problem once, however many workloads or rules found it (e.g. no GPU node group at all).
         raise ConfigError(stack, list(dict.fromkeys(problems)))
     return config
+
+
+def _parse_sections(raw: Mapping[str, Any], problems: list[Problem], blocked: list[str]) -> dict[str, Any]:
+    """Top-level key → its parsed section (a model, a map of models, a map of strings); None for one that
+    failed. Problems and the key paths of invalid fields (`blocked`) are appended."""
+    parsed: dict[str, Any] = {}
+    for key, model in SECTIONS.items():
+        value = _decode(raw.get(key, {}), key, problems)
+        if value is not None:
+            parsed[key] = _validate(model, value, key, problems, blocked)
+    for key, model in MAP_SECTIONS.items():
+        value = _decode(raw.get(key, {}), key, problems)
+        if isinstance(value, dict):
+            parsed[key] = _parse_map(key, model, value, problems, blocked)
+        elif value is not None:
+            problems.append(Problem(key, f"{value!r} is not a map of name to object"))
+    for key in STRING_MAP_SECTIONS:
+        value = _decode(raw.get(key, {}), key, problems)
+        if isinstance(value, dict) and all(isinstance(v, str) for v in value.values()):
+            parsed[key] = dict(value)
+        elif value is not None:
+            problems.append(Problem(key, f"{value!r} is not a map of string to string"))
+    return parsed
+
+
+def _parse_map(key: str, model: type[_Section], value: dict[str, Any], problems: list[Problem],
+               blocked: list[str]) -> dict[str, Any]:
+    """A map section's entries (None for one that failed); the entry's name is its key."""
+    entries = {name: _validate(model, entry, f"{key}.{name}", problems, blocked) for name, entry in value.items()}
+    if "name" not in model.model_fields:
+        return entries
+    for name, entry in value.items():
+        if isinstance(entry, dict) and "name" in entry:
+            problems.append(Problem(f"{key}.{name}.name", f"{entry['name']!r}: the name is the map key "
+                                                          f"({name!r}); remove this key"))
+    return {name: entry.model_copy(update={"name": name}) if entry is not None else None
+            for name, entry in entries.items()}
+
+
+def _parse_secrets(raw: Mapping[str, Any], secret_keys: set[str], problems: list[Problem]
+                   ) -> dict[str, SecretStr | None]:
+    """The secret keys' values; one given as plain config is a problem."""
+    secrets: dict[str, SecretStr | None] = {}
+    for key in SECRET_KEYS:
+        value = raw.get(key)
+        if value is not None and key not in secret_keys:
+            problems.append(Problem(key, f"must be a Pulumi secret, not plain config: run "
+                                         f"`pulumi config set --secret {key} ...`"))
+        secrets[key] = SecretStr(str(value)) if value is not None else None
+    return secrets
+
+
+def _check_choices(parsed: dict[str, Any], choices: Mapping[str, Sequence[str]], problems: list[Problem]) -> None:
+    """Values the registries allow ("section.field", or "section.*.field" for every entry of a map section); a
+    section (or entry) with a value outside them is replaced by None, as if it failed to parse."""
+    for dotted, allowed in choices.items():
+        section, field = dotted.split(".", 1)
+        if field.startswith("*."):  # a field of every entry of a map section
+            entries = parsed.get(section) if isinstance(parsed.get(section), dict) else {}
+            for name, entry in entries.items():
+                value = getattr(entry, _snake(field[2:])) if isinstance(entry, BaseModel) else None
+                if value is not None and value not in allowed:
+                    problems.append(Problem(f"{section}.{name}.{field[2:]}", f"{value!r} is not allowed"
+                                            f"{did_you_mean(str(value), allowed)}; allowed: {', '.join(allowed)}"))
+                    entries[name] = None
+            continue
+        model = parsed.get(section)
+        value = getattr(model, _snake(field)) if isinstance(model, BaseModel) else None
+        if value is not None and value not in allowed:
+            problems.append(Problem(dotted, f"{value!r} is not allowed{did_you_mean(str(value), allowed)}; allowed: "
+                                            f"{', '.join(allowed)}"))
+            parsed[section] = None
 
 
 def load(*, choices: Mapping[str, Sequence[str]] | None = None, rules: Iterable[Rule] = (),

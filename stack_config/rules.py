@@ -158,109 +158,6 @@ def _check_cluster(config: StackConfig) -> Iterator[Problem]:
             seen[role] = f"cluster.adminRoleArns[{index}]"
 
 
-# GitHub-hosted runner images (docs.github.com "GitHub-hosted runners" → "Standard GitHub-hosted runners"): they run
-# in GitHub's network, outside every VPC, from addresses that change per job.
-GITHUB_HOSTED_LABEL = re.compile(r"^(ubuntu|windows|macos)-(latest|\d[\w.-]*)$")
-TRANSIT_GATEWAY_ID = re.compile(r"^tgw-[0-9a-f]{8,17}$")
-
-
-def _ipv4_cidrs(cidrs: Iterable[str]) -> list[ipaddress.IPv4Network] | None:
-    """The CIDRs as networks, or None when any is invalid (reported by its own rule)."""
-    networks = []
-    for cidr in cidrs:
-        try:
-            network = ipaddress.ip_network(cidr, strict=True)
-        except ValueError:
-            return None
-        if network.version != 4 or network.prefixlen == 0:
-            return None
-        networks.append(network)
-    return networks
-
-
-def _check_deployer(config: StackConfig) -> Iterator[Problem]:
-    """The declared deployer can reach the Kubernetes API of the cluster it deploys into (EKS), before anything is
-    registered: otherwise every in-cluster resource of the first `pulumi up` times out after the cluster was made."""
-    cluster = config.cluster
-    deployer = cluster.deployer
-    path = "cluster.deployer"
-    allowed = ("public-endpoint (a public endpoint restricted to the deployer's CIDRs), in-vpc (a runner inside an "
-               "adopted VPC) or transit-gateway (a runner in a network attached to a Transit Gateway)")
-    if not traits_of(config).provisions_in_aws:  # keys that apply only there: stack_config/applicability.py
-        return
-    if deployer is None:
-        yield Problem(path, f"is required for mode 'eks': declare where `pulumi up` runs and how it reaches the API — "
-                            f"access {allowed}, with runnerLabels and cidrs")
-        return
-    if deployer.access is None:
-        yield Problem(f"{path}.access", f"is required for mode 'eks'; allowed: {allowed}")
-    if not deployer.runner_labels:
-        yield Problem(f"{path}.runnerLabels", "is required for mode 'eks': the GitHub Actions runs-on labels of a "
-                                              "runner that can reach the API, e.g. [self-hosted, gtp-prod]")
-    elif "self-hosted" not in deployer.runner_labels:
-        for index, label in enumerate(deployer.runner_labels):
-            if GITHUB_HOSTED_LABEL.match(label):
-                yield Problem(f"{path}.runnerLabels[{index}]",
-                              f"{label!r} is a GitHub-hosted runner: it runs outside every VPC from changing "
-                              "addresses, so it reaches neither a private endpoint nor a CIDR-restricted public one; "
-                              "allowed: a self-hosted runner's labels (including 'self-hosted') or a larger runner "
-                              "with static IP addresses (its own label)")
-    if not deployer.cidrs:
-        yield Problem(f"{path}.cidrs", "is required for mode 'eks': the IPv4 CIDRs the deployer connects from")
-    for index, cidr in enumerate(deployer.cidrs):
-        try:
-            network = ipaddress.ip_network(cidr, strict=True)
-        except ValueError:
-            yield Problem(f"{path}.cidrs[{index}]", f"{cidr!r} is not an IPv4 CIDR like '10.250.0.0/24' (host bits "
-                                                    "unset)")
-            continue
-        if network.version != 4:
-            yield Problem(f"{path}.cidrs[{index}]", f"{cidr!r} is IPv6; the cluster's endpoint is IPv4: list IPv4 "
-                                                    "CIDRs")
-        elif network.prefixlen == 0:
-            yield Problem(f"{path}.cidrs[{index}]", f"{cidr!r} is every address: list the deployer's own CIDRs")
-    deployer_networks = _ipv4_cidrs(deployer.cidrs)
-    if deployer.access == "public-endpoint":
-        if not cluster.endpoint_public_access:
-            yield Problem(f"{path}.access", "'public-endpoint', but cluster.endpointPublicAccess is false: the API is "
-                          "private-only, unreachable from outside the VPC; allowed: set cluster.endpointPublicAccess "
-                          "true with publicAccessCidrs covering deployer.cidrs, or access in-vpc / transit-gateway")
-        else:
-            public = _ipv4_cidrs(cluster.public_access_cidrs)
-            if public and deployer_networks:
-                for index, network in enumerate(deployer_networks):
-                    if not any(network.subnet_of(allowed_net) for allowed_net in public):
-                        yield Problem(f"{path}.cidrs[{index}]",
-                                      f"{deployer.cidrs[index]!r} is not within cluster.publicAccessCidrs "
-                                      f"({', '.join(cluster.public_access_cidrs)}): the public endpoint would refuse "
-                                      "the deployer; add it there")
-    elif deployer.access == "in-vpc":
-        if not config.network.existing_vpc_id:
-            yield Problem(f"{path}.access", "'in-vpc', but this stack creates its VPC (network.existingVpcId is "
-                          "unset): no runner stands in it before the first `pulumi up`; allowed: adopt the runner's "
-                          "VPC (network.existingVpcId), access transit-gateway, or access public-endpoint")
-    elif deployer.access == "transit-gateway":
-        if config.network.existing_vpc_id:
-            yield Problem(f"{path}.access", "'transit-gateway' attaches the VPC this stack creates, but "
-                          f"network.existingVpcId adopts {config.network.existing_vpc_id!r}, whose routes the stack "
-                          "doesn't own; allowed: in-vpc (route the runners to it yourself) or a stack-created VPC")
-        if deployer.transit_gateway_id is None:
-            yield Problem(f"{path}.transitGatewayId", "is required for access 'transit-gateway' (tgw-...)")
-        elif not TRANSIT_GATEWAY_ID.match(deployer.transit_gateway_id):
-            yield Problem(f"{path}.transitGatewayId", f"{deployer.transit_gateway_id!r} is not a Transit Gateway id "
-                                                      "like 'tgw-0a1b2c3d4e5f67890'")
-        if deployer_networks and not config.network.existing_vpc_id:
-            try:
-                vpc = ipaddress.ip_network(config.network.vpc_cidr, strict=True)
-            except ValueError:
-                vpc = None  # reported by _check_network
-            for index, network in enumerate(deployer_networks):
-                if vpc is not None and vpc.version == 4 and network.overlaps(vpc):
-                    yield Problem(f"{path}.cidrs[{index}]", f"{deployer.cidrs[index]!r} overlaps network.vpcCidr "
-                                  f"{config.network.vpc_cidr!r}: the route to the deployer would shadow the VPC's "
-                                  "own; use the runners' CIDRs outside it")
-
-
 def _check_network(config: StackConfig) -> Iterator[Problem]:
     network = config.network
     try:
@@ -270,13 +167,6 @@ def _check_network(config: StackConfig) -> Iterator[Problem]:
                                              "private and public subnets in every zone)")
     except ValueError:
         yield Problem("network.vpcCidr", f"{network.vpc_cidr!r} is not a CIDR like '10.0.0.0/16'")
-    if not traits_of(config).provisions_in_aws:  # the network section describes the VPC of an EKS cluster only
-        return
-    if network.existing_vpc_id and len(network.existing_private_subnet_ids) < 2:
-        yield Problem("network.existingPrivateSubnetIds", "an adopted VPC needs at least two private subnets "
-                                                          "(in different availability zones)")
-    if not network.existing_vpc_id and (network.existing_private_subnet_ids or network.existing_public_subnet_ids):
-        yield Problem("network.existingVpcId", "subnet ids are given but no existingVpcId")
 
 
 def check_sizes(path: str, min_size: int, desired: int | None, max_size: int) -> Iterator[Problem]:
@@ -781,7 +671,7 @@ def _check_runtime_class(config: StackConfig) -> Iterator[Problem]:
 
 def installed_components(config: StackConfig) -> frozenset[str]:
     """The components of catalog/compatibility.py's rows and floors (`Row.component`, `Floor.uses`) this stack
-    installs (as stages/gpu.py, components/training_operators.py and stages/offline.py decide)."""
+    installs (as stages/gpu.py, components/training_operators.py and stages/air_gap.py decide)."""
     traits = traits_of(config)
     if traits.platform != "kubernetes":  # the components below all run on Kubernetes
         return frozenset()
@@ -968,7 +858,6 @@ _RULES = (
     (_check_tags, ("tags",)),
     (_check_cluster, ("cluster",)),
     (_check_network, ("network", "cluster")),
-    (_check_deployer, ("cluster", "network")),
     (_check_node_groups, ("cluster",)),  # runs on the entries that parsed
     (_check_sharing, ("gpu", "cluster")),
     (_check_jetson, ("gpu", "gpuNodeGroups")),

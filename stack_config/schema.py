@@ -293,7 +293,7 @@ class GpuConfig(_Section):
     whose nodes have the `nvidia` handler but no RuntimeClass for it."""
 
 
-class OfflineConfig(_Section):
+class AirGapConfig(_Section):
     """An air-gapped site: every image comes from the site's own registry, by digest (docs/edge.md, "Air-gapped
     site")."""
 
@@ -345,7 +345,7 @@ class ImageConfig(_Section):
     """ECR lifecycle: keep this many newest tagged images. Default 30."""
     expire_untagged_days: int = Field(7, ge=1, le=365)
     """ECR lifecycle: expire untagged images after this many days. Default 7."""
-    offline: OfflineConfig | None = None
+    offline: AirGapConfig | None = None
     """Air-gapped site (existing clusters only): pull every image from `offline.siteRegistry`. Default: none (images
     come from their upstream registries)."""
 

@@ -19,7 +19,7 @@ from stack_config.derived import base_image_refusal, efa_installer_refusal, node
 from stack_config.placeholders import find_placeholders
 from stack_config.rules import Rule
 from stack_config.source import StackSource
-from stages import offline
+from stages import air_gap
 
 CHOICES: dict[str, list[str]] = {
     "cluster.mode": sorted(cluster_targets.TARGETS),
@@ -41,9 +41,10 @@ def check_platform(config: StackConfig) -> Iterator[Problem]:
 
 RULES: tuple[Rule, ...] = (
     (cluster_targets.check, ("cluster",)),
+    *cluster_targets.RULES,
     (workload_kinds.check, ("workloads", "cluster")),
     (check_platform, ("workloads", "cluster")),
-    (offline.check, ("image", "cluster")),
+    (air_gap.check, ("image", "cluster")),
 )
 
 
@@ -57,7 +58,7 @@ def load_stack_config(stack_file: Path | None = None) -> StackConfig:
     # an air-gapped site, images its registry lacks.
     refusals = ([Problem(p.path, f"placeholder — {p.message}") for p in find_placeholders(config)]
                 + [Problem(p.path, f"unpinned — {p.message}") for p in unpinned_build_inputs(config)]
-                + [Problem(p.path, f"offline — {p.message}") for p in offline.offline_problems(config)])
+                + [Problem(p.path, f"air gap — {p.message}") for p in air_gap.air_gap_problems(config)])
     if refusals and not under_mocks():
         raise ConfigError(config.stack, refusals)
     return config

@@ -37,7 +37,7 @@ from stack_config.derived import (
     node_default_runtime,
     runtime_class_name,
 )
-from stages.offline import site_images
+from stages.air_gap import site_images
 
 
 @dataclass

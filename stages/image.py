@@ -12,7 +12,7 @@ from components.training_image import TrainingImage, TrainingImageArgs
 from conventions.images import normalized
 from stack_config import StackConfig
 from stack_config.derived import base_image, base_image_refusal, image_variant
-from stages.offline import site_images
+from stages.air_gap import site_images
 
 CONTEXT_DIR = Path("images/trainer")
 """Relative: Pulumi runs the program from the project directory."""
@@ -28,7 +28,7 @@ def build_base_image(config: StackConfig) -> str:
 
 
 def run_reference(config: StackConfig) -> str | None:
-    """The existing image the stack runs (`build: false`); an offline stack runs the site registry's copy."""
+    """The existing image the stack runs (`build: false`); an air-gapped stack runs the site registry's copy."""
     reference = config.image.reference
     if reference is None:
         return None

@@ -52,8 +52,8 @@ from stack_config.derived import (
     topology_groups,
     topology_mode,
 )
+from stages.air_gap import SITE_MANIFEST_DIR, site_images
 from stages.gpu import Gpu
-from stages.offline import OFFLINE_MANIFEST_DIR, site_images
 from workload_kinds import KubernetesWorkloadKind, SwarmContext, SwarmWorkloadKind, WorkloadContext
 
 
@@ -87,7 +87,7 @@ def build_workloads(config: StackConfig, cluster: Cluster, image_ref: pulumi.Inp
                                                                                 for kind in k8s_kinds.values())
                                else None),
         aws_opts=cluster.aws_opts if cluster.aws else None,
-        site_images=site_images(config).refs, manifest_dir=f"{OFFLINE_MANIFEST_DIR}/{config.stack}",
+        site_images=site_images(config).refs, manifest_dir=f"{SITE_MANIFEST_DIR}/{config.stack}",
         platform_priority=cluster.platform_priority, architecture=site_architecture(config),
     ))
     training_ns = build_namespace(config, cluster, k8s_kinds, operators)

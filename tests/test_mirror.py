@@ -1,5 +1,5 @@
 """Air-gapped sites (issue 18): the image list from a plan, `make mirror`'s copy commands and lock file, and an
-offline stack that pulls only from its site registry, by digest once the lock pins every image."""
+air-gapped stack that pulls only from its site registry, by digest once the lock pins every image."""
 
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ from components.kueue import vendored_manifest
 from components.training_operators import site_manifest
 from conventions.images import Lock, LockError, normalized, on_registry, parse, read_lock, site_repository
 from stack_config import ConfigError
-from stages.offline import offline_problems, site_images
+from stages.air_gap import air_gap_problems, site_images
 from tests.conftest import ROOT, plan_modified, plan_stack
 from tools import mirror
 from verify import plan as gtp_plan
@@ -125,7 +125,7 @@ def test_the_list_is_the_same_from_an_online_plan_of_the_same_stack(tmp_path: Pa
 
 def test_every_pinned_chart_has_its_images_catalogued_or_is_eks_only() -> None:
     """A chart added to catalog/versions.py without a CHART_IMAGES row (or an EKS_ONLY_CHARTS entry) fails here,
-    not silently in the mirror of the first offline site that installs it."""
+    not silently in the mirror of the first air-gapped site that installs it."""
     pinned = {value.chart for value in vars(versions).values() if isinstance(value, versions.HelmChart)}
     assert pinned == set(CHART_IMAGES) | EKS_ONLY_CHARTS, pinned ^ (set(CHART_IMAGES) | EKS_ONLY_CHARTS)
     assert not set(CHART_IMAGES) & EKS_ONLY_CHARTS
@@ -147,7 +147,7 @@ def test_the_catalog_names_every_image_each_chart_and_operator_renders(stack: st
         images = mirror.images_in([item.obj])
         if kind == "chart":
             chart = Path(rest.split(" ")[0]).name.rsplit("-", 1)[0]
-            # A chart without a row must be EKS-only (no offline stack installs it), or it would pass unchecked.
+            # A chart without a row must be EKS-only (no air-gapped stack installs it), or it would pass unchecked.
             assert chart in CHART_IMAGES or chart in EKS_ONLY_CHARTS, f"{chart}: no CHART_IMAGES row"
             if chart in CHART_IMAGES:
                 assert images <= {normalized(slot.source) for slot in CHART_IMAGES[chart]}, item.describe()
@@ -258,7 +258,7 @@ def test_real_skopeo_preserves_the_digest_the_lock_records(tmp_path: Path) -> No
     assert "sha256:" + hashlib.sha256(raw).hexdigest() == source_digest
 
 
-# --- the offline stack ----------------------------------------------------------------------------------------
+# --- the air-gapped stack ----------------------------------------------------------------------------------------
 
 
 def test_without_a_lock_edge_pulls_only_from_the_site_by_tag_and_says_what_is_missing() -> None:
@@ -266,7 +266,7 @@ def test_without_a_lock_edge_pulls_only_from_the_site_by_tag_and_says_what_is_mi
     found = rendered_images(plan) - {"<computed>"}
     assert found and all(on_registry(image, SITE) for image in found)
     assert not any("@" in image for image in found)
-    problems = offline_problems(plan.config)
+    problems = air_gap_problems(plan.config)
     assert [p.path for p in problems] == ["image.offline.lockFile", "image.offline.lockFile"]
     assert "no lock file stacks/mirror/edge.lock.json" in problems[0].message
     assert all(image in problems[1].message for image in EDGE_IMAGES)
@@ -275,7 +275,7 @@ def test_without_a_lock_edge_pulls_only_from_the_site_by_tag_and_says_what_is_mi
 def test_with_a_full_lock_every_image_is_the_site_copy_by_digest(tmp_path: Path) -> None:
     lock = write_lock(tmp_path / "edge.lock.json", EDGE_IMAGES)
     plan = plan_modified(tmp_path, "edge", with_lock(lock))
-    assert offline_problems(plan.config) == []
+    assert air_gap_problems(plan.config) == []
     expected = {f"{site_repository(s, SITE, 'mirror')}@{fake_digest(s)}" for s in EDGE_IMAGES}
     # Charts that compose `repository:tag` keep the tag before the digest (`name:tag@digest` pulls by digest).
     found = {f"{parse(image).repository}@{parse(image).digest}" for image in rendered_images(plan) - {"<computed>"}}
@@ -286,7 +286,7 @@ def test_with_a_full_lock_every_image_is_the_site_copy_by_digest(tmp_path: Path)
 def test_a_lock_missing_an_image_names_it(tmp_path: Path) -> None:
     lock = write_lock(tmp_path / "edge.lock.json", EDGE_IMAGES[1:])
     plan = plan_modified(tmp_path, "edge", with_lock(lock))
-    problems = offline_problems(plan.config)
+    problems = air_gap_problems(plan.config)
     assert len(problems) == 1 and EDGE_IMAGES[0] in problems[0].message and EDGE_IMAGES[1] not in problems[0].message
     assert site_images(plan.config).unpinned == (EDGE_IMAGES[0],)
 
@@ -294,7 +294,7 @@ def test_a_lock_missing_an_image_names_it(tmp_path: Path) -> None:
 def test_a_lock_for_another_registry_is_refused(tmp_path: Path) -> None:
     lock = write_lock(tmp_path / "edge.lock.json", EDGE_IMAGES, site="other.internal:5000")
     plan = plan_modified(tmp_path, "edge", with_lock(lock))
-    assert "was written for 'other.internal:5000'" in offline_problems(plan.config)[0].message
+    assert "was written for 'other.internal:5000'" in air_gap_problems(plan.config)[0].message
 
 
 def test_the_real_engine_refuses_an_unmirrored_offline_stack(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -307,7 +307,7 @@ def test_the_real_engine_refuses_an_unmirrored_offline_stack(monkeypatch: pytest
     assert [p.path for p in caught.value.problems] == ["image.baseImage", "image.offline.lockFile",
                                                        "image.offline.lockFile"]
     assert caught.value.problems[0].message.startswith("unpinned — ")
-    assert all(p.message.startswith("offline — ") for p in caught.value.problems[1:])
+    assert all(p.message.startswith("air gap — ") for p in caught.value.problems[1:])
 
 
 def test_the_real_engine_accepts_a_fully_mirrored_stack(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -316,7 +316,7 @@ def test_the_real_engine_accepts_a_fully_mirrored_stack(tmp_path: Path, monkeypa
     # Only the mirror is under test: edge's unpinned Jetson base is a refusal of its own (tests/image).
     monkeypatch.setattr(stages.config, "unpinned_build_inputs", lambda config: [])
     plan = plan_modified(tmp_path, "edge", with_lock(lock))  # load_stack_config did not refuse
-    assert plan.resources and offline_problems(plan.config) == []
+    assert plan.resources and air_gap_problems(plan.config) == []
 
 
 def test_the_vendored_operator_manifest_stays_byte_exact_and_the_copy_is_rewritten() -> None:

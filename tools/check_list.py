@@ -47,7 +47,7 @@ def update(document: Path = README) -> bool:
 def main(argv: list[str] | None = None) -> int:
     import argparse
 
-    parser = argparse.ArgumentParser(prog="python -m tools.check_list", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m tools.check_list", description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--update", action="store_true", help="rewrite the list in README.md")
     args = parser.parse_args(argv)
     if args.update:

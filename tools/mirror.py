@@ -1,4 +1,4 @@
-"""`make mirror STACK=<stack>`: copy every image an offline stack runs into its site registry and lock the digests.
+"""`make mirror STACK=<stack>`: copy every image an air-gapped stack runs into its site registry and lock the digests.
 
     python -m tools.mirror --stack edge [--list] [--skopeo PATH] [--lock PATH] [--stack-file PATH] [--only REF ...]
 
@@ -7,7 +7,7 @@
    helm, vendored operator manifests), every image passed as a controller flag (`--<name>-image=<ref>`, e.g.
    DLRover's `--master-image`), and the training image's base (or the existing image a `build: false` stack runs).
    The training image the stack builds is pushed to the site registry by the stack itself. Planned offline, the
-   stack already references site copies; those are mapped back to their sources (stages/offline.py).
+   stack already references site copies; those are mapped back to their sources (stages/air_gap.py).
 2. Each is copied with `skopeo copy --all --preserve-digests docker://<source> docker://<site copy>` (every
    platform of a multi-platform image, manifests byte-identical, so the copy has the source's digest).
 3. The copy's digest is the SHA-256 of its manifest as the site registry serves it (`skopeo inspect --raw`), and
@@ -76,8 +76,8 @@ def images_in(objects: Iterable[Mapping[str, Any]]) -> set[str]:
 
 def stack_images(objects: Iterable[Mapping[str, Any]], config: Any) -> list[str]:
     """The sources the stack needs, sorted: the cluster's images (site copies mapped back to their sources) plus
-    the training image's base or existing image (`stages.offline.required_images` knows which)."""
-    from stages.offline import required_images, site_images
+    the training image's base or existing image (`stages.air_gap.required_images` knows which)."""
+    from stages.air_gap import required_images, site_images
 
     found = images_in(objects)
     back = {_key(site): source for source, site in site_images(config).refs.items()}
@@ -230,7 +230,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", action="append", default=[], metavar="REF",
                         help="copy only this image of the stack (repeatable); the lock keeps its other entries")
     args = parser.parse_args(argv)
-    from stages.offline import lock_path
+    from stages.air_gap import lock_path
 
     if not args.list:
         from tools.cli import require

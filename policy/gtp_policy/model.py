@@ -196,7 +196,7 @@ class Facts:
             "registry": self.registry,
             "requiredTags": list(self.required_tags),
             "signedDigests": list(self.signed_digests),
-            # Only on offline stacks, so that every other stack's pack config reads as before.
+            # Only on air-gapped stacks, so that every other stack's pack config reads as before.
             **({"siteRegistry": self.site_registry} if self.site_registry else {}),
         }
 

@@ -84,7 +84,7 @@ POLICIES: tuple[Rule, ...] = (
     Rule("k8s-image-by-digest", "Container images are referenced by digest.", R, k8s.k8s_image_by_digest),
     Rule("k8s-image-from-stack-registry", "Container images come from the stack's registry.",
          R, k8s.k8s_image_from_stack_registry),
-    Rule("offline-images-from-site-registry", "On an offline stack every image (containers, chart values, operator "
+    Rule("offline-images-from-site-registry", "On an air-gapped stack every image (containers, chart values, operator "
          "manifests, the training image) comes from the site registry.", R, supply.offline_images_from_site_registry),
     Rule("k8s-no-loadbalancer-on-ephemeral", "Ephemeral stacks create no LoadBalancer Services.",
          R, k8s.k8s_no_loadbalancer_on_ephemeral),

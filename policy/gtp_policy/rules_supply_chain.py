@@ -120,7 +120,7 @@ def _value_images(node: Any, path: str) -> Iterator[tuple[str, Any]]:
 
 
 def offline_images_from_site_registry(record: Record, facts: Facts) -> Iterator[Finding]:
-    """On an offline stack every image comes from the site registry: the containers the stack applies, the image
+    """On an air-gapped stack every image comes from the site registry: the containers the stack applies, the image
     values of its Helm releases, the training image it builds; operator manifests are applied from the copies
     rewritten to the site's images (`<manifest>-site-<hash>.yaml`), never from `vendor/` or another copy (whose
     images are upstream). A chart default the values don't override is invisible here; tests/test_mirror.py renders
@@ -128,7 +128,7 @@ def offline_images_from_site_registry(record: Record, facts: Facts) -> Iterator[
     site = facts.site_registry
     if not site:
         return
-    reason = (f"an offline stack pulls only from its site registry {site!r} "
+    reason = (f"an air-gapped stack pulls only from its site registry {site!r} "
               "(`make mirror`, docs/edge.md, 'Air-gapped site')")
     for path, container, _ in _each_container(record):
         image = container.get("image")
@@ -143,8 +143,8 @@ def offline_images_from_site_registry(record: Record, facts: Facts) -> Iterator[
         file = props.get("file")
         if isinstance(file, str) and not SITE_COPY.search(file):
             yield Finding("file", file, "this manifest (the vendored one, or a copy without site images) runs upstream "
-                                        "images; an offline stack applies only copies rewritten to the site registry, "
-                                        "named `<manifest>-site-<hash>.yaml` (components.training_operators)")
+                                        "images; an air-gapped stack applies only copies rewritten to the site "
+                                        "registry, named `<manifest>-site-<hash>.yaml` (components.training_operators)")
     elif record.get("type") == DOCKER_IMAGE:
         name = props.get("imageName")
         if isinstance(name, str) and not is_computed(name) and not _on_site(name, site):

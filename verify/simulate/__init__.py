@@ -40,7 +40,7 @@ from typing import Any
 from conventions.images import Lock, upstream_of
 from stack_config.derived import startup_bound_seconds
 from stack_config.targets import IN_AWS, ON_SWARM
-from stages import offline
+from stages import air_gap
 from verify.plan_record import Plan
 from verify.render import ClusterObject, by_source
 from verify.simulate import (
@@ -139,13 +139,13 @@ def simulate(plan: Plan, objects: list[ClusterObject]) -> dict[str, Any]:
 
 
 def _site_images(plan: Plan) -> tuple[Callable[[str], str | None], Lock | None]:
-    """An offline stack's site reference → upstream image, and its mirror lock (None: online, or no lock yet)."""
+    """An air-gapped stack's site reference → upstream image, and its mirror lock (None: online, or no lock yet)."""
     config = plan.config
     settings = getattr(getattr(config, "image", None), "offline", None)
     if settings is None:
         return (lambda image: None), None
-    lock, _ = offline._read(config)
-    pinned = {site: source for source, site in offline.site_images(config).refs.items()}
+    lock, _ = air_gap._read(config)
+    pinned = {site: source for source, site in air_gap.site_images(config).refs.items()}
     return (lambda image: pinned.get(image) or upstream_of(image, settings.site_registry, settings.prefix)), lock
 
 

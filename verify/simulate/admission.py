@@ -753,16 +753,32 @@ def check(plan: Plan | None, objects: list[ClusterObject], pods: list[ExpandedPo
     cluster = version or _cluster_version(plan)
     result = CheckResult("admitted")
     policies = namespace_policies(objects, cluster)
-    by_namespace: dict[str, list[Mapping[str, Any]]] = {}
-    for item in objects:
-        if item.kind in ("LimitRange", "ResourceQuota"):
-            by_namespace.setdefault(f"{item.kind}/{item.namespace or 'default'}", []).append(item.obj)
+    namespaces = sorted({p.namespace for p in pods})
+    _record_policies(result, policies, namespaces, cluster)
+    by_namespace = _valid_limits(objects, result)
+    verdicts = [_Verdict(pod) for pod in pods]
+    admitted_pods = [(verdict, mutated) for verdict in verdicts
+                     if (mutated := _admit(verdict, policies, by_namespace)) is not None]
+    for namespace in namespaces:
+        for quota in by_namespace.get(f"ResourceQuota/{namespace}", []):
+            _charge_quota(result, namespace, quota, admitted_pods, pods)
+    for verdict in verdicts:
+        result.total += 1
+        if verdict.findings:
+            result.findings.extend(verdict.findings)
+        else:
+            result.passed += 1
+    return [result]
+
+
+def _record_policies(result: CheckResult, policies: Mapping[str, Any], namespaces: list[str],
+                     cluster: tuple[int, int]) -> None:
+    """The API server rejects a Namespace with an invalid Pod Security label; the level each namespace enforces."""
     for policy in policies.values():
         if policy.error:
             result.findings.append(Finding(f"Namespace {policy.namespace}", f"PodSecurity: {policy.error}",
                                            "use privileged, baseline or restricted and 'latest' or 'v1.<minor>' "
                                            "(the API server rejects the Namespace otherwise)"))
-    namespaces = sorted({p.namespace for p in pods})
     unlabelled = [ns for ns in namespaces if ns not in policies or not policies[ns].labelled]
     result.details.append(f"Pod Security evaluated at Kubernetes {cluster[0]}.{cluster[1]}; enforce per namespace: "
                           + ", ".join(f"{ns}={policies[ns].level if ns in policies else 'privileged'}"
@@ -771,6 +787,14 @@ def check(plan: Plan | None, objects: list[ClusterObject], pods: list[ExpandedPo
         result.details.append("namespaces without a pod-security.kubernetes.io/enforce label (privileged, nothing "
                               "enforced): " + ", ".join(unlabelled))
 
+
+def _valid_limits(objects: list[ClusterObject], result: CheckResult) -> dict[str, list[Mapping[str, Any]]]:
+    """`LimitRange/<ns>` and `ResourceQuota/<ns>` → the objects the API server accepts (quantities that parse);
+    the others are findings."""
+    by_namespace: dict[str, list[Mapping[str, Any]]] = {}
+    for item in objects:
+        if item.kind in ("LimitRange", "ResourceQuota"):
+            by_namespace.setdefault(f"{item.kind}/{item.namespace or 'default'}", []).append(item.obj)
     for key in list(by_namespace):
         kept = []
         for item in by_namespace[key]:
@@ -786,91 +810,85 @@ def check(plan: Plan | None, objects: list[ClusterObject], pods: list[ExpandedPo
             else:
                 kept.append(item)
         by_namespace[key] = kept
+    return by_namespace
 
-    verdicts = [_Verdict(pod) for pod in pods]
-    admitted_pods: list[tuple[_Verdict, dict[str, Any]]] = []
-    for verdict in verdicts:
+
+def _admit(verdict: _Verdict, policies: Mapping[str, Any], by_namespace: Mapping[str, list[Mapping[str, Any]]]
+           ) -> dict[str, Any] | None:
+    """One pod through quantity validation, Pod Security and the LimitRanger: the pod as the LimitRanger mutates
+    it (findings on `verdict`), or None when its quantities don't parse."""
+    pod = verdict.pod
+    problems = invalid_quantities(pod.pod, "", ("containers", "initContainers"))
+    if problems:
+        verdict.findings.append(Finding(pod.owner, "; ".join(problems),
+                                        "write Kubernetes quantities (e.g. 500m, 2, 16Gi)"))
+        return None
+    policy = policies.get(pod.namespace)
+    if policy is not None:
+        for control, detail in pod_security(pod.pod, policy.level, policy.version):
+            verdict.findings.append(Finding(
+                pod.owner, f"PodSecurity {policy.level}:v{policy.version[0]}.{policy.version[1]} "
+                           f"{control.id}: {detail}",
+                f"{control.fix} (or give namespace {pod.namespace} a lower "
+                f"pod-security.kubernetes.io/enforce level if the pod needs it)"))
+    limit_ranges = by_namespace.get(f"LimitRange/{pod.namespace}", [])
+    mutated = admitted_resources(pod.pod, limit_ranges)
+    for limit_range in limit_ranges:
+        name = (limit_range.get("metadata") or {}).get("name")
+        for problem in _limit_violations(mutated, limit_range):
+            verdict.findings.append(Finding(pod.owner, f"LimitRange {pod.namespace}/{name}: {problem}",
+                                            "set the container's requests/limits within the LimitRange (or "
+                                            "widen the LimitRange)"))
+    return mutated
+
+
+def _charge_quota(result: CheckResult, namespace: str, quota: Mapping[str, Any],
+                  admitted_pods: list[tuple[_Verdict, dict[str, Any]]], pods: list[ExpandedPod]) -> None:
+    """ResourceQuota: creation in object order, each expanded pod at its full count. Pods of a job Kueue queues
+    (its object carries the queue label) are charged one job at a time on top of everything else: Kueue admits
+    queued jobs only while their sum fits the ClusterQueue, whose quota the stack makes this quota's
+    (components/training_namespace.py capacity_quota_hard), so queued jobs never run all at once."""
+    name = f"{namespace}/{(quota.get('metadata') or {}).get('name')}"
+    hard = {k: quantity(v) for k, v in ((quota.get("spec") or {}).get("hard") or {}).items()}
+    used = {k: Fraction(0) for k in hard}
+    per_job: dict[str, dict[str, Fraction]] = {}
+    ordered = sorted(admitted_pods, key=lambda entry: entry[0].pod.queued_job is not None)
+    for verdict, mutated in ordered:
         pod = verdict.pod
-        problems = invalid_quantities(pod.pod, "", ("containers", "initContainers"))
-        if problems:
-            verdict.findings.append(Finding(pod.owner, "; ".join(problems),
-                                            "write Kubernetes quantities (e.g. 500m, 2, 16Gi)"))
+        if pod.namespace != namespace or not _in_scope(mutated, quota) or verdict.findings:
+            continue  # another namespace, out of the quota's scope, or rejected earlier: charges nothing
+        missing = sorted({f"{where}.{resource}" for key, (where, resource) in _REQUIRED_BY_QUOTA.items()
+                          if key in hard for c in (mutated["spec"].get("containers") or [])
+                          + (mutated["spec"].get("initContainers") or [])
+                          if resource not in _resources(c, where)})
+        if missing:
+            verdict.findings.append(Finding(pod.owner, f"ResourceQuota {name}: must specify "
+                                                       f"{', '.join(missing)} on every container",
+                                            "set those requests/limits (or a LimitRange default)"))
             continue
-        policy = policies.get(pod.namespace)
-        if policy is not None:
-            for control, detail in pod_security(pod.pod, policy.level, policy.version):
-                verdict.findings.append(Finding(
-                    pod.owner, f"PodSecurity {policy.level}:v{policy.version[0]}.{policy.version[1]} "
-                               f"{control.id}: {detail}",
-                    f"{control.fix} (or give namespace {pod.namespace} a lower "
-                    f"pod-security.kubernetes.io/enforce level if the pod needs it)"))
-        limit_ranges = by_namespace.get(f"LimitRange/{pod.namespace}", [])
-        mutated = admitted_resources(pod.pod, limit_ranges)
-        for limit_range in limit_ranges:
-            name = (limit_range.get("metadata") or {}).get("name")
-            for problem in _limit_violations(mutated, limit_range):
-                verdict.findings.append(Finding(pod.owner, f"LimitRange {pod.namespace}/{name}: {problem}",
-                                                "set the container's requests/limits within the LimitRange (or "
-                                                "widen the LimitRange)"))
-        admitted_pods.append((verdict, mutated))
-
-    # ResourceQuota: creation in object order, each expanded pod at its full count. Pods of a job Kueue queues
-    # (its object carries the queue label) are charged one job at a time on top of everything else: Kueue admits
-    # queued jobs only while their sum fits the ClusterQueue, whose quota the stack makes this quota's
-    # (components/training_namespace.py capacity_quota_hard), so queued jobs never run all at once.
-    for namespace in namespaces:
-        for quota in by_namespace.get(f"ResourceQuota/{namespace}", []):
-            name = f"{namespace}/{(quota.get('metadata') or {}).get('name')}"
-            hard = {k: quantity(v) for k, v in ((quota.get("spec") or {}).get("hard") or {}).items()}
-            used = {k: Fraction(0) for k in hard}
-            per_job: dict[str, dict[str, Fraction]] = {}
-            ordered = sorted(admitted_pods, key=lambda entry: entry[0].pod.queued_job is not None)
-            for verdict, mutated in ordered:
-                pod = verdict.pod
-                if pod.namespace != namespace or not _in_scope(mutated, quota):
-                    continue
-                if verdict.findings:
-                    continue      # rejected earlier (Pod Security / LimitRange): charges nothing
-                missing = sorted({f"{where}.{resource}" for key, (where, resource) in _REQUIRED_BY_QUOTA.items()
-                                  if key in hard for c in (mutated["spec"].get("containers") or [])
-                                  + (mutated["spec"].get("initContainers") or [])
-                                  if resource not in _resources(c, where)})
-                if missing:
-                    verdict.findings.append(Finding(pod.owner, f"ResourceQuota {name}: must specify "
-                                                               f"{', '.join(missing)} on every container",
-                                                    "set those requests/limits (or a LimitRange default)"))
-                    continue
-                usage = quota_usage(mutated)
-                count = pod.count
-                job = pod.queued_job
-                base = used
-                if job is not None:  # on top of the unqueued pods and the rest of its own job only
-                    own = per_job.setdefault(job, {k: Fraction(0) for k in hard})
-                    base = {k: used[k] + own[k] for k in hard}
-                over = [key for key in hard if key in usage and base[key] + usage[key] * count > hard[key]]
-                if over:
-                    verdict.findings.append(Finding(
-                        pod.owner, f"ResourceQuota {name}: " + "; ".join(
-                            f"{key}: {count} pod(s) × {_show(usage[key], key)} on top of {_show(base[key], key)} "
-                            f"used exceeds hard {_show(hard[key], key)}" for key in over),
-                        f"raise {', '.join(over)} in the quota to at least "
-                        + ", ".join(_show(base[k] + usage[k] * count, k) for k in over)
-                        + " or shrink the pods / their count"))
-                    continue
-                charged = per_job[job] if job is not None else used
-                for key in hard:
-                    if key in usage:
-                        charged[key] += usage[key] * count
-            result.details.append(f"ResourceQuota {name} at the largest scale: " + ", ".join(
-                f"{key} {_show(used[key], key)}/{_show(hard[key], key)}" for key in sorted(hard))
-                + (f"; queued jobs one at a time on top: {', '.join(sorted(per_job))}" if per_job else ""))
-            if any(pod.daemon for pod in pods if pod.namespace == namespace):
-                result.details.append(f"ResourceQuota {name}: DaemonSet pods are counted once (one per node)")
-
-    for verdict in verdicts:
-        result.total += 1
-        if verdict.findings:
-            result.findings.extend(verdict.findings)
-        else:
-            result.passed += 1
-    return [result]
+        usage = quota_usage(mutated)
+        count = pod.count
+        job = pod.queued_job
+        base = used
+        if job is not None:  # on top of the unqueued pods and the rest of its own job only
+            own = per_job.setdefault(job, {k: Fraction(0) for k in hard})
+            base = {k: used[k] + own[k] for k in hard}
+        over = [key for key in hard if key in usage and base[key] + usage[key] * count > hard[key]]
+        if over:
+            verdict.findings.append(Finding(
+                pod.owner, f"ResourceQuota {name}: " + "; ".join(
+                    f"{key}: {count} pod(s) × {_show(usage[key], key)} on top of {_show(base[key], key)} "
+                    f"used exceeds hard {_show(hard[key], key)}" for key in over),
+                f"raise {', '.join(over)} in the quota to at least "
+                + ", ".join(_show(base[k] + usage[k] * count, k) for k in over)
+                + " or shrink the pods / their count"))
+            continue
+        charged = per_job[job] if job is not None else used
+        for key in hard:
+            if key in usage:
+                charged[key] += usage[key] * count
+    result.details.append(f"ResourceQuota {name} at the largest scale: " + ", ".join(
+        f"{key} {_show(used[key], key)}/{_show(hard[key], key)}" for key in sorted(hard))
+        + (f"; queued jobs one at a time on top: {', '.join(sorted(per_job))}" if per_job else ""))
+    if any(pod.daemon for pod in pods if pod.namespace == namespace):
+        result.details.append(f"ResourceQuota {name}: DaemonSet pods are counted once (one per node)")

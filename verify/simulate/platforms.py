@@ -2,7 +2,7 @@
 
 A node pulls the image's entry for its own platform (`kubernetes.io/arch`); an image without one fails with "no
 match for platform in manifest" (or, built for another architecture, "exec format error"). What an image carries:
-- an offline stack's mirror lock records it for every mirrored image (tools/mirror.py `manifest_platforms`);
+- an air-gapped stack's mirror lock records it for every mirrored image (tools/mirror.py `manifest_platforms`);
 - catalog/images.py `IMAGE_PLATFORMS`, from the publisher's build files;
 - an image whose project publishes arm64 as a separate image (catalog/images.py `ARM64_VARIANTS`, DLRover's
   `_aarch64` images) is not that image: it lacks arm64.
@@ -31,8 +31,8 @@ def _images(pod: ExpandedPod) -> list[str]:
 
 def platforms_of(image: str, upstream: Callable[[str], str | None],
                  lock: Lock | None) -> tuple[tuple[str, ...] | None, str]:
-    """(platforms or None when unknown, where that came from). `upstream`: an offline stack's site reference →
-    the upstream image it copies (stages/offline.py `site_images`, conventions/images.py `upstream_of`)."""
+    """(platforms or None when unknown, where that came from). `upstream`: an air-gapped stack's site reference →
+    the upstream image it copies (stages/air_gap.py `site_images`, conventions/images.py `upstream_of`)."""
     source = (lock.source_of(image) if lock is not None else None) or upstream(image) or normalized(image)
     if lock is not None and source in lock.platforms:
         return lock.platforms[source], "the mirror lock"

@@ -1,10 +1,11 @@
-"""Offline stacks (`image.offline`): which images the stack needs, and the site copy each one is replaced with.
+"""Air-gapped stacks (`image.offline`: the site registry they pull from): which images the stack needs, and the site
+copy each one is replaced with. ("Offline" elsewhere means the mocked plan; the config key keeps its name.)
 
 The other stages ask `site_images(config)` for the source → site reference map and hand it to their components
 (empty when the stack is online). A source the lock file pins becomes `<site repository>@sha256:<digest>`
 (`<site repository>:<tag>@sha256:<digest>` in charts that compose references from a tag); one the lock lacks
 becomes `<site repository>:<tag>`, so the plan still shows a stack that pulls only from the site, and
-`offline_problems` names it: the offline plan warns, `pulumi up` refuses (stages/config.py).
+`air_gap_problems` names it: the offline plan warns, `pulumi up` refuses (stages/config.py).
 """
 
 from __future__ import annotations
@@ -23,12 +24,12 @@ from stack_config.derived import base_image, dcgm_exporter_enabled, kueue_enable
 
 ROOT = Path(__file__).resolve().parent.parent
 LOCK_DIR = "stacks/mirror"
-OFFLINE_MANIFEST_DIR = "build/offline"
+SITE_MANIFEST_DIR = "build/offline"
 """Where the operator manifests rewritten to the site's images are written (per stack), relative to the root."""
 
 
 def lock_path(config: StackConfig) -> str:
-    """The lock file of an offline stack, relative to the project root."""
+    """The lock file of an air-gapped stack, relative to the project root."""
     offline = config.image.offline
     return (offline.lock_file if offline and offline.lock_file else f"{LOCK_DIR}/{config.stack}.lock.json")
 
@@ -121,8 +122,8 @@ def site_images(config: StackConfig) -> SiteImages:
     return SiteImages(refs, tuple(unpinned), problem)
 
 
-def offline_problems(config: StackConfig) -> list[Problem]:
-    """What keeps an offline stack from deploying: no usable lock, or images the lock does not pin."""
+def air_gap_problems(config: StackConfig) -> list[Problem]:
+    """What keeps an air-gapped stack from deploying: no usable lock, or images the lock does not pin."""
     if config.image.offline is None:
         return []
     images = site_images(config)
@@ -137,7 +138,7 @@ def offline_problems(config: StackConfig) -> list[Problem]:
 
 
 def check(config: StackConfig) -> Iterator[Problem]:
-    """Config rule: an offline stack adopts its cluster, and its training image lives on the site registry."""
+    """Config rule: an air-gapped stack adopts its cluster, and its training image lives on the site registry."""
     image, offline = config.image, config.image.offline
     if offline is None:
         return
@@ -145,7 +146,7 @@ def check(config: StackConfig) -> Iterator[Problem]:
         return
     site = offline.site_registry
     if image.build and image.registry != "existing":
-        yield Problem("image.registry", f"{image.registry!r}: an offline stack pushes its training image to the site "
-                                        f"registry: use 'existing' with image.existingRegistry on {site!r}")
+        yield Problem("image.registry", f"{image.registry!r}: an air-gapped stack pushes its training image to the "
+                                        f"site registry: use 'existing' with image.existingRegistry on {site!r}")
     elif image.build and image.existing_registry and not on_registry(image.existing_registry, site):
         yield Problem("image.existingRegistry", f"{image.existing_registry!r} is not on the site registry {site!r}")
