@@ -6,7 +6,7 @@ error naming both pins and the source, and a row whose pins moved since it was v
 bump is not done until its rows are re-read and updated here.
 
 A row may concern one installed component (`component`): the plan checks it only on stacks that install it
-(stack_config/rules.py `installed_components`). Rows relating the stack's `kubernetesVersion` are checked on EKS
+(stack_config/derived.py `installed_parts`). Rows relating the stack's `kubernetesVersion` are checked on EKS
 stacks, whose Kubernetes version the stack sets.
 
 `FLOORS` is the second table: the lowest version of a pinned component (or of one the sites must provide) that
@@ -39,7 +39,7 @@ class Row:
     violated: Callable[[Mapping[str, str]], str | None] = field(default=lambda values: None)
     """Given every pin's current value (and `kubernetesVersion`), why they disagree; None when they agree."""
     component: str = ""
-    """The installed component the row is about (stack_config/rules.py `installed_components`): checked only on
+    """The installed component the row is about (stack_config/derived.py `installed_parts`): checked only on
     stacks that install it. Empty: a pairing of pins, checked on every stack."""
 
 
@@ -380,7 +380,7 @@ class Floor:
     """The first release with the vulnerable code, where the code was read to show older ones lack it (an advisory
     often says "all versions up to"); None: every older release counts as affected."""
     uses: str = ""
-    """The installed component (stack_config/rules.py `installed_components`) that exposes a stack to it."""
+    """The installed component (stack_config/derived.py `installed_parts`) that exposes a stack to it."""
     accepted: Mapping[str, str] = field(default_factory=dict)
     """Pin value → why the pin stays below this floor for now. Only that exact value passes: any other value below
     the floor fails again. An entry is a recorded, reviewed risk, not a fix."""

@@ -10,7 +10,7 @@ from catalog.gpu_instances import DCGM_UNSUPPORTED_MODELS, JETSON_GPU_MODELS, bo
 from catalog.node_allocatable import GPU_NODE_DAEMONS, instance_allocatable, smallest
 from catalog.startup_times import BASE_IMAGE_GB, GPU_NODE_BOOT_SECONDS, IMAGE_PULL_SECONDS_PER_GB
 from conventions.names import EFA_RESOURCE, NVIDIA_RUNTIME_HANDLER, SHARED_GPU_RESOURCE, WHOLE_GPU_RESOURCE
-from stack_config.kinds import KUEUE_ADMITTED
+from stack_config.kinds import KUEUE_ADMITTED, kind_traits
 from stack_config.schema import GpuNodeGroupConfig, NodeFacts, StackConfig, WorkloadConfig
 from stack_config.targets import ADOPTED_KUBERNETES, modes_where, traits_of
 
@@ -347,3 +347,33 @@ def provisioning_groups(config: StackConfig) -> list[str]:
                 or (group in topo and node_group.min_size < largest)):
             chosen.append(group)
     return chosen
+
+
+def installed_parts(config: StackConfig) -> frozenset[str]:
+    """The upstream parts the stack installs, by name: a part is a vendored chart (its chart name: CHART_IMAGES'
+    keys), an operator manifest (catalog/versions.py `OPERATOR_MANIFESTS`, and `kueue`), or a component of
+    catalog/compatibility.py's rows (`Row.component`, `Floor.uses`). One decision, read by the compatibility rules
+    (stack_config/rules.py) and the air-gap image list and mirror (stages/air_gap.py `required_images`)."""
+    traits = traits_of(config)
+    if traits.platform != "kubernetes":  # the components below all run on Kubernetes
+        return frozenset()
+    found = set()
+    if traits.provisions_in_aws:
+        found.add("cluster-autoscaler")
+    if config.gpu_node_groups:
+        found.add("nvidia-device-plugin")
+        if dcgm_exporter_enabled(config):
+            found.add("dcgm-exporter")
+    if image_variant(config) == "efa":
+        found.add("efa")
+    found.update(name for name, on in (("prometheus", config.gpu.metrics.prometheus),
+                                       ("grafana", config.gpu.metrics.grafana)) if on)
+    modes = {workload.autoscaling.mode for workload in config.workloads.values()}
+    if modes & {"scaledobject", "scaledjob"}:
+        found.add("keda")  # workload_kinds: pytorchjob's needs_operators, the scaledjob kind
+    for workload in config.workloads.values():  # the kinds' operators (a ScaledJob's Jobs need none but KEDA)
+        if workload.autoscaling.mode != "scaledjob":
+            found.update(kind_traits(workload.kind).operators)
+    if kueue_enabled(config):
+        found.add("kueue")
+    return frozenset(found)

@@ -26,7 +26,7 @@ from stack_config.derived import (
     configured_pods,
     dcgm_exporter_enabled,
     gpus_per_pod,
-    image_variant,
+    installed_parts,
     kueue_enabled,
     num_ranks,
     runtime_class_name,
@@ -669,41 +669,13 @@ def _check_runtime_class(config: StackConfig) -> Iterator[Problem]:
                                                 "or leave createRuntimeClass false")
 
 
-def installed_components(config: StackConfig) -> frozenset[str]:
-    """The components of catalog/compatibility.py's rows and floors (`Row.component`, `Floor.uses`) this stack
-    installs (as stages/gpu.py, components/training_operators.py and stages/air_gap.py decide)."""
-    traits = traits_of(config)
-    if traits.platform != "kubernetes":  # the components below all run on Kubernetes
-        return frozenset()
-    found = set()
-    if traits.provisions_in_aws:
-        found.add("cluster-autoscaler")
-    if config.gpu_node_groups:
-        found.add("nvidia-device-plugin")
-        if dcgm_exporter_enabled(config):
-            found.add("dcgm-exporter")
-    if image_variant(config) == "efa":
-        found.add("efa")
-    found.update(name for name, on in (("prometheus", config.gpu.metrics.prometheus),
-                                       ("grafana", config.gpu.metrics.grafana)) if on)
-    modes = {workload.autoscaling.mode for workload in config.workloads.values()}
-    if modes & {"scaledobject", "scaledjob"}:
-        found.add("keda")  # workload_kinds: pytorchjob's needs_operators, the scaledjob kind
-    for workload in config.workloads.values():  # the kinds' operators (a ScaledJob's Jobs need none but KEDA)
-        if workload.autoscaling.mode != "scaledjob":
-            found.update(kind_traits(workload.kind).operators)
-    if kueue_enabled(config):
-        found.add("kueue")
-    return frozenset(found)
-
-
 CLUSTER_COMPONENTS = frozenset({"cluster-autoscaler"})
-"""Components `installed_components` decides from `cluster` alone."""
+"""Components `installed_parts` decides from `cluster` alone."""
 
 
 def _compatibility(config: StackConfig, components_from_cluster: bool) -> Iterator[Problem]:
     values = {**compatibility.pin_values(), "kubernetesVersion": config.kubernetes_version}
-    installed = installed_components(config)
+    installed = installed_parts(config)
 
     def ours(component: str) -> bool:
         # Pin pairings and the cluster's own components need only `cluster` to parse; the others need the sections

@@ -15,12 +15,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import cluster_targets
-import workload_kinds
 from catalog import versions
 from catalog.images import CHART_IMAGES, OPERATOR_IMAGES, operator_images
 from conventions.images import Lock, LockError, normalized, on_registry, read_lock, site_repository, site_tag
 from stack_config import Problem, StackConfig
-from stack_config.derived import base_image, dcgm_exporter_enabled, kueue_enabled, site_architecture
+from stack_config.derived import base_image, installed_parts, site_architecture
 
 ROOT = Path(__file__).resolve().parent.parent
 LOCK_DIR = "stacks/mirror"
@@ -39,33 +38,19 @@ def required_images(config: StackConfig) -> list[str]:
     training image's base (or the existing image it runs). The training image this stack builds is pushed to
     `image.existingRegistry` itself, so it is not mirrored."""
     images: set[str] = set()
-    charts: list[str] = []
-    if cluster_targets.for_config(config).platform == "kubernetes":
-        if config.gpu_node_groups:
-            charts.append(versions.NVIDIA_DEVICE_PLUGIN.chart)
-        metrics = config.gpu.metrics
-        if dcgm_exporter_enabled(config) and config.gpu_node_groups:
-            charts.append(versions.DCGM_EXPORTER.chart)
-        if metrics.prometheus:
-            charts.append(versions.PROMETHEUS.chart)
-        if metrics.grafana:
-            charts.append(versions.GRAFANA.chart)
-        operators = frozenset(flag for name, kind in workload_kinds.kinds_of(config).items()
-                              if isinstance(kind, workload_kinds.KubernetesWorkloadKind)
-                              for flag in kind.needs_operators(config.workloads[name]))
-        if "keda" in operators:
-            charts.append(versions.KEDA.chart)
-        for chart in charts:
-            for slot in CHART_IMAGES[chart]:
-                if chart == versions.NVIDIA_DEVICE_PLUGIN.chart and slot.values_path[0] == "nfd" \
-                        and config.gpu.node_feature_discovery != "install":
-                    continue
-                images.add(normalized(slot.source))
-        if kueue_enabled(config):
-            images.update(normalized(source) for source in OPERATOR_IMAGES[versions.KUEUE_MANIFEST])
-        for operator in sorted(operators & set(versions.OPERATOR_MANIFESTS)):
-            images.update(normalized(source) for source in operator_images(versions.OPERATOR_MANIFESTS[operator],
-                                                                           site_architecture(config)))
+    parts = installed_parts(config)  # the one decision of what the stack installs (stack_config/derived.py)
+    # Parts that are charts: CHART_IMAGES is keyed by chart name (EKS-only charts have no row: catalog/images.py).
+    for chart in sorted(parts & set(CHART_IMAGES)):
+        for slot in CHART_IMAGES[chart]:
+            if chart == versions.NVIDIA_DEVICE_PLUGIN.chart and slot.values_path[0] == "nfd" \
+                    and config.gpu.node_feature_discovery != "install":
+                continue
+            images.add(normalized(slot.source))
+    if "kueue" in parts:
+        images.update(normalized(source) for source in OPERATOR_IMAGES[versions.KUEUE_MANIFEST])
+    for operator in sorted(parts & set(versions.OPERATOR_MANIFESTS)):
+        images.update(normalized(source) for source in operator_images(versions.OPERATOR_MANIFESTS[operator],
+                                                                       site_architecture(config)))
     if config.image.build:
         base = base_image(config)
         if base is not None and not (config.image.offline and on_registry(base, config.image.offline.site_registry)):
