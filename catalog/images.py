@@ -1,6 +1,6 @@
 """The upstream images each vendored chart and operator manifest runs, and where a chart takes an override.
 
-An air-gapped site (`image.offline`) runs copies of these from its own registry, by digest. The references are what
+An air-gapped site (`image.airGap`) runs copies of these from its own registry, by digest. The references are what
 the vendored sources render with the values this platform sets (tests/test_mirror.py renders every chart and
 checks that the rendered images are exactly these: a chart bump that changes an image fails there until this
 table follows).

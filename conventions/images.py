@@ -1,6 +1,6 @@
 """Container image references, and where an air-gapped site keeps its copy of each (the mirror and its lock file).
 
-An air-gapped site pulls every image from its own registry (`image.offline.siteRegistry`). `make mirror` copies
+An air-gapped site pulls every image from its own registry (`image.airGap.siteRegistry`). `make mirror` copies
 each upstream image there (`tools/mirror.py`) and records the copy's digest in a lock file; the stack then
 references the copy *by digest*. The site path of an upstream image is fixed by `site_repository`, so the mirror,
 the lock and the stack agree on it without a table.

@@ -186,7 +186,7 @@ APPLIES: dict[type[_Section], dict[str, Where]] = {
         "base_image": when("image.build", True, why="the base is only read when the stack builds the image"),
         "keep_tagged_images": when("image.registry", "ecr", why="an ECR lifecycle policy"),
         "expire_untagged_days": when("image.registry", "ecr", why="an ECR lifecycle policy"),
-        "offline": on(AIR_GAP, why="an air-gapped site adopts its cluster; an EKS cluster pulls from AWS "
+        "air_gap": on(AIR_GAP, why="an air-gapped site adopts its cluster; an EKS cluster pulls from AWS "
                                                "and public registries"),
     },
     ElasticConfig: {"min_nodes": ANYWHERE, "max_nodes": ANYWHERE, "max_restarts": ANYWHERE},

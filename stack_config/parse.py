@@ -356,9 +356,16 @@ def _unknown_key(path: str, key: str, allowed: Sequence[str]) -> Problem:
     return Problem(path, f"unknown key{did_you_mean(key, allowed)}; allowed: {', '.join(allowed)}")
 
 
+RENAMED_FIELDS = {"image.offline": "image.airGap"}
+"""Keys of earlier releases inside a section → their name now (the content is the same)."""
+
+
 def _unknown_keys(model: BaseModel, path: str) -> Iterator[Problem]:
     allowed = [field.alias or name for name, field in type(model).model_fields.items()]
     for key in (model.model_extra or {}):
+        if f"{path}.{key}" in RENAMED_FIELDS:
+            yield Problem(f"{path}.{key}", f"was renamed: write its fields under {RENAMED_FIELDS[f'{path}.{key}']}")
+            continue
         yield _unknown_key(f"{path}.{key}", key, allowed)
     for name, field in type(model).model_fields.items():
         value = getattr(model, name)

@@ -345,9 +345,9 @@ class ImageConfig(_Section):
     """ECR lifecycle: keep this many newest tagged images. Default 30."""
     expire_untagged_days: int = Field(7, ge=1, le=365)
     """ECR lifecycle: expire untagged images after this many days. Default 7."""
-    offline: AirGapConfig | None = None
-    """Air-gapped site (existing clusters only): pull every image from `offline.siteRegistry`. Default: none (images
-    come from their upstream registries)."""
+    air_gap: AirGapConfig | None = None
+    """Air-gapped site (adopted clusters only): pull every image from `airGap.siteRegistry`. Default: none (images
+    come from their upstream registries). Was `offline` (refused with the new name)."""
 
 
 class ElasticConfig(_Section):

@@ -44,7 +44,7 @@ class TargetTraits:
     kueue_quotas: bool = False
     """Kueue's quotas can be derived here (they need catalogued nodes: `KueueConfig.enabled`)."""
     air_gap: bool = False
-    """The site can be air-gapped: its images come from a site registry (`image.offline`)."""
+    """The site can be air-gapped: its images come from a site registry (`image.airGap`)."""
     capacity_unit: Literal["gpu", "server"] = "gpu"
     """What one running pod holds of a node: the GPUs it requests (Kubernetes), or the whole server (a Swarm task:
     the NVIDIA runtime shows every GPU to every container)."""

@@ -1,4 +1,4 @@
-"""Air-gapped stacks (`image.offline`: the site registry they pull from): which images the stack needs, and the site
+"""Air-gapped stacks (`image.airGap`: the site registry they pull from): which images the stack needs, and the site
 copy each one is replaced with. ("Offline" elsewhere means the mocked plan; the config key keeps its name.)
 
 The other stages ask `site_images(config)` for the source → site reference map and hand it to their components
@@ -29,7 +29,7 @@ SITE_MANIFEST_DIR = "build/offline"
 
 def lock_path(config: StackConfig) -> str:
     """The lock file of an air-gapped stack, relative to the project root."""
-    offline = config.image.offline
+    offline = config.image.air_gap
     return (offline.lock_file if offline and offline.lock_file else f"{LOCK_DIR}/{config.stack}.lock.json")
 
 
@@ -53,14 +53,14 @@ def required_images(config: StackConfig) -> list[str]:
                                                                        site_architecture(config)))
     if config.image.build:
         base = base_image(config)
-        if base is not None and not (config.image.offline and on_registry(base, config.image.offline.site_registry)):
+        if base is not None and not (config.image.air_gap and on_registry(base, config.image.air_gap.site_registry)):
             images.add(normalized(base))
-    elif config.image.reference and not (config.image.offline
-                                         and on_registry(config.image.reference, config.image.offline.site_registry)):
+    elif config.image.reference and not (config.image.air_gap
+                                         and on_registry(config.image.reference, config.image.air_gap.site_registry)):
         images.add(normalized(config.image.reference))
     for workload in config.workloads.values():  # teams' own training images
-        if workload.image and not (config.image.offline
-                                   and on_registry(workload.image, config.image.offline.site_registry)):
+        if workload.image and not (config.image.air_gap
+                                   and on_registry(workload.image, config.image.air_gap.site_registry)):
             images.add(normalized(workload.image))
     return sorted(images)
 
@@ -77,7 +77,7 @@ class SiteImages:
 
 
 def _read(config: StackConfig) -> tuple[Lock | None, str | None]:
-    offline = config.image.offline
+    offline = config.image.air_gap
     assert offline is not None
     path = ROOT / lock_path(config)
     if not path.is_file():
@@ -93,7 +93,7 @@ def _read(config: StackConfig) -> tuple[Lock | None, str | None]:
 
 
 def site_images(config: StackConfig) -> SiteImages:
-    offline = config.image.offline
+    offline = config.image.air_gap
     if offline is None:
         return SiteImages()
     lock, problem = _read(config)
@@ -109,14 +109,14 @@ def site_images(config: StackConfig) -> SiteImages:
 
 def air_gap_problems(config: StackConfig) -> list[Problem]:
     """What keeps an air-gapped stack from deploying: no usable lock, or images the lock does not pin."""
-    if config.image.offline is None:
+    if config.image.air_gap is None:
         return []
     images = site_images(config)
     problems = []
     if images.lock_problem:
-        problems.append(Problem("image.offline.lockFile", images.lock_problem))
+        problems.append(Problem("image.airGap.lockFile", images.lock_problem))
     if images.unpinned:
-        problems.append(Problem("image.offline.lockFile", f"{len(images.unpinned)} image(s) not pinned by the lock, "
+        problems.append(Problem("image.airGap.lockFile", f"{len(images.unpinned)} image(s) not pinned by the lock, "
                                 f"referenced by tag on the site registry: {', '.join(images.unpinned)}; run "
                                 f"`make mirror STACK={config.stack}`"))
     return problems
@@ -124,7 +124,7 @@ def air_gap_problems(config: StackConfig) -> list[Problem]:
 
 def check(config: StackConfig) -> Iterator[Problem]:
     """Config rule: an air-gapped stack adopts its cluster, and its training image lives on the site registry."""
-    image, offline = config.image, config.image.offline
+    image, offline = config.image, config.image.air_gap
     if offline is None:
         return
     if not cluster_targets.for_config(config).traits.air_gap:  # the key is refused there: stack_config/applicability.py

@@ -56,7 +56,7 @@ def write_lock(path: Path, images: list[str], site: str = SITE) -> Path:
 
 def with_lock(lock: Path):
     def edit(config: dict[str, Any]) -> None:
-        config["gtp:image"]["offline"]["lockFile"] = str(lock)
+        config["gtp:image"]["airGap"]["lockFile"] = str(lock)
     return edit
 
 
@@ -117,7 +117,7 @@ def test_the_edge_image_list_is_exactly_what_its_cluster_runs() -> None:
 @pytest.mark.program
 def test_the_list_is_the_same_from_an_online_plan_of_the_same_stack(tmp_path: Path) -> None:
     """Online, the rendered cluster names the upstream images (DLRover's job-master image only as a flag)."""
-    online = plan_modified(tmp_path, "edge", lambda config: config["gtp:image"].pop("offline"))
+    online = plan_modified(tmp_path, "edge", lambda config: config["gtp:image"].pop("airGap"))
     found = rendered_images(online)
     assert "ghcr.io/intelligent-machine-learning/release_dlrover_master_py310_aarch64:v0.6.1" in found
     assert sorted(found - {"<computed>"}) == EDGE_IMAGES
@@ -213,7 +213,7 @@ def test_a_source_pinned_by_tag_and_digest_is_copied_by_digest() -> None:
 
 def test_a_stack_that_is_not_offline_has_nothing_to_mirror(capsys: pytest.CaptureFixture[str]) -> None:
     assert mirror.main(["--stack", "dev", "--list"]) == 2
-    assert "no image.offline.siteRegistry" in capsys.readouterr().err
+    assert "no image.airGap.siteRegistry" in capsys.readouterr().err
 
 
 def _oci_layout(path: Path, tag: str) -> str:
@@ -267,7 +267,7 @@ def test_without_a_lock_edge_pulls_only_from_the_site_by_tag_and_says_what_is_mi
     assert found and all(on_registry(image, SITE) for image in found)
     assert not any("@" in image for image in found)
     problems = air_gap_problems(plan.config)
-    assert [p.path for p in problems] == ["image.offline.lockFile", "image.offline.lockFile"]
+    assert [p.path for p in problems] == ["image.airGap.lockFile", "image.airGap.lockFile"]
     assert "no lock file stacks/mirror/edge.lock.json" in problems[0].message
     assert all(image in problems[1].message for image in EDGE_IMAGES)
 
@@ -304,8 +304,8 @@ def test_the_real_engine_refuses_an_unmirrored_offline_stack(monkeypatch: pytest
         gtp_plan.run("edge", into=partial)
     assert partial.resources == []
     # With every other refusal of the stack at once (edge's Jetson base has no verified digest).
-    assert [p.path for p in caught.value.problems] == ["image.baseImage", "image.offline.lockFile",
-                                                       "image.offline.lockFile"]
+    assert [p.path for p in caught.value.problems] == ["image.baseImage", "image.airGap.lockFile",
+                                                       "image.airGap.lockFile"]
     assert caught.value.problems[0].message.startswith("unpinned — ")
     assert all(p.message.startswith("air gap — ") for p in caught.value.problems[1:])
 
@@ -357,7 +357,7 @@ def test_chart_values_set_each_chart_s_own_image_keys() -> None:
 @pytest.mark.parametrize(("edit", "path"), [
     (lambda c: c["gtp:image"].update(existingRegistry="registry.other.internal/gtp/trainer"),
      "image.existingRegistry"),
-    (lambda c: c["gtp:cluster"].update(mode="eks"), "image.offline"),
+    (lambda c: c["gtp:cluster"].update(mode="eks"), "image.airGap"),
 ])
 def test_an_offline_stack_s_own_image_and_cluster_are_on_the_site(tmp_path: Path, edit: Any, path: str) -> None:
     with pytest.raises(ConfigError) as caught:
@@ -384,7 +384,7 @@ def test_the_offline_edge_plan_passes_the_site_registry_rule(tmp_path: Path) -> 
 
 
 def test_the_same_stack_online_fails_the_site_registry_rule(tmp_path: Path) -> None:
-    online = plan_modified(tmp_path, "edge", lambda config: config["gtp:image"].pop("offline"))
+    online = plan_modified(tmp_path, "edge", lambda config: config["gtp:image"].pop("airGap"))
     messages = _site_violations(online)
     # Online, the charts keep their default (upstream) images, which values don't show: the rendered-cluster
     # tests above cover those; the operator manifest's copy (the platform priority class added, upstream images
@@ -399,7 +399,7 @@ L4T_BASE = "nvcr.io/nvidia/l4t-pytorch:r36.2.0-pth2.2-py3@sha256:" + "c" * 64
 def test_the_training_image_builds_on_the_site_copy_of_its_base(tmp_path: Path) -> None:
     def edit(config: dict[str, Any]) -> None:
         config["gtp:image"]["baseImage"] = L4T_BASE
-        config["gtp:image"]["offline"]["lockFile"] = str(write_lock(tmp_path / "edge.lock.json",
+        config["gtp:image"]["airGap"]["lockFile"] = str(write_lock(tmp_path / "edge.lock.json",
                                                                     EDGE_IMAGES + [normalized(L4T_BASE)]))
 
     plan = plan_modified(tmp_path, "edge", edit)

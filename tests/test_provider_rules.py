@@ -298,3 +298,13 @@ def test_an_ephemeral_ttl_that_ends_before_anything_can_run_is_refused(stack: st
     assert f"at least {least} s = creating the EKS control plane (900 s on average" in messages[0]
     enough = math.ceil(least / 36) / 100
     assert paths_of(_set(raw, "lifecycle", lifecycle | {"ttlHours": enough}), stack, secrets) == []
+
+
+def test_a_renamed_key_is_refused_with_its_new_name() -> None:
+    """`image.offline` became `image.airGap` ("offline" means the mocked plan): a stack file of before is told
+    where its fields go now, not that the key is unknown; the same fields under the new name plan as before."""
+    raw, secrets, config = config_of("edge")
+    assert config.image.air_gap is not None
+    old = {**raw, "image": {key if key != "airGap" else "offline": value for key, value in raw["image"].items()}}
+    assert messages_of(old, "edge", secrets) == [
+        "image.offline: was renamed: write its fields under image.airGap"]

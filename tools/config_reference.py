@@ -23,7 +23,7 @@ SECTIONS = [
     ("network", config.NetworkConfig), ("gpuNodeGroups.<name>", config.GpuNodeGroupConfig),
     ("gpuNodeGroups.<name>.taints.<key>", config.TaintConfig), ("gpu", config.GpuConfig),
     ("gpu.sharing", config.SharingConfig), ("gpu.metrics", config.MetricsConfig), ("image", config.ImageConfig),
-    ("image.offline", config.AirGapConfig),
+    ("image.airGap", config.AirGapConfig),
     ("workloads.<name>", config.WorkloadConfig), ("workloads.<name>.elastic", config.ElasticConfig),
     ("workloads.<name>.autoscaling", config.AutoscalingConfig), ("kueue", config.KueueConfig),
     ("storage", config.StorageConfig), ("lifecycle", config.LifecycleConfig),

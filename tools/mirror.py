@@ -222,7 +222,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--verify", action="store_true",
                         help="check the lock against what the site registry serves; copy nothing")
     parser.add_argument("--skopeo", default="skopeo", help="the skopeo binary (default: skopeo on PATH)")
-    parser.add_argument("--lock", type=Path, help="lock file to write (default: the stack's image.offline.lockFile)")
+    parser.add_argument("--lock", type=Path, help="lock file to write (default: the stack's image.airGap.lockFile)")
     parser.add_argument("--registries-conf", type=Path, metavar="FILE",
                         help="skopeo's containers-registries.conf (e.g. a site registry served over plain HTTP: "
                              "`[[registry]] location = \"host:port\"` with `insecure = true`)")
@@ -245,9 +245,9 @@ def main(argv: list[str] | None = None) -> int:
                   f"{', '.join(images)})", file=sys.stderr)
             return 2
         images = [image for image in images if image in wanted]
-    offline = config.image.offline
+    offline = config.image.air_gap
     if offline is None:
-        print(f"mirror: stack '{args.stack}' has no image.offline.siteRegistry: nothing to mirror into "
+        print(f"mirror: stack '{args.stack}' has no image.airGap.siteRegistry: nothing to mirror into "
               '(docs/edge.md, "Air-gapped site")', file=sys.stderr)
         return 2
     skopeo = [args.skopeo, *(["--registries-conf", str(args.registries_conf)] if args.registries_conf else [])]

@@ -338,7 +338,7 @@ def warn_placeholders(plan: Plan) -> None:
         ("unpinned", unpinned_build_inputs(config) if config is not None else [],
          "stack '{stack}' builds from {n} unpinned input(s): `pulumi preview` and `up` refuse to run until they are "
          "pinned"),
-        ("offline", air_gap_problems(config) if config is not None else [],
+        ("air gap", air_gap_problems(config) if config is not None else [],
          "air-gapped stack '{stack}' is not fully mirrored: `pulumi up` refuses to run until `make mirror` wrote a "
          "lock that pins every image"),
     ]

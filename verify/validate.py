@@ -218,7 +218,7 @@ def policy_facts(plan: Plan) -> dict[str, Any]:
             "signedDigests": list(config.image.signed_digests),
             # An offline (air-gapped) stack: every image must come from the site registry (policy
             # offline-images-from-site-registry); absent on other stacks, so their pack config doesn't change.
-            **({"siteRegistry": config.image.offline.site_registry} if config.image.offline else {})}
+            **({"siteRegistry": config.image.air_gap.site_registry} if config.image.air_gap else {})}
 
 
 def run_policy_pack(plan: Plan, report: Report) -> None:

@@ -141,7 +141,7 @@ class Facts:
     `image.signedDigests`): besides the stack's own build, the only images a production workload may run."""
 
     site_registry: str | None = None
-    """An air-gapped stack's site registry (`host[:port]`, the stack's `image.offline.siteRegistry`): every image
+    """An air-gapped stack's site registry (`host[:port]`, the stack's `image.airGap.siteRegistry`): every image
     the stack runs must come from it. None = the stack is not offline."""
 
     KEYS = ("stack", "ephemeral", "production", "registry", "requiredTags", "signedDigests", "siteRegistry")

@@ -40,7 +40,7 @@ def mirrored(engine: Engine, trainer_image: Built, upstream_registry: Registry,
     document = yaml.safe_load((ROOT / "stacks" / "Pulumi.edge.yaml").read_text())
     image = document["config"]["gtp:image"]
     image.update({"build": False, "reference": source})
-    image["offline"] = {"siteRegistry": site.address, "lockFile": str(folder / "edge.lock.json")}
+    image["airGap"] = {"siteRegistry": site.address, "lockFile": str(folder / "edge.lock.json")}
     stack_file = folder / "Pulumi.edge.yaml"
     stack_file.write_text(yaml.safe_dump(document, sort_keys=False))
     with timed("mirror: tools.mirror"):

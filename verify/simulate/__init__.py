@@ -141,7 +141,7 @@ def simulate(plan: Plan, objects: list[ClusterObject]) -> dict[str, Any]:
 def _site_images(plan: Plan) -> tuple[Callable[[str], str | None], Lock | None]:
     """An air-gapped stack's site reference → upstream image, and its mirror lock (None: online, or no lock yet)."""
     config = plan.config
-    settings = getattr(getattr(config, "image", None), "offline", None)
+    settings = getattr(getattr(config, "image", None), "air_gap", None)
     if settings is None:
         return (lambda image: None), None
     lock, _ = air_gap._read(config)
