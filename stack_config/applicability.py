@@ -47,7 +47,8 @@ from stack_config.schema import (
     WorkloadConfig,
     _Section,
 )
-from stack_config.targets import ADOPTED_KUBERNETES, ADOPTED_NODES, AIR_GAP, IN_AWS, ON_KUBERNETES, ON_SWARM, Capable
+from stack_config.targets import ADOPTED_KUBERNETES, ADOPTED_NODES, AIR_GAP, IN_AWS, ON_KUBERNETES, ON_SWARM
+from stack_config.traits import Capable
 
 
 class _Marker:

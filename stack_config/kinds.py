@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from stack_config.targets import Capable
+from stack_config.traits import Capable, TraitsRegistry
 
 
 @dataclass(frozen=True)
@@ -31,24 +31,10 @@ class KindTraits:
     """Its resource has a runPolicy.cleanPodPolicy (`workloads.<name>.cleanPodPolicy`)."""
 
 
-_REGISTERED: dict[str, KindTraits] = {}
-
-
-def register(kind: str, traits: KindTraits) -> None:
-    """Record the traits of `workloads.<name>.kind: kind` (workload_kinds/__init__.py, on import)."""
-    if _REGISTERED.get(kind, traits) != traits:
-        raise ValueError(f"workload kind {kind!r} is registered twice with different traits")
-    _REGISTERED[kind] = traits
-
-
-def kind_traits(kind: str) -> KindTraits:
-    """The registered traits of `workloads.<name>.kind: kind`."""
-    try:
-        return _REGISTERED[kind]
-    except KeyError:
-        raise LookupError(f"no workload kind is registered as {kind!r} (registered: "
-                          f"{', '.join(sorted(_REGISTERED)) or 'none'}; importing workload_kinds registers "
-                          "them)") from None
+KINDS: TraitsRegistry[KindTraits] = TraitsRegistry("workload kind", "workloads.<name>.kind", "workload_kinds")
+"""`workloads.<name>.kind` → the kind's traits (workload_kinds/__init__.py registers them on import)."""
+register = KINDS.register
+kind_traits = KINDS.traits
 
 
 def kinds_where(capable: Capable) -> str:
@@ -56,9 +42,9 @@ def kinds_where(capable: Capable) -> str:
     return " or ".join(capable.names)
 
 
-KUEUE_ADMITTED = Capable(lambda traits: traits.kueue_admits, _REGISTERED)
+KUEUE_ADMITTED = KINDS.capable(lambda traits: traits.kueue_admits)
 """Kinds Kueue admits (today: pytorchjob, trainjob)."""
-KEDA_SCALED = Capable(lambda traits: traits.keda_scales, _REGISTERED)
+KEDA_SCALED = KINDS.capable(lambda traits: traits.keda_scales)
 """Kinds KEDA can scale (today: pytorchjob)."""
-WITH_CLEAN_POD_POLICY = Capable(lambda traits: traits.clean_pod_policy, _REGISTERED)
+WITH_CLEAN_POD_POLICY = KINDS.capable(lambda traits: traits.clean_pod_policy)
 """Kinds whose resource has runPolicy.cleanPodPolicy (today: pytorchjob)."""

@@ -13,7 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from stack_config.targets import ANY_TARGET, IN_AWS, ON_KUBERNETES, ON_SWARM, Capable, traits_for
+from stack_config.targets import ANY_TARGET, IN_AWS, ON_KUBERNETES, ON_SWARM, traits_for
+from stack_config.traits import Capable
 
 Sharing = Literal["per-pod", "read-write-many", "site-declared"]
 

@@ -9,11 +9,12 @@ every rule without an edit here.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Literal, Protocol
 
 from conventions.names import Platform
+from stack_config.traits import TraitsRegistry
 
 
 class _ClusterSection(Protocol):
@@ -53,24 +54,10 @@ class TargetTraits:
     nodes don't run containerd's CRI (a Swarm's Docker)."""
 
 
-_REGISTERED: dict[str, TargetTraits] = {}
-
-
-def register(mode: str, traits: TargetTraits) -> None:
-    """Record the traits of the target selected by `cluster.mode: mode` (cluster_targets/__init__.py, on import)."""
-    if _REGISTERED.get(mode, traits) != traits:
-        raise ValueError(f"cluster mode {mode!r} is registered twice with different traits")
-    _REGISTERED[mode] = traits
-
-
-def traits_for(mode: str) -> TargetTraits:
-    """The registered traits of `cluster.mode: mode`."""
-    try:
-        return _REGISTERED[mode]
-    except KeyError:
-        raise LookupError(f"no cluster target is registered for cluster.mode {mode!r} (registered: "
-                          f"{', '.join(sorted(_REGISTERED)) or 'none'}; importing cluster_targets registers "
-                          "them)") from None
+TARGETS: TraitsRegistry[TargetTraits] = TraitsRegistry("cluster target", "cluster.mode", "cluster_targets")
+"""`cluster.mode` → the target's traits (cluster_targets/__init__.py registers them on import)."""
+register = TARGETS.register
+traits_for = TARGETS.traits
 
 
 def traits_of(config: _Config) -> TargetTraits:
@@ -80,38 +67,20 @@ def traits_of(config: _Config) -> TargetTraits:
 
 def modes_where(predicate: Callable[[TargetTraits], bool]) -> tuple[str, ...]:
     """The registered modes whose traits satisfy `predicate`, sorted."""
-    return tuple(sorted(mode for mode, traits in _REGISTERED.items() if predicate(traits)))
+    return TARGETS.capable(predicate).names
 
 
-@dataclass(frozen=True)
-class Capable:
-    """A value of an applicability condition on `cluster.mode` (or, with `registry`, on a workload's kind): every
-    registered name whose traits satisfy `predicate` (stack_config/applicability.py `on`, `of_kinds`). It names
-    them in messages, read when they are written."""
-
-    predicate: Callable[[Any], bool]
-    registry: Mapping[str, Any] = field(default_factory=lambda: _REGISTERED)
-
-    def __contains__(self, name: object) -> bool:
-        return isinstance(name, str) and name in self.registry and self.predicate(self.registry[name])
-
-    @property
-    def names(self) -> tuple[str, ...]:
-        """The registered names (cluster modes, or kinds) it stands for, sorted."""
-        return tuple(sorted(name for name, traits in self.registry.items() if self.predicate(traits)))
-
-
-IN_AWS = Capable(lambda traits: traits.provisions_in_aws)
+IN_AWS = TARGETS.capable(lambda traits: traits.provisions_in_aws)
 """Targets that create the cluster and its node groups in AWS (today: eks)."""
-ON_KUBERNETES = Capable(lambda traits: traits.platform == "kubernetes")
+ON_KUBERNETES = TARGETS.capable(lambda traits: traits.platform == "kubernetes")
 """Targets whose workloads run on Kubernetes (today: eks, existing)."""
-ON_SWARM = Capable(lambda traits: traits.platform == "swarm")
+ON_SWARM = TARGETS.capable(lambda traits: traits.platform == "swarm")
 """Targets whose workloads are Swarm services (today: swarm)."""
-ADOPTED_NODES = Capable(lambda traits: traits.node_facts == "config")
+ADOPTED_NODES = TARGETS.capable(lambda traits: traits.node_facts == "config")
 """Targets whose GPU nodes' facts come from the stack file (today: existing, swarm)."""
-ADOPTED_KUBERNETES = Capable(lambda traits: traits.platform == "kubernetes" and not traits.provisions_in_aws)
+ADOPTED_KUBERNETES = TARGETS.capable(lambda traits: traits.platform == "kubernetes" and not traits.provisions_in_aws)
 """Kubernetes clusters someone else runs (today: existing)."""
-AIR_GAP = Capable(lambda traits: traits.air_gap)
+AIR_GAP = TARGETS.capable(lambda traits: traits.air_gap)
 """Targets whose site can be air-gapped (today: existing, swarm)."""
-ANY_TARGET = Capable(lambda traits: True)
+ANY_TARGET = TARGETS.capable(lambda traits: True)
 """Every target."""

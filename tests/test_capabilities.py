@@ -87,7 +87,7 @@ def test_every_target_and_configurable_kind_is_registered_with_its_traits() -> N
 def test_registering_a_name_twice_with_other_traits_is_refused() -> None:
     eks = targets.traits_for("eks")
     targets.register("eks", eks)  # the same traits again: idempotent (a module imported twice)
-    with pytest.raises(ValueError, match="cluster mode 'eks' is registered twice"):
+    with pytest.raises(ValueError, match="cluster target 'eks' is registered twice"):
         targets.register("eks", targets.TargetTraits(platform="swarm"))
     assert targets.traits_for("eks") is eks
     with pytest.raises(ValueError, match="workload kind 'pytorchjob' is registered twice"):
@@ -98,9 +98,9 @@ def test_an_unregistered_name_is_a_clear_error_not_an_empty_answer() -> None:
     with pytest.raises(LookupError, match=r"no cluster target is registered for cluster.mode 'nope' \(registered: "
                                           r"eks, existing, swarm"):
         targets.traits_for("nope")
-    with pytest.raises(LookupError, match="no workload kind is registered as 'nope'"):
+    with pytest.raises(LookupError, match=r"no workload kind is registered for workloads.<name>.kind 'nope'"):
         kinds.kind_traits("nope")
-    nothing = targets.Capable(lambda traits: False)
+    nothing = targets.TARGETS.capable(lambda traits: False)
     assert "eks" not in nothing and 3 not in nothing
     with pytest.raises(LookupError, match="names no registered target or kind"):
         applicability.values_of((nothing,))
