@@ -141,8 +141,8 @@ OPERATOR_MANIFESTS: dict[str, str] = {
     "trainer": TRAINER_MANIFEST,
 }
 """The training operators installed from a vendored manifest, by the name workload kinds ask for them
-(`WorkloadKind.needs_operators`), in the order they are installed. Kueue is installed on its own
-(components/kueue.py), KEDA from its chart."""
+(`KubernetesWorkloadKind.operators`; stack_config/derived.py `installed_parts` decides), in the order they are
+installed. Kueue is installed on its own (components/kueue.py), KEDA from its chart."""
 # https://github.com/kedacore/charts
 KEDA = HelmChart("https://kedacore.github.io/charts", "keda", "2.20.2")
 

@@ -370,7 +370,7 @@ def installed_parts(config: StackConfig) -> frozenset[str]:
                                        ("grafana", config.gpu.metrics.grafana)) if on)
     modes = {workload.autoscaling.mode for workload in config.workloads.values()}
     if modes & {"scaledobject", "scaledjob"}:
-        found.add("keda")  # workload_kinds: pytorchjob's needs_operators, the scaledjob kind
+        found.add("keda")  # it scales a PyTorchJob's Workers, or starts a ScaledJob's Jobs
     for workload in config.workloads.values():  # the kinds' operators (a ScaledJob's Jobs need none but KEDA)
         if workload.autoscaling.mode != "scaledjob":
             found.update(kind_traits(workload.kind).operators)

@@ -31,7 +31,7 @@ from components.nvidia_device_plugin import (
 from conventions.names import EFA_RESOURCE, SHARED_GPU_RESOURCE, WHOLE_GPU_RESOURCE, config_name, training_namespace
 from stack_config import StackConfig, ami_type
 from stack_config.derived import (
-    dcgm_exporter_enabled,
+    installed_parts,
     kueue_enabled,
     max_running_pods,
     node_default_runtime,
@@ -158,14 +158,15 @@ def gpu_metrics_args(config: StackConfig, provider: k8s.Provider, device_plugin_
     """dcgm-exporter runs on every GPU node group (Bottlerocket ones too: its plugin doesn't export metrics)."""
     metrics = config.gpu.metrics
     groups = list(config.gpu_node_groups)
+    parts = installed_parts(config)  # what the stack installs, decided once (stack_config/derived.py)
     return GpuMetricsArgs(
         provider=provider,
         device_plugin_namespace=device_plugin_namespace,
         gpu_affinity=gpu_node_affinity({group: _node_selector(config, group) for group in groups}),
         gpu_tolerations=_tolerations(config, groups),
-        dcgm_exporter=dcgm_exporter_enabled(config) and bool(groups),
-        prometheus=metrics.prometheus,
-        grafana=metrics.grafana,
+        dcgm_exporter="dcgm-exporter" in parts,
+        prometheus="prometheus" in parts,
+        grafana="grafana" in parts,
         retention=metrics.retention,
         site_images=site_images(config).refs,
         platform_priority=platform_priority,

@@ -15,6 +15,7 @@ import pulumi
 
 import cluster_targets
 import workload_kinds
+from catalog import versions
 from cluster_targets import Cluster
 from components.kueue import (
     KUEUE_MANIFEST_DIR,
@@ -44,6 +45,7 @@ from stack_config.derived import (
     gpu_resource_of,
     gpus_per_pod,
     group_quota,
+    installed_parts,
     kueue_enabled,
     max_running_pods,
     provisioning_groups,
@@ -79,7 +81,8 @@ def build_workloads(config: StackConfig, cluster: Cluster, image_ref: pulumi.Inp
     k8s_kinds = {name: kind for name, kind in kinds.items() if isinstance(kind, KubernetesWorkloadKind)}
     assert len(k8s_kinds) == len(kinds)  # the platform rule (stages/config.py) matched them
     namespace = training_namespace(config.stack)
-    needed = {flag for name, kind in k8s_kinds.items() for flag in kind.needs_operators(config.workloads[name])}
+    # The operators the kinds need (and KEDA where something scales), as decided once for the whole stack.
+    needed = installed_parts(config) & {*versions.OPERATOR_MANIFESTS, "keda"}
     operators = TrainingOperators("operators", TrainingOperatorsArgs(
         provider=cluster.provider, operators=frozenset(needed),
         system_node_selector=cluster.system_node_selector,

@@ -151,10 +151,6 @@ class KubernetesWorkloadKind(WorkloadKind):
                           keda_scales=self.keda_scales, readiness_bounds_rendezvous=self.readiness_bounds_rendezvous,
                           clean_pod_policy=self.clean_pod_policy)
 
-    def needs_operators(self, workload: WorkloadConfig) -> frozenset[str]:
-        """Operators to install for this workload (the kind's own, plus KEDA when something scales it)."""
-        return self.operators
-
     @abstractmethod
     def deploy(self, context: WorkloadContext) -> Deployment:
         """Register the workload's resources and say how to watch it. Resource names are part of every live

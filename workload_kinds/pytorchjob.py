@@ -118,9 +118,6 @@ class PyTorchJobKind(KubernetesWorkloadKind):
     pod_label: ClassVar[str] = POD_LABEL
     entrypoints: ClassVar[frozenset[str]] = frozenset({"train", "bench"})
 
-    def needs_operators(self, workload: WorkloadConfig) -> frozenset[str]:
-        return self.operators | ({"keda"} if workload.autoscaling.mode == "scaledobject" else set())
-
     def check(self, config: StackConfig, workload: WorkloadConfig, path: str) -> Iterator[Problem]:
         if workload.entrypoint == "bench" and workload.autoscaling.mode != "none":
             yield Problem(f"{path}.entrypoint", "'bench' runs as one PyTorchJob on a fixed set of nodes: use kind "

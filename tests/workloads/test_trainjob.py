@@ -75,9 +75,13 @@ def test_trainjob_refuses_elastic_and_autoscaling():
 
 
 def test_operator_is_installed_only_for_trainjob():
-    mnist = parse(raw_config("dev"), "dev").workloads["mnist"]
-    assert KINDS["trainjob"].needs_operators(mnist) == frozenset({"trainer"})
-    assert "trainer" not in KINDS["pytorchjob"].needs_operators(mnist)
+    from stack_config.derived import installed_parts
+
+    raw = raw_config("dev")
+    assert "trainer" not in installed_parts(parse(raw, "dev"))
+    raw["workloads"]["mnist"] = {**raw["workloads"]["mnist"], "kind": "trainjob", "autoscaling": {"mode": "none"}}
+    parts = installed_parts(parse(raw, "dev"))
+    assert "trainer" in parts and "training-operator" not in parts and "keda" not in parts
 
 
 @pytest.mark.program
