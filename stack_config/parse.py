@@ -53,8 +53,9 @@ MOVED_KEYS: dict[str, str] = {
     "workload": "the single `workload` became the map `workloads`, keyed by the job's name (its former `name`): "
                 "write `gtp:workloads: {<name>: {kind: ..., nodeGroup: ...}}`",
     "autoscaling": "`autoscaling` moved into the workload it scales: `gtp:workloads.<name>.autoscaling`",
+    "image.offline": "it was renamed `image.airGap` (the same fields): 'offline' means the mocked plan",
 }
-"""Keys of earlier releases, and where their content lives now."""
+"""Keys of earlier releases (top-level, or the key path inside a section), and where their content lives now."""
 STRING_MAP_SECTIONS = ("tags",)
 SECRET_KEYS = ("kubeconfig", "registryPassword", "swarmSecrets")
 KNOWN_KEYS = (*SCALAR_DEFAULTS, *SECTIONS, *MAP_SECTIONS, *STRING_MAP_SECTIONS, *SECRET_KEYS)
@@ -356,15 +357,11 @@ def _unknown_key(path: str, key: str, allowed: Sequence[str]) -> Problem:
     return Problem(path, f"unknown key{did_you_mean(key, allowed)}; allowed: {', '.join(allowed)}")
 
 
-RENAMED_FIELDS = {"image.offline": "image.airGap"}
-"""Keys of earlier releases inside a section → their name now (the content is the same)."""
-
-
 def _unknown_keys(model: BaseModel, path: str) -> Iterator[Problem]:
     allowed = [field.alias or name for name, field in type(model).model_fields.items()]
     for key in (model.model_extra or {}):
-        if f"{path}.{key}" in RENAMED_FIELDS:
-            yield Problem(f"{path}.{key}", f"was renamed: write its fields under {RENAMED_FIELDS[f'{path}.{key}']}")
+        if f"{path}.{key}" in MOVED_KEYS:
+            yield Problem(f"{path}.{key}", f"is no longer read: {MOVED_KEYS[f'{path}.{key}']}")
             continue
         yield _unknown_key(f"{path}.{key}", key, allowed)
     for name, field in type(model).model_fields.items():

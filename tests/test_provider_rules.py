@@ -307,4 +307,5 @@ def test_a_renamed_key_is_refused_with_its_new_name() -> None:
     assert config.image.air_gap is not None
     old = {**raw, "image": {key if key != "airGap" else "offline": value for key, value in raw["image"].items()}}
     assert messages_of(old, "edge", secrets) == [
-        "image.offline: was renamed: write its fields under image.airGap"]
+        "image.offline: is no longer read: it was renamed `image.airGap` (the same fields): 'offline' means the "
+        "mocked plan"]
