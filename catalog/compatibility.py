@@ -502,6 +502,11 @@ NO_ROW: dict[str, str] = {
                                "module proxy serves); tests/cluster_test checks it against the stacks' minor",
     "CLUSTER_TEST_ETCD": "test-only: kubeadm's etcd for Kubernetes 1.34 (k8s.io/kubernetes cmd/kubeadm constants.go)",
     "KWOK_VERSION": "test-only: the fake-node controller of `make cluster-test`, not deployed by any stack",
+    "PULUMI_CLI_VERSION": "test-only: the Pulumi CLI `make up-test` builds; tests/up_test checks it is of the Python "
+                          "SDK's major and not older",
+    "PULUMI_KUBERNETES_PROVIDER": "test-only: the provider plugin `make up-test` builds; tests/up_test checks it is "
+                                  "the version the pinned pulumi-kubernetes SDK asks the engine for",
+    "PULUMI_KUBERNETES_PROVIDER_MODULE": "the Go module version of PULUMI_KUBERNETES_PROVIDER's tag",
     "TRAINER_VERSION": "this project's own trainer package",
     "BASE_IMAGES": "the x86_64 entry is PYTORCH_BASE_IMAGE (row torch-cuda-base-image); the arm64 ones are unpinned "
                    "(None) until a digest is verified",

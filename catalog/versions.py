@@ -230,3 +230,17 @@ EFA_INSTALLER = EfaInstaller(version="1.50.0", sha256=None, aws_ofi_nccl="1.21.1
 CLUSTER_TEST_KUBERNETES = "v1.34.12"
 CLUSTER_TEST_ETCD = "v3.6.5"
 KWOK_VERSION = "v0.8.0"
+
+# --- The real `pulumi up` (`make up-test`, tools/up_test) -------------------------------------------------
+# Built from their Go modules too (tools/cluster_test/gomod/pulumi*/go.mod). The CLI: github.com/pulumi/pulumi/pkg/v3
+# at the nearest version the Go module proxy here serves at or above the SDK pin (pulumi==3.272.0 in
+# requirements.txt; pkg/v3 v3.272.0 answers 403, v3.274.0 is served): the SDK works with any CLI of its major at
+# or above its own version. The kubernetes provider: the proxy serves its provider/ sub-module at one commit only,
+# f47bc2d6f199, tagged v4.25.0 (the repository tags its root, so the sub-module has pseudo-versions only), so the
+# pulumi-kubernetes SDK is pinned at 4.25.0 to match: the SDK asks the engine for a plugin of its own version or
+# newer. No Python language host is served (github.com/pulumi/pulumi/sdk/python/cmd/pulumi-language-python/v3
+# answers 403 for every version) and no pulumi-docker provider module: docs/real-pulumi.md says what runs instead.
+PULUMI_CLI_VERSION = "v3.274.0"
+PULUMI_KUBERNETES_PROVIDER = "4.25.0"
+PULUMI_KUBERNETES_PROVIDER_MODULE = "v4.0.0-20260115033456-f47bc2d6f199"
+"""The provider/v4 module version of tag v4.25.0 (`git tag --points-at f47bc2d6f199` in pulumi/pulumi-kubernetes)."""

@@ -10,6 +10,7 @@ go.mod + go.sum, the package, the flags and the Go version) changes.
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import shutil
 import subprocess
@@ -34,12 +35,29 @@ _K8S_LD = " ".join(
 
 
 @dataclass(frozen=True)
+class Generated:
+    """A module whose `main` package embeds files that its own `go generate` step writes (they are not in the
+    module's zip): the build copies the module out of the module cache (read-only, and `-overlay` may not replace
+    files under GOMODCACHE), runs the upstream generator there, and builds with the copy replacing the module."""
+
+    module: str
+    version: str
+    folder: str
+    """The package folder, in the module, holding the generator and the embedded files."""
+    generator: str
+    """The upstream generator's file in `folder` (run with `go run`, unchanged)."""
+    env: tuple[tuple[str, str], ...] = ()
+    """What the generator reads from the environment (the upstream Makefile's variables)."""
+
+
+@dataclass(frozen=True)
 class Binary:
     component: str
     """The Go module's folder under gomod/."""
     name: str
     package: str
     ldflags: str = ""
+    generated: Generated | None = None
 
 
 MODULES: dict[str, tuple[str, str]] = {
@@ -50,6 +68,9 @@ MODULES: dict[str, tuple[str, str]] = {
     "training-operator": ("github.com/kubeflow/training-operator", versions.TRAINING_OPERATOR_VERSION),
     "jobset": ("sigs.k8s.io/jobset", versions.JOBSET_VERSION),
     "trainer": ("github.com/kubeflow/trainer/v2", versions.KUBEFLOW_TRAINER_VERSION),
+    "pulumi": ("github.com/pulumi/pulumi/pkg/v3", versions.PULUMI_CLI_VERSION),
+    "pulumi-kubernetes": ("github.com/pulumi/pulumi-kubernetes/provider/v4",
+                          versions.PULUMI_KUBERNETES_PROVIDER_MODULE),
 }
 """Go module folder → (the upstream module it builds, the version catalog/versions.py pins)."""
 
@@ -66,6 +87,17 @@ BINARIES: tuple[Binary, ...] = (
            "github.com/kubeflow/training-operator/cmd/training-operator.v1"),
     Binary("jobset", "jobset", "sigs.k8s.io/jobset"),
     Binary("trainer", "trainer-controller-manager", "github.com/kubeflow/trainer/v2/cmd/trainer-controller-manager"),
+    # The Pulumi CLI and the kubernetes provider, as their Makefiles build them: the version stamped with -X
+    # (pulumi/pulumi Makefile's PULUMI_VERSION ldflag; pulumi-kubernetes's `VERSION` for its generator and ldflag).
+    Binary("pulumi", "pulumi", "github.com/pulumi/pulumi/pkg/v3/cmd/pulumi",
+           f"-X github.com/pulumi/pulumi/sdk/v3/go/common/version.Version={versions.PULUMI_CLI_VERSION}"),
+    Binary("pulumi-kubernetes", "pulumi-resource-kubernetes",
+           "github.com/pulumi/pulumi-kubernetes/provider/v4/cmd/pulumi-resource-kubernetes",
+           "-X github.com/pulumi/pulumi-kubernetes/provider/v4/pkg/version.Version="
+           f"{versions.PULUMI_KUBERNETES_PROVIDER}",
+           Generated("github.com/pulumi/pulumi-kubernetes/provider/v4", versions.PULUMI_KUBERNETES_PROVIDER_MODULE,
+                     "cmd/pulumi-resource-kubernetes", "generate.go",
+                     (("VERSION", versions.PULUMI_KUBERNETES_PROVIDER),))),
 )
 """Every binary the harness can build, in build order (the cheap control plane first)."""
 
@@ -94,7 +126,8 @@ def key(binary: Binary, go_version: str) -> str:
     """The cache key: what the binary is built from."""
     digest = hashlib.sha256()
     for part in ((GOMOD / binary.component / "go.mod").read_bytes(), (GOMOD / binary.component / "go.sum").read_bytes(),
-                 binary.package.encode(), binary.ldflags.encode(), go_version.encode()):
+                 binary.package.encode(), binary.ldflags.encode(), go_version.encode(),
+                 *([repr(binary.generated).encode()] if binary.generated else [])):
         digest.update(part)
         digest.update(b"\0")
     return digest.hexdigest()[:16]
@@ -117,9 +150,10 @@ def build(names: list[str] | None = None, *, log=print) -> dict[str, Path]:
             continue
         target.parent.mkdir(parents=True, exist_ok=True)
         partial = target.with_suffix(".partial")
-        command = ["nice", "-n", "19", "go", "build", "-ldflags", f"-s -w {binary.ldflags}".strip(),
-                   "-o", str(partial), binary.package]
         started = time.monotonic()
+        extra = generate(binary, target.parent) if binary.generated else []
+        command = ["nice", "-n", "19", "go", "build", *extra, "-ldflags", f"-s -w {binary.ldflags}".strip(),
+                   "-o", str(partial), binary.package]
         done = subprocess.run(command, cwd=GOMOD / binary.component, env=go_env(), capture_output=True, text=True,
                               check=False)
         seconds = time.monotonic() - started
@@ -127,9 +161,51 @@ def build(names: list[str] | None = None, *, log=print) -> dict[str, Path]:
             raise RuntimeError(f"go build {binary.package} (module gomod/{binary.component}) failed after "
                                f"{seconds:.0f} s:\n{done.stderr[-4000:]}")
         partial.replace(target)
+        for scratch in ("module", "build.mod", "build.sum"):  # generate()'s; the binary is all that is kept
+            path = target.parent / scratch
+            shutil.rmtree(path) if path.is_dir() else path.unlink(missing_ok=True)
         log(f"cluster-test: {binary.name}: built in {seconds:.1f} s ({target})")
         found[binary.name] = target
     return found
+
+
+def _go(*args: str, cwd: Path, env: dict[str, str] | None = None) -> str:
+    done = subprocess.run(["nice", "-n", "19", "go", *args], cwd=cwd, env={**go_env(), **(env or {})},
+                          capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise RuntimeError(f"go {' '.join(args[:3])} (in {cwd}) failed:\n{done.stderr[-4000:]}")
+    return done.stdout
+
+
+def generate(binary: Binary, work: Path) -> list[str]:
+    """Run a module's own generator (`Generated`) and return the `go build` flags that build with its output.
+
+    The module comes from the module cache, where `go mod download` checked it against gomod/<component>/go.sum;
+    the copy (under `work`) gets the generated files and replaces the module through a go.mod of the build's
+    own (`-modfile`: the committed go.mod and go.sum stay as they are). The generator runs from a folder inside
+    gomod/<component> (its imports resolve in that module: `go run` takes files of the main module only)."""
+    spec = binary.generated
+    assert spec is not None
+    folder = GOMOD / binary.component
+    module_dir = Path(json.loads(_go("mod", "download", "-json", f"{spec.module}@{spec.version}", cwd=folder))["Dir"])
+    copy = work / "module"
+    shutil.rmtree(copy, ignore_errors=True)
+    shutil.copytree(module_dir, copy)
+    for path in [copy, *copy.rglob("*")]:
+        path.chmod(path.stat().st_mode | 0o200)  # the module cache's files are read-only
+    scratch = folder / ".generate"
+    shutil.rmtree(scratch, ignore_errors=True)
+    shutil.copytree(copy / spec.folder, scratch)
+    before = set(scratch.iterdir())
+    _go("run", spec.generator, cwd=scratch, env=dict(spec.env))
+    for made in set(scratch.iterdir()) - before:
+        shutil.copy2(made, copy / spec.folder / made.name)
+    shutil.rmtree(scratch)
+    modfile = work / "build.mod"
+    shutil.copy2(folder / "go.mod", modfile)
+    shutil.copy2(folder / "go.sum", work / "build.sum")
+    _go("mod", "edit", f"-modfile={modfile}", f"-replace={spec.module}={copy}", cwd=folder)
+    return ["-modfile", str(modfile)]
 
 
 def located(names: list[str]) -> dict[str, Path]:
