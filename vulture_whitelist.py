@@ -12,6 +12,7 @@ frame  # signal.signal handlers take (signum, frame) (trainer/loop.py)
 exc_info  # __exit__(self, *exc_info) of a context manager (trainer/queue.py)
 model_config  # pydantic reads a model's model_config (stack_config/schema.py)
 _.new_resource  # pulumi.runtime.Mocks.new_resource: Pulumi's mock monitor calls it (verify/plan.py)
+_.make_urn  # pulumi.runtime.mocks.MockMonitor.make_urn: its RegisterResource calls it (verify/plan.py)
 _.mtime  # tarfile.TarInfo.mtime: tarfile writes it into the member header (tools/engine_base.py)
 _.do_GET  # http.server.BaseHTTPRequestHandler dispatches GET to do_GET (tests/simulate/test_prometheus.py)
 _.log_message  # BaseHTTPRequestHandler.log_message, overridden to keep test output quiet

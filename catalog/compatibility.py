@@ -507,6 +507,7 @@ NO_ROW: dict[str, str] = {
     "PULUMI_KUBERNETES_PROVIDER": "test-only: the provider plugin `make up-test` builds; tests/up_test checks it is "
                                   "the version the pinned pulumi-kubernetes SDK asks the engine for",
     "PULUMI_KUBERNETES_PROVIDER_MODULE": "the Go module version of PULUMI_KUBERNETES_PROVIDER's tag",
+    "NFD_CRDS": "a file's path inside the NVIDIA_DEVICE_PLUGIN chart (row of that chart)",
     "TRAINER_VERSION": "this project's own trainer package",
     "BASE_IMAGES": "the x86_64 entry is PYTORCH_BASE_IMAGE (row torch-cuda-base-image); the arm64 ones are unpinned "
                    "(None) until a digest is verified",

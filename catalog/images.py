@@ -81,6 +81,7 @@ OPERATOR_IMAGES: dict[str, tuple[str, ...]] = {
     ),
     versions.KUEUE_MANIFEST: ("registry.k8s.io/kueue/kueue:v0.19.2",),
     versions.PROVISIONING_REQUEST_CRD: (),  # a CRD only (EKS stacks' cluster-autoscaler reads it): runs nothing
+    f"{versions.NVIDIA_DEVICE_PLUGIN.path}/{versions.NFD_CRDS}": (),  # NFD's CRDs (components/helm.py): nothing
 }
 """Operator manifest (vendored path) → every image it runs, exactly as the file spells them (containers, and
 images passed as controller flags)."""

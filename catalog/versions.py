@@ -102,6 +102,9 @@ CLUSTER_AUTOSCALER = HelmChart("https://kubernetes.github.io/autoscaler", "clust
 # the autoscaler's `--enable-provisioning-requests` both need it (components/cluster_autoscaler.py).
 CLUSTER_AUTOSCALER_VERSION = "1.34.1"
 PROVISIONING_REQUEST_CRD = f"{VENDOR_DIR}/crds/autoscaling.x-k8s.io_provisioningrequests.yaml"
+# The node-feature-discovery subchart's crds/ file, which helm would install once and never delete: the stack applies
+# it from the vendored chart itself (components/helm.py `pinned_release` `crds`), so that `pulumi destroy` removes it.
+NFD_CRDS = "charts/node-feature-discovery/crds/nfd-api-crds.yaml"
 
 # --- Training operators ---------------------------------------------------------------------------------
 # Kubeflow training-operator v1 (PyTorchJob) lives on kubeflow/trainer branch release-1.9; master is

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import copy
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from pathlib import PurePosixPath
 from typing import Any
 
 import pulumi
@@ -59,7 +60,8 @@ def merged(values: Mapping[str, Any], override: Mapping[str, Any]) -> dict[str, 
 
 def pinned_release(resource_name: str, chart: HelmChart, *, release_name: str, namespace: pulumi.Input[str],
                    values: dict[str, Any], opts: pulumi.ResourceOptions,
-                   site_images: Mapping[str, str] | None = None, **extra: Any) -> k8s.helm.v3.Release:
+                   site_images: Mapping[str, str] | None = None, crds: Sequence[str] = (),
+                   **extra: Any) -> k8s.helm.v3.Release:
     """A `helm.v3.Release` of `chart` from its vendored copy (`vendor/charts/<chart>-<version>`, a local path: no
     chart repository is contacted at `pulumi up`; `make plan` renders the same directory with `helm template`).
     `version` is recorded for review (plan diffs show bumps); helm ignores it for a local chart.
@@ -68,9 +70,22 @@ def pinned_release(resource_name: str, chart: HelmChart, *, release_name: str, n
     helm.v3.Release (not v4.Chart) so the plan records chart, version, repository and the full values.
 
     `site_images` (an air-gapped stack's source → site copy): every image of the chart comes from the site registry.
+
+    `crds`: the chart's (and its enabled subcharts') `crds/` files, relative to the chart directory. Helm installs a
+    crds/ file once and never deletes it ("there is no support at this time for upgrading or deleting CRDs using
+    Helm", helm.sh/docs/chart_best_practices/custom_resource_definitions), so `pulumi destroy` would leave those
+    CRDs behind (`make up-test` found the NFD ones). Each file is applied as a `yaml.v2.ConfigFile` from the same
+    vendored chart instead, which `pulumi destroy` deletes, and the release skips them (`skipCrds`) and waits for
+    them. tests/test_helm_crds.py: every crds/ file of every release a plan installs is given here.
     """
     if site_images:
         values = merged(values, site_image_values(chart.chart, site_images))
+    if crds:
+        definitions = [k8s.yaml.v2.ConfigFile(f"{resource_name}-crds-{PurePosixPath(file).stem}",
+                                              file=f"{chart.path}/{file}", opts=opts)
+                       for file in crds]
+        opts = pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=definitions))
+        extra = {**extra, "skip_crds": True}
     return k8s.helm.v3.Release(
         resource_name, name=release_name, chart=chart.path, version=chart.version, namespace=namespace, values=values,
         atomic=True, opts=opts, **extra)

@@ -301,7 +301,7 @@ class NvidiaDevicePlugin(pulumi.ComponentResource):
                                             PLATFORM_PRIORITY_CLASS if args.platform_priority else None,
                                             args.runtime_class_name, args.mps_node),
                 opts=pulumi.ResourceOptions.merge(k8s_opts, pulumi.ResourceOptions(depends_on=waits)),
-                site_images=args.site_images,
+                site_images=args.site_images, crds=[versions.NFD_CRDS] if args.install_nfd else [],
             )
         else:
             pulumi.log.info("NVIDIA device plugin: no node group needs it, so it is not installed", self)

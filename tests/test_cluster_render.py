@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import plan_stack
+from tests.conftest import ROOT, plan_stack
 from verify import render as cluster
 from verify.plan_record import COMPUTED
 from verify.render import ClusterObject, exists_after_up, render_cluster, render_operator, render_releases
@@ -261,3 +261,79 @@ def test_the_new_kueue_objects_are_checked_against_their_installed_crds() -> Non
         bad["spec"][field] = value
         errors = errors_of([o for o in objects if o is not item] + [ClusterObject("stack", bad)])
         assert len(errors) == 1 and expected in errors[0], (kind, errors)
+
+
+# --- a chart's crds/ and a ConfigFile's objects (found by `make up-test`) ------------------------------------------
+
+
+def _crd_names(objects: Any) -> set[str]:
+    return {item.obj["metadata"]["name"] for item in objects if item.kind == "CustomResourceDefinition"}
+
+
+def _crds_folder_files(chart: Path) -> list[Path]:
+    """Helm's crds/ files of a chart and its subcharts (a `crds` folder beside a Chart.yaml; not templates/crds)."""
+    return sorted(path for path in chart.rglob("crds/*.yaml") if (path.parent.parent / "Chart.yaml").exists())
+
+
+@pytest.mark.parametrize("stack", KUBERNETES_STACKS)
+def test_every_crd_a_release_would_install_is_applied_by_the_stack(stack: str) -> None:
+    """Helm never deletes what it installed from a chart's crds/, so `pulumi destroy` would leave it behind: every
+    release skips them (`skipCrds`) and the stack applies each one from the vendored chart as a ConfigFile, which
+    the release waits for (components/helm.py `pinned_release`)."""
+    plan = plan_stack(stack)
+    applied = _crd_names(rendered(stack))
+    config_files = {resource.urn: resource.inputs["file"] for resource in plan.by_type(cluster.CONFIG_FILE)}
+    for release in plan.by_type(cluster.HELM_RELEASE):
+        chart = ROOT / release.inputs["chart"]
+        if not _crds_folder_files(chart):
+            continue
+        name = release.inputs["name"]
+        assert release.inputs.get("skipCrds") is True, f"{name}: its chart has crds/ and helm would keep them"
+        with_crds = render_releases([{**release.inputs, "skipCrds": False}], plan.config.kubernetes_version)
+        without = render_releases([release.inputs], plan.config.kubernetes_version)
+        from_crds_folder = _crd_names(with_crds) - _crd_names(without)
+        assert from_crds_folder <= applied, f"{name}: {sorted(from_crds_folder - applied)} would not be installed"
+        waits = {urn for urn in release.depends_on if urn in config_files}
+        assert {config_files[urn] for urn in waits} >= {
+            f"{release.inputs['chart']}/{path.relative_to(chart)}" for path in _crds_folder_files(chart)
+            if _crd_names(render_operator(str(path.relative_to(ROOT)))) & from_crds_folder}, name
+
+
+def test_a_config_file_registers_each_object_as_the_provider_names_it(tmp_path: Path) -> None:
+    (tmp_path / "m.yaml").write_text(textwrap.dedent("""
+        apiVersion: v1
+        kind: Namespace
+        metadata: {name: ops}
+        ---
+        apiVersion: apps/v1
+        kind: Deployment
+        metadata: {name: ctl}
+        spec: {}
+        ---
+        apiVersion: v1
+        kind: Secret
+        metadata: {name: token, namespace: ops}
+        data: {key: c2VjcmV0}
+        ---
+        apiVersion: rbac.authorization.k8s.io/v1
+        kind: ClusterRole
+        metadata: {name: reader}
+        """))
+    parent = "urn:pulumi:s::gtp::gtp:workload:Ops$kubernetes:yaml/v2:ConfigFile::ops-manifest"
+    record = {"urn": parent, "type": cluster.CONFIG_FILE, "provider": "urn:pulumi:s::gtp::pulumi:providers:k::p",
+              "inputs": {"file": "m.yaml"}}
+    children = cluster.config_file_children(record, tmp_path)
+    prefix = "urn:pulumi:s::gtp::gtp:workload:Ops$kubernetes:yaml/v2:ConfigFile$"
+    assert [child["urn"] for child in children] == [
+        f"{prefix}kubernetes:core/v1:Namespace::ops-manifest:ops",
+        f"{prefix}kubernetes:apps/v1:Deployment::ops-manifest:default/ctl",
+        f"{prefix}kubernetes:core/v1:Secret::ops-manifest:ops/token",
+        f"{prefix}kubernetes:rbac.authorization.k8s.io/v1:ClusterRole::ops-manifest:reader"]
+    assert {child["parent"] for child in children} == {parent}
+    assert {child["provider"] for child in children} == {record["provider"]}
+    assert children[2]["inputs"]["data"] == "[secret]"
+    assert children[1]["inputs"]["metadata"]["namespace"] == "default"
+    skipping = cluster.config_file_children({**record, "inputs": {"file": "m.yaml", "skipAwait": True,
+                                                                   "resourcePrefix": "p"}}, tmp_path)
+    assert skipping[0]["urn"].endswith("::p:ops")
+    assert {child["inputs"]["metadata"]["annotations"]["pulumi.com/skipAwait"] for child in skipping} == {"true"}

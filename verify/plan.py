@@ -114,6 +114,7 @@ FAKE_ATTRIBUTES = ("arn", "name", "dnsName", "mountName", "repositoryUrl", "buck
 
 def _make_monitor(region: str, plan: Plan, known_outputs: bool = False):
     from pulumi.runtime import mocks, rpc
+    from pulumi.runtime.settings import get_project, get_stack
 
     class PlanMocks(mocks.Mocks):
         def __init__(self) -> None:
@@ -148,6 +149,15 @@ def _make_monitor(region: str, plan: Plan, known_outputs: bool = False):
             return self.data_sources[args.token], []
 
     class PlanMonitor(mocks.MockMonitor):
+        def make_urn(self, parent: str, type_: str, name: str) -> str:
+            """A URN as the engine makes it: the parent's whole qualified type, and none for a child of the root
+            stack (pkg/v3 resource/deploy/deployment.go:859-867 `generateURN` at v3.274.0). The SDK's
+            MockMonitor.make_urn takes the last type of the parent's and keeps the stack's: every top-level URN
+            of the offline plan differed from the real engine's (`make up-test`)."""
+            parent_type = parent.split("::")[2] if parent else ""
+            qualified = type_ if parent_type in ("", "pulumi:pulumi:Stack") else f"{parent_type}${type_}"
+            return "urn:pulumi:" + "::".join([get_stack(), get_project(), qualified, name])
+
         def RegisterResource(self, request):
             response = super().RegisterResource(request)
             if request.type != "pulumi:pulumi:Stack":

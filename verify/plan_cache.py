@@ -301,12 +301,13 @@ def store_document(digest: str, document: object) -> None:
 
 
 def helm_render_key(helm: str, chart: Path, name: str, namespace: str, kubernetes_version: str,
-                    values: str) -> str:
+                    values: str, include_crds: bool = True) -> str:
     """What `helm template` reads: the binary, every file of the chart directory, the release's name, namespace and
-    values, and the Kubernetes version it renders for (capabilities)."""
+    values, the Kubernetes version it renders for (capabilities), and whether it includes the charts' crds/."""
     files = {str(path.relative_to(chart)): _file_digest(path) for path in sorted(chart.rglob("*")) if path.is_file()}
     return _digest({"kind": "helm-render", "helm": _executable_identity(helm), "chart": files, "name": name,
-                    "namespace": namespace, "kubernetes": kubernetes_version, "values": values})
+                    "namespace": namespace, "kubernetes": kubernetes_version, "values": values,
+                    **({} if include_crds else {"crds": False})})
 
 
 def load_helm_render(digest: str) -> str | None:

@@ -3,7 +3,8 @@
 - `stack`: the objects the program applies directly (the plan's `manifests.yaml`);
 - `chart`: each `helm.v3.Release` rendered with the real helm (v4.1.4, `make setup` installs it) from the same
   vendored chart directory and the same values the release records: `helm template <name> <chart> --namespace
-  <ns> --kube-version <stack's version> --include-crds -f values.json`, plus the Namespace a release creates, minus
+  <ns> --kube-version <stack's version> --include-crds -f values.json` (no `--include-crds` when the release skips
+  them), plus the Namespace a release creates, minus
   hooks that never run at `up` (delete, rollback and test hooks);
 - `operator`: each operator manifest (`yaml.v2.ConfigFile`) read from its vendored file.
 
@@ -174,10 +175,13 @@ def render_releases(releases: list[Mapping[str, Any]], kubernetes_version: str,
         running = []
         for index, release in enumerate(releases):
             values_text = json.dumps(_plain_values(release.get("values") or {}))
+            # `skipCrds`: helm installs none of the charts' crds/ (the stack applies them itself, so that `pulumi
+            # destroy` deletes them: components/helm.py `pinned_release`).
+            include_crds = not release.get("skipCrds")
             # A render of the same chart, values and version is reused (verify/plan_cache.py): an edited stack
             # runs helm only for the releases the edit touched.
             key = plan_cache.helm_render_key(helm, root / release["chart"], release["name"], release["namespace"],
-                                             kubernetes_version, values_text)
+                                             kubernetes_version, values_text, include_crds)
             cached = plan_cache.load_helm_render(key)
             if cached is not None:
                 running.append((release, key, cached))
@@ -186,7 +190,7 @@ def render_releases(releases: list[Mapping[str, Any]], kubernetes_version: str,
             values.write_text(values_text)
             command = [helm, "template", release["name"], str(root / release["chart"]),
                        "--namespace", release["namespace"], "--kube-version", kubernetes_version,
-                       "--include-crds", "--values", str(values)]
+                       *(["--include-crds"] if include_crds else []), "--values", str(values)]
             running.append((release, key, subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                                            text=True, cwd=tmp)))
         for release, key, process in running:
@@ -223,6 +227,44 @@ def _parsed(path: Path) -> list[dict[str, Any]]:
     partial.write_text(json.dumps(documents))
     os.replace(partial, cache)
     return documents
+
+
+def config_file_children(config_file: Mapping[str, Any], root: Path = ROOT) -> list[dict[str, Any]]:
+    """The resources a `kubernetes:yaml/v2:ConfigFile` (its record in resources.json) registers, one per object of
+    its file, as records like resources.json's. The provider registers them in its Construct, which the mocks
+    never call: the offline plan has none of them, and the policy pack under the real engine judged objects its
+    offline run had never seen (found by `make up-test`, docs/real-pulumi.md). As pulumi-kubernetes v4.25.0
+    registers them: named `<prefix>:<namespace>/<name>` (`<prefix>:<name>` without a namespace), the prefix
+    defaulting to the ConfigFile's name (provider/pkg/provider/yaml/v2/yaml.go:296-304 `register`,
+    configfile.go:81-88), typed `kubernetes:<group>/<version>:<Kind>` (`core` for the core group), parented to the
+    ConfigFile with its provider; a namespaced object without a namespace gets the provider's default one
+    (yaml.go:169-175), a Secret's data and stringData are secret (yaml.go:332-338), and `skipAwait` annotates each
+    object (yaml.go:306-323)."""
+    inputs = config_file["inputs"]
+    prefix = inputs.get("resourcePrefix") or config_file["urn"].rsplit("::", 1)[1]
+    stack, project, qualified = config_file["urn"].split("::")[:3]
+    records = []
+    for document in _parsed(root / inputs["file"]):
+        document = _namespaced(document, "default")  # the provider's default: the stack's providers set none
+        metadata = document.get("metadata") or {}
+        name = f"{metadata['namespace']}/{metadata['name']}" if metadata.get("namespace") else metadata["name"]
+        group_version = document["apiVersion"] if "/" in document["apiVersion"] else f"core/{document['apiVersion']}"
+        type_ = f"kubernetes:{group_version}:{document['kind']}"
+        if inputs.get("skipAwait") is True:
+            metadata = {**metadata, "annotations": {**(metadata.get("annotations") or {}),
+                                                    "pulumi.com/skipAwait": "true"}}
+            document = {**document, "metadata": metadata}
+        if document["apiVersion"] == "v1" and document["kind"] == "Secret":
+            document = {key: SECRET if key in ("data", "stringData") else value for key, value in document.items()}
+        records.append({
+            "urn": f"{stack}::{project}::{qualified}${type_}::{prefix}:{name}", "type": type_,
+            "name": f"{prefix}:{name}", "custom": True, "parent": config_file["urn"],
+            "provider": config_file["provider"],
+            "dependsOn": [], "options": {"protect": False, "retainOnDelete": False, "deleteBeforeReplace": False,
+                                         "ignoreChanges": []},
+            "inputs": document,
+        })
+    return records
 
 
 def render_cluster(plan: Plan, root: Path = ROOT) -> list[ClusterObject]:

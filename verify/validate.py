@@ -222,10 +222,15 @@ def policy_facts(plan: Plan) -> dict[str, Any]:
 
 
 def run_policy_pack(plan: Plan, report: Report) -> None:
-    """The policy pack (policy/) over the recorded resources, exactly as `pulumi preview --policy-pack` would."""
+    """The policy pack (policy/) over the recorded resources, exactly as `pulumi preview --policy-pack` would: with
+    the objects each operator manifest's ConfigFile registers under the real provider (verify/render.py
+    `config_file_children`), which the mocks never see."""
     from policy.gtp_policy import run_policies
+    from verify.render import CONFIG_FILE, config_file_children
 
     resources = [resource.as_json() for resource in plan.resources]
+    resources += [child for resource in plan.by_type(CONFIG_FILE)
+                  for child in config_file_children(resource.as_json())]
     report.count("policy pack (resources)", len(resources))
     for violation in run_policies(resources, policy_facts(plan)):
         line = f"policy {violation.policy_name}: {violation.message}"

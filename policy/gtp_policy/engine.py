@@ -103,6 +103,8 @@ def _resource_validate(rule: Rule) -> Callable:
     def validate(args: pulumi_policy.ResourceValidationArgs, report_violation: Callable) -> None:
         facts = facts_from_config(args.get_config())
         record = record_from_resource_args(args)
+        if not rule.judges(record):
+            return
         for finding in rule.check(record, facts) or ():
             report_violation(format_message(rule.name, record, finding), None)
     return validate
@@ -111,7 +113,7 @@ def _resource_validate(rule: Rule) -> Callable:
 def _stack_validate(rule: Rule) -> Callable:
     def validate(args: pulumi_policy.StackValidationArgs, report_violation: Callable) -> None:
         facts = facts_from_config(args.get_config())
-        index = StackIndex(records_from_stack_args(args))
+        index = StackIndex([record for record in records_from_stack_args(args) if rule.judges(record)])
         for finding in rule.check(index, facts) or ():
             urn = finding.record.get("urn") if finding.record is not None else None
             report_violation(format_message(rule.name, finding.record, finding), urn)

@@ -240,6 +240,20 @@ class Finding:
 
 
 
+UPSTREAM_MANIFEST_TYPES = ("kubernetes:yaml/v2:ConfigFile", "kubernetes:yaml/v2:ConfigGroup")
+"""Components whose children are the objects of an upstream manifest the program applies whole (an operator's
+release manifest from vendor/, or its derived copy)."""
+
+
+def from_upstream_manifest(record: Record) -> bool:
+    """Whether `record` is an object of an upstream manifest: the provider registers each one as a child of the
+    ConfigFile (pulumi-kubernetes v4.25.0 provider/pkg/provider/yaml/v2/yaml.go `register`), so its URN's type chain
+    names the component (`...$kubernetes:yaml/v2:ConfigFile$kubernetes:apps/v1:Deployment::...`)."""
+    parts = str(record.get("urn") or "").split("::")
+    chain = parts[2].split("$")[:-1] if len(parts) > 3 else []
+    return any(type_ in UPSTREAM_MANIFEST_TYPES for type_ in chain)
+
+
 @dataclass(frozen=True)
 class Rule:
     """One named policy. `check` is pure: plain records and facts in, findings out."""
@@ -249,6 +263,16 @@ class Rule:
     scope: Scope
     check: Callable[..., Iterable[Finding]]
     enforcement: Enforcement = "mandatory"
+    upstream: bool = True
+    """Whether the rule also judges the objects of an upstream manifest (`from_upstream_manifest`; a stack rule with
+    False sees the stack without them). False for the rules on how a container is written (its security context,
+    resources, image reference) and what a workload may run: an operator's manifest is applied as its publisher
+    wrote it, with the publisher's images pinned in catalog/versions.py, like a chart's pods, which no rule here
+    sees either; Checkov judges both over cluster.yaml, each exception reviewed per object in
+    checkov-accepted.yaml."""
+
+    def judges(self, record: Record) -> bool:
+        return self.upstream or not from_upstream_manifest(record)
 
 
 @dataclass(frozen=True)

@@ -30,10 +30,14 @@ def run_rule(rule: Rule, resources: Sequence[Mapping[str, Any]], facts: Facts,
     violations = []
     if rule.scope == "resource":
         for record in resources:
+            if not rule.judges(record):
+                continue
             for finding in rule.check(record, facts) or ():
                 violations.append(Violation(rule.name, record.get("urn"),
                                             format_message(rule.name, record, finding), rule.enforcement))
     else:
+        if not rule.upstream:  # the stack without the objects of upstream manifests (Rule.upstream)
+            index = StackIndex([record for record in resources if rule.judges(record)])
         for finding in rule.check(index or StackIndex(resources), facts) or ():
             urn = finding.record.get("urn") if finding.record is not None else None
             violations.append(Violation(rule.name, urn, format_message(rule.name, finding.record, finding),

@@ -140,8 +140,12 @@ def offline_images_from_site_registry(record: Record, facts: Facts) -> Iterator[
             if not is_computed(image) and not _on_site(image, site):
                 yield Finding(path, image, reason)
     elif record.get("type") == CONFIG_FILE:
+        # A chart's crds/ file holds CustomResourceDefinitions only (Helm's convention for that folder: it is never
+        # templated), so it runs no image (components/helm.py `pinned_release` applies them). Each object a
+        # manifest holds is judged by the container check above too: the engine registers them as the
+        # ConfigFile's children, and `make plan` does the same (verify/render.py `config_file_children`).
         file = props.get("file")
-        if isinstance(file, str) and not SITE_COPY.search(file):
+        if isinstance(file, str) and not SITE_COPY.search(file) and "/crds/" not in file:
             yield Finding("file", file, "this manifest (the vendored one, or a copy without site images) runs upstream "
                                         "images; an air-gapped stack applies only copies rewritten to the site "
                                         "registry, named `<manifest>-site-<hash>.yaml` (components.training_operators)")
