@@ -13,7 +13,7 @@ PYTEST_WORKERS ?= 2
 CHECKOV := $(CHECKOV_VENV)/bin/checkov
 LIGHT_STAMP := $(VENV)/.setup-light-stamp
 
-.PHONY: help setup setup-light plan plan-all plan-diff check test test-fast engine-test swarm-test cluster-test golden mirror prometheus-local bench-stack bench-report destroy reap clean
+.PHONY: help setup setup-light plan plan-all plan-diff check test test-fast engine-test swarm-test cluster-test up-test golden mirror prometheus-local bench-stack bench-report destroy reap clean
 
 # `make help` prints every target from its `## ` comment (the text after it; `VAR=...` there are the target's
 # parameters), so the list can't drift from the Makefile (tests/test_makefile.py: every .PHONY target is listed).
@@ -115,6 +115,15 @@ cluster-test: setup ## real control plane + Kueue/training-operator from Go modu
 	$(PY) -m tools.cluster_test run dev prod edge
 	$(PY) -m tools.cluster_test compare dev prod edge
 	$(PY) -m pytest -q -n 0 -m cluster tests/cluster_test
+
+# A real `pulumi up` (docs/real-pulumi.md): the Pulumi CLI and the kubernetes provider built from their Go modules
+# (tools/cluster_test/gomod/pulumi*, into $GTP_GO_CACHE like the cluster's), a test stack derived from edge
+# deployed onto a fresh test cluster: preview, up, a no-change up, the policy pack, a one-line change held against
+# `make plan-diff`, destroy; planted mistakes each check must catch -> build/up-test/<stack>/report.json (phase
+# times, checksums, every mock-vs-real difference). Needs what cluster-test needs; stops everything it started.
+up-test: setup ## real Pulumi CLI + kubernetes provider: up, no-change up, policy, change, destroy (root, go)
+	$(PY) -m tools.cluster_test build etcd kubernetes kwok pulumi pulumi-kubernetes
+	$(PY) -m tools.up_test
 
 golden: setup ## refresh tests/golden after an intended infra change
 	UPDATE_GOLDEN=1 $(PY) -m pytest -q tests/test_golden_plans.py tests/gpu -k golden

@@ -110,6 +110,7 @@ CASES: dict[str, list[Case]] = {
         Case(("biuld",), "invalid choice"),
         Case(("build",), "cluster-test needs go", (EMPTY_PATH,)),
     ],
+    "up_test": [Case(("uptest-egde",), "no test stack uptest-egde; known: uptest-edge")],
     "offerings": [
         Case(("prices", "--repository", "o/r", "--commit", "0" * 40, "/nonexistent/p5_instances.js"),
              "/nonexistent/p5_instances.js"),

@@ -98,6 +98,8 @@ class Cluster:
     ports: dict[str, int] = field(default_factory=dict)
     processes: dict[str, dict] = field(default_factory=dict)
     binaries: dict[str, Path] = field(default_factory=dict)
+    stages: tuple[str, ...] = ()
+    """kwok stage files (under kwok's kustomize/stage/) on top of KWOK_STAGES."""
 
     @property
     def admin(self) -> Path:
@@ -212,7 +214,7 @@ class Cluster:
                               "--secure-port", str(self.ports[user]), "--leader-elect=false", *extra],
                        ports={"s": self.ports[user]})
         stages = self.state / "kwok-stages.yaml"
-        stages.write_text(kwok_stages())
+        stages.write_text(kwok_stages(KWOK_STAGES + self.stages))
         self.spawn("kwok", [str(self.binaries["kwok"]), "--config", str(stages),
                             "--kubeconfig", str(self.state / "kwok.kubeconfig"), "--manage-all-nodes=false",
                             "--manage-nodes-with-annotation-selector", "kwok.x-k8s.io/node=fake",
@@ -287,8 +289,8 @@ deleted pods go. Not `pod-complete`: a Job's pods stay Running, so the run sees 
 (kwok v0.8.0 pkg/kwok/cmd/root.go refuses to start with no stage configured)."""
 
 
-def kwok_stages() -> str:
+def kwok_stages(names: tuple[str, ...] = KWOK_STAGES) -> str:
     env = build.go_env()
     folder = subprocess.run(["go", "list", "-m", "-f", "{{.Dir}}", "sigs.k8s.io/kwok"], cwd=build.GOMOD / "kwok",
                             env=env, capture_output=True, text=True, check=True).stdout.strip()
-    return "".join("---\n" + (Path(folder) / "kustomize" / "stage" / stage).read_text() for stage in KWOK_STAGES)
+    return "".join("---\n" + (Path(folder) / "kustomize" / "stage" / stage).read_text() for stage in names)

@@ -488,28 +488,35 @@ class Run:
                        fix="fit the job into its ClusterQueue's quota and a flavor whose labels a node group has")
 
 
-def run_stack(stack: str, cluster: Cluster, log=print,
-              plant: Callable[[list[ClusterObject]], list[ClusterObject]] | None = None) -> dict[str, Any]:
-    """Plan the stack in-process (for its node groups), apply its cluster.yaml, return cluster-run.json's content.
-    `plant`: changes the objects before the apply (the planted-defect tests)."""
+def site(stack: str, objects: list[ClusterObject], stack_file: Path | None = None) -> tuple[list, dict[str, str]]:
+    """What the stack's cluster has before the stack deploys anything: its node groups as the simulator derives them
+    (the kwok nodes' one source), from its offline plan (planned in-process) and its cluster objects, and the
+    RuntimeClasses an adopted cluster's site already has."""
     from verify.plan import run as plan_run
     from verify.simulate import nodes as sim_nodes
     from verify.simulate import queue, runtime
     from verify.simulate.pods import expand_pods
 
-    directory = PLAN_DIR / stack
-    objects = load((directory / "cluster.yaml").read_text())
-    plan = plan_run(stack)
+    plan = plan_run(stack, stack_file=stack_file)
     pods = expand_pods(objects, plan)
     expanded = [*queue.admitted_pods(objects, pods), *sim_nodes.addon_pods(plan)]
-    classes = runtime.runtime_classes(objects, sim_nodes._mode(plan))
-    groups = sim_nodes.node_groups(plan, objects, expanded, classes)
     mode = sim_nodes._mode(plan)
-    site = dict(runtime.SITE_RUNTIME_CLASSES) if mode in ADOPTED_KUBERNETES else {}
+    classes = runtime.runtime_classes(objects, mode)
+    groups = sim_nodes.node_groups(plan, objects, expanded, classes)
+    return groups, (dict(runtime.SITE_RUNTIME_CLASSES) if mode in ADOPTED_KUBERNETES else {})
+
+
+def run_stack(stack: str, cluster: Cluster, log=print,
+              plant: Callable[[list[ClusterObject]], list[ClusterObject]] | None = None) -> dict[str, Any]:
+    """Plan the stack in-process (for its node groups), apply its cluster.yaml, return cluster-run.json's content.
+    `plant`: changes the objects before the apply (the planted-defect tests)."""
+    directory = PLAN_DIR / stack
+    objects = load((directory / "cluster.yaml").read_text())
+    groups, runtime_classes = site(stack, objects)
     if plant is not None:
         objects = plant(objects)
-    report = Run(stack, cluster, groups, objects, log, site_runtime_classes=site).execute()
-    report["site_runtime_classes"] = site
+    report = Run(stack, cluster, groups, objects, log, site_runtime_classes=runtime_classes).execute()
+    report["site_runtime_classes"] = runtime_classes
     report["nodes"] = {g.name: kwok_nodes.node_count(g) for g in groups}
     return report
 
