@@ -16,7 +16,8 @@ from typing import Any
 from verify.plan_diff import flatten
 
 SECRET_SIGNATURE = "4dabf18193072939515e22adb298388d"
-"""The key of a secret value in exported state (sdk/go/common/resource/sig/sig.go `Secret` at v3.274.0)."""
+"""The signature key of a secret's envelope in exported state (sdk/go/common/resource/sig/sig.go `Key` at v3.274.0,
+its value `Secret`)."""
 AUTONAME_ANNOTATION = "pulumi.com/autonamed"
 """Set by the provider on an object it named (provider/pkg/metadata/naming.go `AssignNameIfAutonamable`, v4.25.0)."""
 UNEXPLAINED = "unexplained"
@@ -45,7 +46,7 @@ class Difference:
 
 
 def _show(value: Any) -> str:
-    return repr(value) if value is ABSENT else repr(value)[:160]
+    return repr(value)[:160]  # ABSENT shows as (absent)
 
 
 def unsecret(value: Any) -> Any:

@@ -1,7 +1,7 @@
 """The test stacks `make up-test` deploys for real, each derived from a committed stack, and the one-line change.
 
-A test stack is its source stack's file with only what a test site must differ in, each difference listed (and
-printed in the run's report) with why:
+A test stack is its source stack's file with only what a test site must differ in, each difference listed with
+why (`TestStack.differences`, copied into the run's report; tests/up_test checks that nothing else differs).
 """
 
 from __future__ import annotations
