@@ -133,8 +133,11 @@ class GpuReadiness(pulumi.ComponentResource):
         self.job = k8s.batch.v1.Job(
             f"{name}-job",
             metadata={
-                # Auto-named (gpu-readiness-job-<suffix>): a changed check replaces the Job create-before-delete,
-                # so nothing that depends on the gate is deleted along with it.
+                # Auto-named (gpu-readiness-job-<suffix>). A changed check replaces the Job, and its script
+                # ConfigMap too (a ConfigMap's data forces replacement), which has a fixed name and so is deleted
+                # first; the engine then deletes the Job first as well (`make up-test` saw it; verify/plan_diff.py
+                # `PlanDiff.delete_first`). Nothing that depends on the gate is replaced with it: they wait on it
+                # through depends_on only, no input of theirs comes from its outputs.
                 "namespace": ns,
                 # The provider's await for a Job must outlast the check's own timeout (its default is 10 min).
                 "annotations": {

@@ -378,6 +378,38 @@ def test_a_named_kubernetes_object_is_deleted_before_its_replacement() -> None:
     assert "DELETE BEFORE REPLACE" not in renamed and "the replacement is created first" in renamed
 
 
+def test_what_depends_on_a_delete_first_replacement_is_deleted_first_too() -> None:
+    """The engine deletes every replaced dependent of a delete-first replacement before it (`make up-test`: the
+    auto-named readiness Job went first because its fixed-name ConfigMap did); an unrelated replacement and a
+    dependent that is only updated keep their own order."""
+    def script(data: str) -> dict[str, Any]:
+        return _resource("kubernetes:core/v1:ConfigMap", "script", {"metadata": {"name": "gate", "namespace": "t"},
+                                                                   "data": {"check": data}})
+
+    def job(name: str, image: str, depends: bool) -> dict[str, Any]:
+        job = _resource("kubernetes:batch/v1:Job", name, {"metadata": {"namespace": "t"},
+                                                          "spec": {"template": {"spec": {"image": image}}}})
+        job["dependsOn"] = [URN.format("kubernetes:core/v1:ConfigMap", "script")] if depends else []
+        return job
+
+    def quota(limit: str) -> dict[str, Any]:
+        found = _resource("kubernetes:core/v1:ResourceQuota", "quota", {"metadata": {"name": "q", "namespace": "t"},
+                                                                        "spec": {"hard": {"pods": limit}}})
+        found["dependsOn"] = [URN.format("kubernetes:core/v1:ConfigMap", "script")]
+        return found
+
+    diff = plan_diff.PlanDiff(_plan(script("a"), job("gate", "a", True), job("other", "a", False), quota("1")),
+                              _plan(script("b"), job("gate", "b", True), job("other", "b", False), quota("2")))
+    urn = URN.format
+    assert set(diff.replaced) == {urn("kubernetes:core/v1:ConfigMap", "script"), urn("kubernetes:batch/v1:Job", "gate"),
+                                  urn("kubernetes:batch/v1:Job", "other")}
+    assert diff.delete_first == {
+        urn("kubernetes:core/v1:ConfigMap", "script"): "a Kubernetes object's fixed name",
+        urn("kubernetes:batch/v1:Job", "gate"): "it depends on script, which is deleted first"}
+    text = diff_plans(_plan(script("a"), job("gate", "a", True)), _plan(script("b"), job("gate", "b", True)))
+    assert "kubernetes:batch/v1:Job  gate  replace, DELETE BEFORE REPLACE (spec.template.spec.image)" in text
+
+
 def test_listing_stacks_at_a_base_without_stacks_or_an_unknown_ref(tmp_path: Path) -> None:
     git = ["git", "-c", "user.email=t@t", "-c", "user.name=t"]
     subprocess.run(["git", "init", "--quiet"], cwd=tmp_path, check=True)

@@ -193,6 +193,8 @@ class PlanDiff:
     changed: list[tuple[str, list[tuple[str, Any, Any]]]] = field(init=False)
     replaced: dict[str, list[str]] = field(init=False)
     """URN → the changed inputs that force its replacement."""
+    delete_first: dict[str, str] = field(init=False)
+    """Replaced URN → why the old one is deleted before its replacement exists (the others are created first)."""
 
     def __post_init__(self) -> None:
         self.old = {r["urn"]: r for r in (self.base or {}).get("resources", [])}
@@ -210,6 +212,26 @@ class PlanDiff:
         replaced = {urn: forcing(self.new[urn]["type"], [path for path, _, _ in changes])
                     for urn, changes in self.changed if self.new[urn].get("custom", True)}
         self.replaced = {urn: props for urn, props in replaced.items() if props}
+        self.delete_first = self._delete_first()
+
+    def _delete_first(self) -> dict[str, str]:
+        """Replaced URN → why its old resource is deleted before the replacement is created (`deletes_first`), and
+        every replaced resource that depends, directly or through others replaced, on one replaced that way: the
+        engine deletes those dependents first (pkg/v3 resource/deploy/step_generator.go:2146-2170 and
+        `calculateDependentReplacements` at v3.274.0; `make up-test` saw the readiness gate's auto-named Job deleted
+        first because its fixed-name script was). A dependent the provider would replace only because a replaced
+        resource's outputs turn unknown is not predicted here; `make up-test` compares with the engine's steps."""
+        reasons = {urn: why for urn in self.replaced
+                   if (why := deletes_first(self.old[urn], self.new[urn])) is not None}
+        grew = True
+        while grew:
+            grew = False
+            for urn in sorted(set(self.replaced) - set(reasons)):
+                first = next((dep for dep in sorted(self.new[urn].get("dependsOn") or []) if dep in reasons), None)
+                if first is not None:
+                    reasons[urn] = f"it depends on {self.new[first]['name']}, which is deleted first"
+                    grew = True
+        return reasons
 
     def summary(self) -> str:
         renamed = f", {len(self.renamed)} to rename" if self.renamed else ""
@@ -342,7 +364,7 @@ def destructive_section(diff: PlanDiff) -> Section | None:
     for sign, verb, urn, resource, props in sorted(entries, key=lambda e: (e[2], e[0])):
         before = diff.old.get(urn, resource)
         notes = []
-        first = deletes_first(before, resource) if verb == "replace" else None
+        first = diff.delete_first.get(urn) if verb == "replace" else None
         if first:
             verb = "replace, DELETE BEFORE REPLACE"
             notes.append(f"the old one is deleted before its replacement exists ({first}): what runs on it stops "
@@ -378,7 +400,7 @@ def resources_section(diff: PlanDiff) -> Section | None:
     for urn, changes in diff.changed:
         resource = diff.new[urn]
         if urn in diff.replaced:
-            order = "; deleted before the replacement is created" if deletes_first(diff.old[urn], resource) else ""
+            order = "; deleted before the replacement is created" if urn in diff.delete_first else ""
             lines.append(f"+- {resource['type']}  {resource['name']}  (replace: {', '.join(diff.replaced[urn])} "
                          f"forces a new resource{order})")
         else:

@@ -132,7 +132,10 @@ REPLACE_ON: dict[str, tuple[str, ...]] = {
     "docker:index/service:Service": ("name",),
     # pulumi-kubernetes: metadata.name/namespace always; plus the API server's immutable fields.
     "kubernetes:batch/v1:Job": _K8S_NAME + ("spec.template", "spec.selector", "spec.completions"),
-    "kubernetes:core/v1:ConfigMap": _K8S_NAME,
+    # provider/pkg/provider/diff.go:22-36 `forceNewProperties` (v4.25.0): a ConfigMap's data and binaryData replace it
+    # unless the provider sets enableConfigMapMutable (default false, provider.go:586-600; no stack's provider
+    # does). `make up-test` found it: plan-diff called the readiness gate's script an update, the engine replaced it.
+    "kubernetes:core/v1:ConfigMap": _K8S_NAME + ("data", "binaryData"),
     "kubernetes:core/v1:LimitRange": _K8S_NAME,
     "kubernetes:core/v1:Namespace": ("metadata.name",),
     "kubernetes:core/v1:PersistentVolume": ("metadata.name", "spec.csi", "spec.nfs", "spec.hostPath",
