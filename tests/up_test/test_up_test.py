@@ -5,6 +5,7 @@ say and nothing else, the planted mistakes are what the checks must catch, and t
 
 from __future__ import annotations
 
+import copy
 import json
 import re
 from importlib import metadata
@@ -106,7 +107,10 @@ def test_a_test_stack_is_its_source_with_only_the_listed_differences(name, tmp_p
     assert not any(f"gtp:{key}" in derived for key in test.secrets), "secrets are set by the harness"
     assert derived["gtp:image"]["reference"].endswith(TEST_DIGEST)
     # The stack file is one the program accepts, with the secrets the harness sets, before and after the change.
-    for config in (derived, with_change(derived, test.change)):
+    configs = [derived]
+    for change in test.changes:
+        configs.append(with_change(configs[-1], change))
+    for config in configs:
         path = tmp_path / f"Pulumi.{name}.yaml"
         path.write_text(stack_file_text(config, "v1:salt", secrets=dict.fromkeys(test.secrets, "v1:x")))
         _, engine_config, secrets = read_stack(ROOT, name, path)
@@ -117,14 +121,18 @@ def test_a_test_stack_is_its_source_with_only_the_listed_differences(name, tmp_p
 
 
 @pytest.mark.parametrize("name", sorted(STACKS))
-def test_the_change_changes_one_value(name):
+def test_each_change_changes_one_value(name):
     test = STACKS[name]
-    base = derive(test)
-    changed = with_change(base, test.change)
-    flat_base, flat_changed = differences.flatten(base), differences.flatten(changed)
-    assert {key for key in flat_base if flat_base[key] != flat_changed.get(key)} == {f"gtp:{test.change[0]}"}
-    assert flat_changed[f"gtp:{test.change[0]}"] == test.change[1]
-    assert base == derive(test), "with_change must not touch its argument"
+    assert test.changes, "a test stack has a change to preview"
+    config = derive(test)
+    for path, value in test.changes:
+        snapshot = copy.deepcopy(config)
+        changed = with_change(config, (path, value))
+        assert config == snapshot, "with_change leaves its argument as it was"
+        before, after = differences.flatten(config), differences.flatten(changed)
+        assert {key for key in {*before, *after} if before.get(key) != after.get(key)} == {f"gtp:{path}"}, path
+        assert after[f"gtp:{path}"] == value
+        config = changed
 
 
 # --- the planted mistakes ----------------------------------------------------------------------------------------
@@ -304,3 +312,20 @@ def test_a_config_files_objects_are_compared_as_the_provider_registers_them(tmp_
                      (children[0]["urn"], "inputs.apiVersion"): differences.UNEXPLAINED,
                      (CONFIG_FILE, "provider"): "component provider",
                      (CONFIG_FILE, "inputs.file"): "component inputs"}
+
+
+def test_a_replacement_whose_old_one_goes_first_is_told_apart():
+    def job(image, name=None):
+        metadata = {"namespace": "t", **({"name": name} if name else {})}
+        return _mock(JOB, "kubernetes:batch/v1:Job", {"metadata": metadata,
+                                                      "spec": {"template": {"spec": {"image": image}}}})
+
+    first = [{"urn": JOB, "op": "delete-replaced"}, {"urn": JOB, "op": "replace"},
+             {"urn": JOB, "op": "create-replacement"}]
+    after = [{"urn": JOB, "op": "create-replacement"}, {"urn": JOB, "op": "replace"},
+             {"urn": JOB, "op": "delete-replaced"}]
+    named = run.compare_change(_plan(job("a", "fixed")), _plan(job("b", "fixed")), first)
+    assert named["agree"] and named["real"] == {JOB: run.REPLACE_DELETE_FIRST}
+    assert not run.compare_change(_plan(job("a", "fixed")), _plan(job("b", "fixed")), after)["agree"]
+    assert run.compare_change(_plan(job("a")), _plan(job("b")), after)["agree"]
+    assert not run.compare_change(_plan(job("a")), _plan(job("b")), first)["agree"]

@@ -9,8 +9,8 @@ Per test stack (tools/up_test/stacks.py), on a fresh cluster and fresh state:
 3. a second `pulumi up --expect-no-changes`: it must change nothing;
 4. `pulumi preview --policy-pack` with the plan's policy config: no violation; then the same with a planted
    violation (tools/up_test/step.py PLANTS): the preview must fail naming the policy;
-5. the one-line change: the real preview's steps must be what `make plan-diff` predicts (verify/plan_diff.py
-   `PlanDiff` on the offline plans before and after), then `pulumi up`;
+5. the one-line changes, in turn: each real preview's steps must be what `make plan-diff` predicts
+   (verify/plan_diff.py `PlanDiff` on the offline plans before and after), then `pulumi up`;
 6. `pulumi up --expect-no-changes` with an input planted that changes on every run: it must fail, having updated
    only what the plant touched;
 7. `pulumi destroy`: every object that was not in the baseline must be gone (finalizers included).
@@ -230,13 +230,17 @@ class UpTest:
         self.require(self.step("preview-policy", "preview", **policy), "preview with the policy pack")
         self.refuse(self.step("preview-policy-planted", "preview", plant="policy-violation", **policy),
                     "the preview with a planted policy violation", needle="k8s-no-host-namespaces")
-        changed = with_change(derive(self.test), self.test.change)
-        head_plan = self.offline_plan(changed)
-        self.write_config(changed)
-        preview = self.require(self.step("preview-change", "preview"), "preview of the change")
-        self.report["change"] = {"key": self.test.change[0], "value": self.test.change[1],
-                                 **compare_change(base_plan, head_plan, preview["steps"])}
-        self.require(self.step("up-change", "up"), "up with the change")
+        config, plan = derive(self.test), base_plan
+        self.report["changes"] = []
+        for index, (key, value) in enumerate(self.test.changes, 1):
+            config = with_change(config, (key, value))
+            head_plan = self.offline_plan(config)
+            self.write_config(config)
+            preview = self.require(self.step(f"preview-change-{index}", "preview"), f"the preview of change {index}")
+            self.report["changes"].append({"key": key, "value": value,
+                                           **compare_change(plan, head_plan, preview["steps"])})
+            self.require(self.step(f"up-change-{index}", "up"), f"the up with change {index}")
+            plan = head_plan
         planted = self.refuse(self.step("up-planted-change", "up", expect_no_changes=True, plant="changing-input"),
                               "the no-change up with an input planted that changes on every run",
                               needle="no changes were expected")
@@ -247,8 +251,9 @@ class UpTest:
         self.report["outputs"] = up.get("outputs", {})
         timings["total"] = round(time.monotonic() - started, 1)
         problems = [d.line() for d in found if d.kind == differences.UNEXPLAINED]
-        if not self.report["change"]["agree"]:
-            problems.append("the change's real preview is not what `make plan-diff` predicts (report: change)")
+        problems += [f"change {change['key']} = {change['value']!r}: the real preview is not what `make plan-diff` "
+                     f"predicts: {change['real']} vs {change['predicted']}"
+                     for change in self.report["changes"] if not change["agree"]]
         if self.report["planted_change_steps"] != ["update kubernetes:core/v1:Namespace"]:
             problems.append("the planted change's up changed more than the Namespaces it touched: "
                             f"{self.report['planted_change_steps']}")
@@ -299,23 +304,34 @@ def site_storage_class(config: dict[str, Any]):
 
 
 def compare_change(base: dict[str, Any], head: dict[str, Any], steps: list[dict[str, Any]]) -> dict[str, Any]:
-    """`make plan-diff`'s prediction (verify/plan_diff.py PlanDiff) against the real preview's steps: the URNs it
-    says are created, deleted, updated and replaced, vs the engine's."""
+    """`make plan-diff`'s prediction (verify/plan_diff.py PlanDiff) against the real preview's steps: per URN
+    created, deleted, updated, replaced, or replaced with the old one deleted first (the engine's
+    `delete-replaced` step before its `create-replacement`), vs the engine's."""
     from verify.plan_diff import PlanDiff
 
     diff = PlanDiff(base, head)
     predicted = {**dict.fromkeys(diff.added, "create"), **dict.fromkeys(diff.removed, "delete"),
                  **{urn: "update" for urn, _ in diff.changed}}
     for urn in diff.replaced:
-        predicted[urn] = "replace"
-    real = {}
+        predicted[urn] = REPLACE_DELETE_FIRST if urn in diff.delete_first else "replace"
+    ops: dict[str, list[str]] = {}
     for step in steps:
-        op = step["op"]
-        if op in ("same", "read", "refresh"):
-            continue
-        real[step["urn"]] = "replace" if op in ("replace", "create-replacement", "delete-replaced") else op
-    return {"predicted": predicted, "real": real,
-            "agree": predicted == real}
+        if step["op"] not in ("same", "read", "refresh"):
+            ops.setdefault(step["urn"], []).append(step["op"])
+    real = {}
+    for urn, seen in ops.items():
+        replaced = [op for op in seen if op in ("replace", "create-replacement", "delete-replaced")]
+        if not replaced:
+            real[urn] = seen[0]
+        elif "delete-replaced" in seen and ("create-replacement" not in seen or
+                                            seen.index("delete-replaced") < seen.index("create-replacement")):
+            real[urn] = REPLACE_DELETE_FIRST
+        else:
+            real[urn] = "replace"
+    return {"predicted": predicted, "real": real, "agree": predicted == real}
+
+
+REPLACE_DELETE_FIRST = "replace, delete first"
 
 
 def main(stacks: list[str], log=print) -> int:

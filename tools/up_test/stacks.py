@@ -1,4 +1,4 @@
-"""The test stacks `make up-test` deploys for real, each derived from a committed stack, and the one-line change.
+"""The test stacks `make up-test` deploys for real, each derived from a committed stack, and its one-line changes.
 
 A test stack is its source stack's file with only what a test site must differ in, each difference listed with
 why (`TestStack.differences`, copied into the run's report; tests/up_test checks that nothing else differs).
@@ -27,8 +27,9 @@ class TestStack:
     """The committed stack it is derived from (`stacks/Pulumi.<source>.yaml`)."""
     secrets: tuple[str, ...]
     """Secret keys the harness sets with `pulumi config set --secret` (their source values are placeholders)."""
-    change: tuple[str, Any]
-    """The one-line change (`gtp:` key path, new value) whose real preview must match `make plan-diff`'s."""
+    changes: tuple[tuple[str, Any], ...]
+    """One-line changes (`gtp:` key path, new value), applied in turn: each one's real preview must be what `make
+    plan-diff` predicts. Together they cover an update in place and a replacement."""
     differences: dict[str, str] = field(default_factory=dict)
     """Key path → why the test stack differs from its source there."""
 
@@ -37,7 +38,8 @@ EDGE = TestStack(
     name="uptest-edge",
     source="edge",
     secrets=("kubeconfig", "registryPassword"),
-    change=("workloads.edge-finetune.elastic.maxNodes", 2),
+    changes=(("workloads.edge-finetune.elastic.maxNodes", 2),  # the ElasticJob and the quota, in place
+             ("gpu.readinessTimeoutSeconds", 600)),  # the gate's Job replaced (its pod template is immutable)
     differences={
         "kubeconfig": "the test cluster's admin kubeconfig (a secret, as on a site)",
         "registryPassword": "a throwaway secret (the site registry is not contacted: kwok pulls nothing)",
