@@ -137,8 +137,7 @@ class UpTest:
         self.env = pulumi_home.environment(self.home, backend)
         self.cli("stack", "init", self.test.name)
         salt = (yaml.safe_load(self.stack_file.read_text()) or {}).get("encryptionsalt")
-        self.config = derive(self.test)
-        self.write_config(self.config, salt)
+        self.write_config(derive(self.test), salt)
         for key in self.test.secrets:
             value = self.cluster.admin.read_text() if key == "kubeconfig" else "up-test-throwaway"
             self.cli("config", "set", "--secret", f"gtp:{key}", value)
