@@ -329,3 +329,27 @@ def test_a_replacement_whose_old_one_goes_first_is_told_apart():
     assert not run.compare_change(_plan(job("a", "fixed")), _plan(job("b", "fixed")), after)["agree"]
     assert run.compare_change(_plan(job("a")), _plan(job("b")), after)["agree"]
     assert not run.compare_change(_plan(job("a")), _plan(job("b")), first)["agree"]
+
+
+# --- the harness's own refusals --------------------------------------------------------------------------------
+
+
+def test_a_step_that_must_fail_fails_for_its_reason():
+    test = run.UpTest(STACKS["uptest-edge"], log=lambda line: None)
+    caught = {"ok": False, "error": "error: no changes were expected for update but changes were proposed"}
+    assert test.refuse(caught, "the planted up", needle="no changes were expected") is caught
+    with pytest.raises(run.StepFailed, match="passed: the check does not catch what was planted"):
+        test.refuse({"ok": True}, "the planted up", needle="no changes were expected")
+    with pytest.raises(run.StepFailed, match="but not naming 'k8s-no-host-namespaces'"):
+        test.refuse({"ok": False, "error": "provider crashed"}, "the planted preview", needle="k8s-no-host-namespaces")
+    with pytest.raises(run.StepFailed, match="the second up failed:\nboom"):
+        test.require({"ok": False, "error": "boom"}, "the second up")
+
+
+def test_the_site_storage_class_is_the_one_an_existing_cluster_names():
+    config = derive(STACKS["uptest-edge"])
+    storage = run.site_storage_class(config)
+    assert storage is not None
+    assert storage.obj["metadata"]["name"] == config["gtp:storage"]["existingStorageClass"]
+    assert storage.obj["kind"] == "StorageClass" and storage.obj["volumeBindingMode"] == "Immediate"
+    assert run.site_storage_class({**config, "gtp:storage": {"kind": "efs"}}) is None
