@@ -48,7 +48,14 @@ from verify import cost
 from verify.plan_record import ROOT
 from verify.replacements import forcing
 
-_MISSING = object()
+
+class _Absent:
+    def __repr__(self) -> str:
+        return "(absent)"
+
+
+MISSING = _Absent()
+"""A field one side of a comparison does not have (shows as `(absent)`)."""
 
 
 # --- flattening and field changes --------------------------------------------------------------------------
@@ -89,25 +96,25 @@ def _comparable(resource: Mapping[str, Any]) -> dict[str, Any]:
 def field_changes(old: Mapping[str, Any], new: Mapping[str, Any]) -> Iterator[tuple[str, Any, Any]]:
     flat_old, flat_new = flatten(_comparable(old)), flatten(_comparable(new))
     for key in sorted(set(flat_old) | set(flat_new)):
-        before, after = flat_old.get(key, _MISSING), flat_new.get(key, _MISSING)
+        before, after = flat_old.get(key, MISSING), flat_new.get(key, MISSING)
         if before != after:
             yield key, before, after
 
 
-def _changes(before: Any, after: Any, drop_empty: bool = False) -> list[tuple[str, Any, Any]]:
-    """Changed leaves of two values; `drop_empty`: an empty mapping or list counts as absent (`securityContext: {}`
-    and none mean the same)."""
+def changed_leaves(before: Any, after: Any, drop_empty: bool = False) -> list[tuple[str, Any, Any]]:
+    """Changed leaves of two values (MISSING where a side has none); `drop_empty`: an empty mapping or list counts
+    as absent (`securityContext: {}` and none mean the same)."""
     flat_old, flat_new = flatten(before), flatten(after)
     if drop_empty:
         flat_old = {k: v for k, v in flat_old.items() if v not in ({}, [])}
         flat_new = {k: v for k, v in flat_new.items() if v not in ({}, [])}
     keys = sorted(set(flat_old) | set(flat_new))
-    return [(key, flat_old.get(key, _MISSING), flat_new.get(key, _MISSING)) for key in keys
-            if flat_old.get(key, _MISSING) != flat_new.get(key, _MISSING)]
+    return [(key, flat_old.get(key, MISSING), flat_new.get(key, MISSING)) for key in keys
+            if flat_old.get(key, MISSING) != flat_new.get(key, MISSING)]
 
 
 def _show(value: Any) -> str:
-    return "(absent)" if value is _MISSING else json.dumps(value, sort_keys=True)
+    return "(absent)" if value is MISSING else json.dumps(value, sort_keys=True)
 
 
 def _ignored(path: str, ignore_changes: list[str]) -> bool:
@@ -136,8 +143,8 @@ def _multiline(value: Any) -> list[str] | None:
 
 
 def _change_lines(path: str, before: Any, after: Any) -> list[str]:
-    old_lines = [] if before is _MISSING else _multiline(before)
-    new_lines = [] if after is _MISSING else _multiline(after)
+    old_lines = [] if before is MISSING else _multiline(before)
+    new_lines = [] if after is MISSING else _multiline(after)
     if old_lines is not None and new_lines is not None and (old_lines or new_lines):
         body = list(difflib.unified_diff(old_lines, new_lines, lineterm="", n=2))[2:]
         return [f"    {path}:"] + [f"        {line}" for line in body]
@@ -421,15 +428,15 @@ def _item_lines(changes: list[tuple[str, Any, Any]], old: Mapping[str, Any], new
     whole: dict[tuple[str, str], set[int]] = {}
     rest = []
     for path, before, after in changes:
-        if (before is _MISSING) != (after is _MISSING):
-            side = "new" if after is _MISSING else "old"
+        if (before is MISSING) != (after is MISSING):
+            side = "new" if after is MISSING else "old"
             # the outermost numbered object this field is in that the other side lacks as a whole
             gone = next((match for match in _ITEM.finditer(path) if match.end() < len(path)
                          and not any(key == path[:match.end()] or key.startswith((path[:match.end()] + ".",
                                                                                   path[:match.end()] + "["))
                                      for key in flat[side])), None)
             if gone is not None:
-                whole.setdefault((path[:gone.start()], "removed" if after is _MISSING else "added"), set()).add(
+                whole.setdefault((path[:gone.start()], "removed" if after is MISSING else "added"), set()).add(
                     int(gone.group(1)))
                 continue
         rest.append((path, before, after))
@@ -588,7 +595,7 @@ def _object_changes(key: tuple[str, str, str], before: Mapping[str, Any],
             images.setdefault(change, []).append(name)
     for change, names in images.items():
         lines.append(f"~ image  {label}  {change} (container{'s' if len(names) > 1 else ''} {', '.join(names)})")
-    for path, was, now in _changes(_pod_security_fields(before), _pod_security_fields(after), drop_empty=True):
+    for path, was, now in changed_leaves(_pod_security_fields(before), _pod_security_fields(after), drop_empty=True):
         lines.append(f"~ security  {label}  {path}: {_show(was)} -> {_show(now)}")
     if key[0] in {"Role", "ClusterRole"}:
         old_rules = [_rule(rule) for rule in before.get("rules") or []]
@@ -599,10 +606,10 @@ def _object_changes(key: tuple[str, str, str], before: Mapping[str, Any],
             lines.append(f"~ rbac  {label}  aggregationRule: {_show(before.get('aggregationRule'))} -> "
                          f"{_show(after.get('aggregationRule'))}")
     if key[0] in {"RoleBinding", "ClusterRoleBinding"}:
-        for path, was, now in _changes({"roleRef": before.get("roleRef"), "subjects": before.get("subjects")},
+        for path, was, now in changed_leaves({"roleRef": before.get("roleRef"), "subjects": before.get("subjects")},
                                        {"roleRef": after.get("roleRef"), "subjects": after.get("subjects")}):
             lines.append(f"~ rbac  {label}  {path}: {_show(was)} -> {_show(now)}")
-    for path, was, now in _changes(_psa_labels(before), _psa_labels(after)):
+    for path, was, now in changed_leaves(_psa_labels(before), _psa_labels(after)):
         lines.append(f"~ pod security  {label}  {path}: {_show(was)} -> {_show(now)}")
     covered = not _rest_changes(before, after)
     return lines, covered
@@ -633,7 +640,7 @@ def _strip_reviewed(obj: Mapping[str, Any]) -> Any:
 
 
 def _rest_changes(before: Mapping[str, Any], after: Mapping[str, Any]) -> list[str]:
-    return [path for path, _, _ in _changes(_strip_reviewed(before), _strip_reviewed(after))]
+    return [path for path, _, _ in changed_leaves(_strip_reviewed(before), _strip_reviewed(after))]
 
 
 _OTHER_FIELDS = 6

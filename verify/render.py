@@ -267,6 +267,15 @@ def config_file_children(config_file: Mapping[str, Any], root: Path = ROOT) -> l
     return records
 
 
+def registered(resources: Iterable[Mapping[str, Any]], root: Path = ROOT) -> list[dict[str, Any]]:
+    """What the engine registers for a plan's resources (resources.json records): the records, and after them the
+    objects each ConfigFile registers (`config_file_children`). The policy pack and `make up-test`'s mock-vs-real
+    comparison read this."""
+    records = [dict(resource) for resource in resources]
+    return records + [child for record in records if record["type"] == CONFIG_FILE
+                      for child in config_file_children(record, root)]
+
+
 def render_cluster(plan: Plan, root: Path = ROOT) -> list[ClusterObject]:
     """Every object of the stack's cluster: stack objects, then releases and operators in plan (URN) order."""
     objects = [ClusterObject("stack", obj) for obj in plan.kubernetes_objects()]

@@ -226,11 +226,9 @@ def run_policy_pack(plan: Plan, report: Report) -> None:
     the objects each operator manifest's ConfigFile registers under the real provider (verify/render.py
     `config_file_children`), which the mocks never see."""
     from policy.gtp_policy import run_policies
-    from verify.render import CONFIG_FILE, config_file_children
+    from verify.render import registered
 
-    resources = [resource.as_json() for resource in plan.resources]
-    resources += [child for resource in plan.by_type(CONFIG_FILE)
-                  for child in config_file_children(resource.as_json())]
+    resources = registered(resource.as_json() for resource in plan.resources)
     report.count("policy pack (resources)", len(resources))
     for violation in run_policies(resources, policy_facts(plan)):
         line = f"policy {violation.policy_name}: {violation.message}"

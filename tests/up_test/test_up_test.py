@@ -24,6 +24,7 @@ from tools.up_test import differences, pulumi_home, run, step
 from tools.up_test.differences import ABSENT, Difference
 from tools.up_test.stacks import STACKS, TEST_DIGEST, derive, stack_file_text, with_change
 from verify.plan import stack_config as read_stack
+from verify.plan_diff import flatten
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -129,7 +130,7 @@ def test_each_change_changes_one_value(name):
         snapshot = copy.deepcopy(config)
         changed = with_change(config, (path, value))
         assert config == snapshot, "with_change leaves its argument as it was"
-        before, after = differences.flatten(config), differences.flatten(changed)
+        before, after = flatten(config), flatten(changed)
         assert {key for key in {*before, *after} if before.get(key) != after.get(key)} == {f"gtp:{path}"}, path
         assert after[f"gtp:{path}"] == value
         config = changed
@@ -346,10 +347,31 @@ def test_a_step_that_must_fail_fails_for_its_reason():
         test.require({"ok": False, "error": "boom"}, "the second up")
 
 
-def test_the_site_storage_class_is_the_one_an_existing_cluster_names():
-    config = derive(STACKS["uptest-edge"])
-    storage = run.site_storage_class(config)
-    assert storage is not None
-    assert storage.obj["metadata"]["name"] == config["gtp:storage"]["existingStorageClass"]
-    assert storage.obj["kind"] == "StorageClass" and storage.obj["volumeBindingMode"] == "Immediate"
-    assert run.site_storage_class({**config, "gtp:storage": {"kind": "efs"}}) is None
+def test_the_site_storage_classes_are_those_the_claims_name_and_the_stack_does_not_create():
+    from verify.render import ClusterObject
+
+    def claim(name, storage_class):
+        return ClusterObject("stack", {"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+                                       "metadata": {"name": name, "namespace": "t"},
+                                       "spec": {"storageClassName": storage_class}})
+
+    own = ClusterObject("stack", {"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass",
+                                  "metadata": {"name": "gtp-efs"}, "provisioner": "efs.csi.aws.com"})
+    found = run.site_storage_classes([own, claim("a", "nfs-client"), claim("b", "gtp-efs"), claim("c", None)])
+    assert [item.obj["metadata"]["name"] for item in found] == ["nfs-client"]
+    assert found[0].kind == "StorageClass" and found[0].obj["volumeBindingMode"] == "Immediate"
+    assert run.site_storage_classes([own, claim("b", "gtp-efs")]) == []
+
+
+def test_a_site_object_the_cluster_refuses_stops_the_run():
+    class Refusing:
+        def apply(self, obj):
+            return "spec.handler: Required value"
+
+    with pytest.raises(RuntimeError, match="the site's RuntimeClass nvidia refused: spec.handler: Required value"):
+        run.UpTest._apply(Refusing(), {"kind": "RuntimeClass", "metadata": {"name": "nvidia"}})
+
+
+def test_a_failing_go_command_of_the_build_names_itself(tmp_path):
+    with pytest.raises(RuntimeError, match=r"go no-such-command \(in .*\) failed"):
+        build._go("no-such-command", cwd=tmp_path)

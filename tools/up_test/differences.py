@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from verify.plan_diff import flatten
+from verify.plan_diff import MISSING, changed_leaves
 
 SECRET_SIGNATURE = "4dabf18193072939515e22adb298388d"
 """The signature key of a secret's envelope in exported state (sdk/go/common/resource/sig/sig.go `Key` at v3.274.0,
@@ -24,12 +24,7 @@ UNEXPLAINED = "unexplained"
 PROVIDER_SPECIFIC = "provider-specific"
 
 
-class _Absent:
-    def __repr__(self) -> str:
-        return "(absent)"
-
-
-ABSENT = _Absent()
+ABSENT = MISSING
 
 
 @dataclass(frozen=True)
@@ -139,12 +134,9 @@ def compare(plan: Mapping[str, Any], state: Mapping[str, Any]) -> list[Differenc
     """Every difference between the offline plan's resources (resources.json, with the objects each ConfigFile
     registers under the real provider: verify/render.py `config_file_children`) and the engine's state (`pulumi
     stack export`'s document), each with its kind."""
-    from verify.render import CONFIG_FILE, config_file_children
+    from verify.render import registered
 
-    resources = list(plan.get("resources", []))
-    resources += [child for resource in resources if resource["type"] == CONFIG_FILE
-                  for child in config_file_children(resource)]
-    mocked = {r["urn"]: r for r in resources}
+    mocked = {r["urn"]: r for r in registered(plan.get("resources", []))}
     real = {r["urn"]: r for r in state["deployment"].get("resources", [])}
     found: list[Difference] = []
     for urn in sorted(set(mocked) | set(real)):
@@ -158,19 +150,13 @@ def compare(plan: Mapping[str, Any], state: Mapping[str, Any]) -> list[Differenc
     return [Difference(**{**asdict(d), "kind": _kind(d, real, KNOWN)}) for d in found]
 
 
-def _flat(inputs: Mapping[str, Any]) -> dict[str, Any]:
-    return flatten(inputs) if inputs else {}  # no inputs at all: no field differs (flatten({}) is a leaf "")
-
-
 def _resource(urn: str, mock: Mapping[str, Any], real: Mapping[str, Any]) -> list[Difference]:
     found = []
     real_inputs = unsecret({key: value for key, value in (real.get("inputs") or {}).items()
                             if not key.startswith("__")})  # __defaults, __inputs: the provider's bookkeeping
-    flat_mock, flat_real = _flat(mock.get("inputs") or {}), _flat(real_inputs)
-    for path in sorted(set(flat_mock) | set(flat_real)):
-        before, after = flat_mock.get(path, ABSENT), flat_real.get(path, ABSENT)
-        if before != after:
-            found.append(Difference(urn, f"inputs.{path}", before, after))
+    # An empty mapping or list and none are the same object to the API server (a provider's Check drops either).
+    found += [Difference(urn, f"inputs.{path}", before, after)
+              for path, before, after in changed_leaves(mock.get("inputs") or {}, real_inputs, drop_empty=True)]
     if mock.get("parent") != real.get("parent"):
         found.append(Difference(urn, "parent", mock.get("parent"), real.get("parent")))
     if mock.get("provider") != _provider_urn(real.get("provider")):

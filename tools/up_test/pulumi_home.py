@@ -80,9 +80,6 @@ def checksums(paths: dict[str, Path]) -> dict[str, str]:
     """sha256 of each built binary (what `make up-test` prints and records)."""
     out = {}
     for name, path in sorted(paths.items()):
-        digest = hashlib.sha256()
         with Path(os.path.realpath(path)).open("rb") as data:
-            for block in iter(lambda: data.read(1 << 20), b""):
-                digest.update(block)
-        out[name] = digest.hexdigest()
+            out[name] = hashlib.file_digest(data, "sha256").hexdigest()
     return out

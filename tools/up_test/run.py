@@ -75,7 +75,7 @@ class UpTest:
 
         objects = load((self.plan_dir / "cluster.yaml").read_text())
         groups, runtime_classes = site(self.test.name, objects, stack_file=self.plan_file)
-        storage = site_storage_class(derive(self.test))
+        storage = site_storage_classes(objects)
         api = Api(self.cluster)
         api.discover()
         for node in kwok_nodes.node_objects(groups):
@@ -83,9 +83,9 @@ class UpTest:
         for name, handler in sorted(runtime_classes.items()):
             self._apply(api, {"apiVersion": "node.k8s.io/v1", "kind": "RuntimeClass", "metadata": {"name": name},
                               "handler": handler})
-        if storage is not None:
-            self._apply(api, storage.obj)
-        for _claim, volume in provisioned_volumes([*objects, *([storage] if storage else [])]):
+        for storage_class in storage:
+            self._apply(api, storage_class.obj)
+        for _claim, volume in provisioned_volumes([*objects, *storage]):
             self._apply(api, volume.obj)
         self.cluster.kubectl("wait", "--for=condition=Ready", "node", "--all", "--timeout=60s")
 
@@ -288,18 +288,19 @@ class UpTest:
             time.sleep(2)
 
 
-def site_storage_class(config: dict[str, Any]):
-    """The StorageClass an adopted cluster's site already has (`storage.kind: existing`), with a stand-in
-    provisioner: the harness binds each claim of it to a PersistentVolume, as the site's driver would."""
+def site_storage_classes(objects: list[Any]) -> list[Any]:
+    """The StorageClasses an adopted cluster's site already has: each one a claim of the stack names that the
+    stack's own objects do not create (an edge site's `nfs-client`), with a stand-in provisioner; the harness binds
+    each claim of it to a PersistentVolume, as the site's driver would."""
     from verify.render import ClusterObject
 
-    storage = config.get("gtp:storage") or {}
-    if storage.get("kind") != "existing" or not storage.get("existingStorageClass"):
-        return None
-    return ClusterObject(source="up-test harness (the site's storage class)", obj={
-        "apiVersion": "storage.k8s.io/v1", "kind": "StorageClass",
-        "metadata": {"name": storage["existingStorageClass"]}, "provisioner": "site-storage.up-test.gtp.dev",
-        "reclaimPolicy": "Delete", "volumeBindingMode": "Immediate"})
+    created = {item.name for item in objects if item.kind == "StorageClass"}
+    named = {str((item.obj.get("spec") or {}).get("storageClassName") or "") for item in objects
+             if item.kind == "PersistentVolumeClaim"}
+    return [ClusterObject(source="up-test harness (the site's storage class)", obj={
+        "apiVersion": "storage.k8s.io/v1", "kind": "StorageClass", "metadata": {"name": name},
+        "provisioner": "site-storage.up-test.gtp.dev", "reclaimPolicy": "Delete", "volumeBindingMode": "Immediate"})
+        for name in sorted(named - created - {""})]
 
 
 def compare_change(base: dict[str, Any], head: dict[str, Any], steps: list[dict[str, Any]]) -> dict[str, Any]:
