@@ -275,28 +275,51 @@ def _crds_folder_files(chart: Path) -> list[Path]:
     return sorted(path for path in chart.rglob("crds/*.yaml") if (path.parent.parent / "Chart.yaml").exists())
 
 
-@pytest.mark.parametrize("stack", KUBERNETES_STACKS)
-def test_every_crd_a_release_would_install_is_applied_by_the_stack(stack: str) -> None:
-    """Helm never deletes what it installed from a chart's crds/, so `pulumi destroy` would leave it behind: every
-    release skips them (`skipCrds`) and the stack applies each one from the vendored chart as a ConfigFile, which
-    the release waits for (components/helm.py `pinned_release`)."""
-    plan = plan_stack(stack)
-    applied = _crd_names(rendered(stack))
+def _crds_helm_would_keep(plan: Any, objects: Any) -> list[str]:
+    """Problems of a plan's charts' crds/: a release that lets helm install them (helm never deletes them, so `pulumi
+    destroy` would leave them behind), a CRD of them the stack does not apply itself, a crds/ file whose ConfigFile
+    the release does not wait for (components/helm.py `pinned_release`)."""
+    problems = []
+    applied = _crd_names(objects)
     config_files = {resource.urn: resource.inputs["file"] for resource in plan.by_type(cluster.CONFIG_FILE)}
     for release in plan.by_type(cluster.HELM_RELEASE):
         chart = ROOT / release.inputs["chart"]
         if not _crds_folder_files(chart):
             continue
         name = release.inputs["name"]
-        assert release.inputs.get("skipCrds") is True, f"{name}: its chart has crds/ and helm would keep them"
+        if release.inputs.get("skipCrds") is not True:
+            problems.append(f"{name}: its chart has crds/ and helm would keep them")
         with_crds = render_releases([{**release.inputs, "skipCrds": False}], plan.config.kubernetes_version)
-        without = render_releases([release.inputs], plan.config.kubernetes_version)
+        without = render_releases([{**release.inputs, "skipCrds": True}], plan.config.kubernetes_version)
         from_crds_folder = _crd_names(with_crds) - _crd_names(without)
-        assert from_crds_folder <= applied, f"{name}: {sorted(from_crds_folder - applied)} would not be installed"
-        waits = {urn for urn in release.depends_on if urn in config_files}
-        assert {config_files[urn] for urn in waits} >= {
-            f"{release.inputs['chart']}/{path.relative_to(chart)}" for path in _crds_folder_files(chart)
-            if _crd_names(render_operator(str(path.relative_to(ROOT)))) & from_crds_folder}, name
+        if not from_crds_folder <= applied:
+            problems.append(f"{name}: {sorted(from_crds_folder - applied)} would not be installed")
+        waited = {config_files[urn] for urn in release.depends_on if urn in config_files}
+        needed = {f"{release.inputs['chart']}/{path.relative_to(chart)}" for path in _crds_folder_files(chart)
+                  if _crd_names(render_operator(str(path.relative_to(ROOT)))) & from_crds_folder}
+        if not needed <= waited:
+            problems.append(f"{name}: does not wait for {sorted(needed - waited)}")
+    return problems
+
+
+@pytest.mark.parametrize("stack", KUBERNETES_STACKS)
+def test_every_crd_a_release_would_install_is_applied_by_the_stack(stack: str) -> None:
+    assert _crds_helm_would_keep(plan_stack(stack), rendered(stack)) == []
+
+
+def test_a_release_that_lets_helm_keep_its_crds_is_found() -> None:
+    plan = copy.deepcopy(plan_stack("edge"))
+    release = next(r for r in plan.by_type(cluster.HELM_RELEASE) if "nvidia-device-plugin" in r.inputs["chart"])
+    crds = next(r for r in plan.by_type(cluster.CONFIG_FILE) if "/crds/" in r.inputs["file"])
+    release.inputs.pop("skipCrds")
+    release.depends_on = [urn for urn in release.depends_on if urn != crds.urn]
+    plan.resources.remove(crds)
+    objects = [item for item in rendered("edge")
+               if not (item.kind == "CustomResourceDefinition" and item.source == f"operator {crds.inputs['file']}")]
+    problems = _crds_helm_would_keep(plan, objects)
+    assert len(problems) == 3, problems
+    assert problems[0] == "nvidia-device-plugin: its chart has crds/ and helm would keep them"
+    assert "would not be installed" in problems[1] and "does not wait for" in problems[2]
 
 
 def test_a_config_file_registers_each_object_as_the_provider_names_it(tmp_path: Path) -> None:

@@ -172,3 +172,17 @@ def test_a_malformed_quantity_exits_2_with_its_key_path_and_registers_nothing(tm
                                                              "memory": "64GB"})
     assert_registers_nothing(stack_file, r"workloads\.mnist\.memory: '64GB' is not a memory quantity like '16Gi'")
     assert_cli_rejects(stack_file, tmp_path, "workloads.mnist.memory: '64GB'")
+
+
+@pytest.mark.parametrize("stack", ["dev", "edge"])
+def test_urns_are_the_engines(stack: str) -> None:
+    """As the engine makes them (pkg/v3 resource/deploy/deployment.go:859-867 `generateURN` at v3.274.0): no root
+    stack type in a URN, and a child's type qualified by its parent's whole chain; the SDK's MockMonitor did
+    neither, and every URN of the plan differed from the real state's (`make up-test`)."""
+    plan = plan_stack(stack)
+    by_urn = {resource.urn: resource for resource in plan.resources}
+    for resource in plan.resources:
+        assert "pulumi:pulumi:Stack" not in resource.urn.split("::")[2], resource.urn
+        parent = by_urn.get(resource.parent or "")
+        expected = resource.type if parent is None else f"{parent.urn.split('::')[2]}${resource.type}"
+        assert resource.urn == f"urn:pulumi:{stack}::{plan.project}::{expected}::{resource.name}"
