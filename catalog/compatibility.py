@@ -494,9 +494,11 @@ NO_ROW: dict[str, str] = {
     "EKS_ADDONS": "EKS offers each add-on build for the Kubernetes versions it supports (`aws eks "
                   "describe-addon-versions`, read when pinning, versions.py) and refuses another at CreateAddon",
     "EKS_KUBE_PROXY": "one build per supported minor, picked by kubernetesVersion (versions.eks_addon_version)",
-    "EKS_NODE_MONITORING_AGENT": "one build per supported minor, picked by kubernetesVersion; None until one is on "
-                                 "record, and then an EKS stack is refused (stack_config.derived "
-                                 "node_monitoring_agent_refusal)",
+    "EKS_DEFAULT_BUILD_ADDONS": "add-ons whose build is EKS's default for the cluster's minor, read at up (EKS "
+                                "itself offers only builds compatible with it); pinned per stack by "
+                                "cluster.addonVersions",
+    "EKS_MANAGED_ADDONS": "the names of the add-ons above, not a pin",
+    "EKS_ADDON_BUILD": "the shape of a build string, not a pin",
     "NODE_MONITORING_AGENT": "the add-on's name, not a pin",
     "CLUSTER_TEST_KUBERNETES": "test-only: the control plane `make cluster-test` builds (the newest 1.34 patch the Go "
                                "module proxy serves); tests/cluster_test checks it against the stacks' minor",

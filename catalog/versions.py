@@ -63,22 +63,29 @@ NODE_MONITORING_AGENT = "eks-node-monitoring-agent"
 # repair nodes in EKS clusters", node-repair.html: AcceleratedHardwareReady repaired after 10m, Replace or Reboot);
 # without it repair sees only the kubelet's Ready condition. Its DaemonSet tolerates every taint
 # (charts/eks-node-monitoring-agent/values.yaml:93-95 at v1.7.0), so it runs on the tainted GPU nodes.
-# Builds per Kubernetes minor: AWS publishes them only through DescribeAddonVersions (EKS user guide, "Verify Amazon
-# EKS add-on version compatibility with a cluster", addon-compat.html); no AWS page searched for this pin lists an
-# `eksbuild` string per Kubernetes version, so none is pinned (None). An EKS stack then plans with the add-on
-# unpinned and the real engine refuses it before registering anything (stack_config.derived
-# `node_monitoring_agent_refusal`), like an unpinned base image: record here the output of `aws eks
-# describe-addon-versions --addon-name eks-node-monitoring-agent --kubernetes-version <v>` (with its date) to lift it.
-EKS_NODE_MONITORING_AGENT: dict[str, str | None] = dict.fromkeys(SUPPORTED_KUBERNETES_VERSIONS)
+EKS_DEFAULT_BUILD_ADDONS: tuple[str, ...] = (NODE_MONITORING_AGENT,)
+"""Add-ons whose builds AWS publishes only through DescribeAddonVersions (EKS user guide, "Verify Amazon EKS add-on
+version compatibility with a cluster", addon-compat.html): no AWS page lists an `eksbuild` per Kubernetes version to
+record here offline. They get what upstream documents instead: EKS's own default build for the cluster's version,
+read at `preview`/`up` by the provider's add-on-version lookup (`aws.eks.get_addon_version` without `most_recent`:
+terraform-provider-aws internal/service/eks/addon_version_data_source.go `findAddonVersionByTwoPartKey` returns the
+first build whose compatibility says `DefaultVersion`), exported as the stack output `eksAddonVersions`, and pinned
+per stack with `cluster.addonVersions` once recorded."""
+
+
+EKS_MANAGED_ADDONS: tuple[str, ...] = (*EKS_ADDONS, "kube-proxy", *EKS_DEFAULT_BUILD_ADDONS)
+"""Every EKS managed add-on a stack may install (by EKS's add-on name)."""
+EKS_ADDON_BUILD = r"^v\d+\.\d+\.\d+-eksbuild\.\d+$"
+"""The shape of an add-on build as DescribeAddonVersions lists it (`v1.12.4-eksbuild.1`)."""
 
 
 def eks_addon_version(addon: str, kubernetes_version: str) -> str | None:
-    """The pinned build of an EKS managed add-on for a cluster of `kubernetes_version` (a supported minor); None
-    only for an add-on whose build for that minor is not on record (`EKS_NODE_MONITORING_AGENT`)."""
+    """The catalog's build of an EKS managed add-on for a cluster of `kubernetes_version` (a supported minor); None
+    for an add-on the catalog leaves to EKS's default build (`EKS_DEFAULT_BUILD_ADDONS`)."""
     if addon == "kube-proxy":
         return EKS_KUBE_PROXY[kubernetes_version]
-    if addon == NODE_MONITORING_AGENT:
-        return EKS_NODE_MONITORING_AGENT[kubernetes_version]
+    if addon in EKS_DEFAULT_BUILD_ADDONS:
+        return None
     return EKS_ADDONS[addon]
 
 

@@ -188,6 +188,7 @@ class EksTarget(ClusterTarget):
             private_endpoint_cidrs=list(deployer.cidrs) if deployer.access in ("in-vpc", "transit-gateway") else [],
             deployer_role_arn=config.cluster.deployer_role_arn,
             admin_role_arns=list(config.cluster.admin_role_arns),
+            addon_versions=dict(config.cluster.addon_versions),
             log_retention_days=config.cluster.log_retention_days,
             kms_deletion_window_days=lifecycle.kms_deletion_window,
             system_instance_types=list(system.instance_types),
@@ -230,7 +231,7 @@ class EksTarget(ClusterTarget):
         access = ClusterAccess("cluster", ClusterAccessArgs(
             kubeconfig=eks.kubeconfig,
             # ...and on the deployer's path to the API: the attachment and routes, the endpoint's ingress rules.
-            depends_on=[eks.cluster, eks.system_node_group, eks.deployer_access, *eks.addons_after_nodes,
+            depends_on=[eks.cluster, eks.system_node_group, *eks.access_grants, *eks.addons_after_nodes,
                         *[group.node_group for group in node_groups], *eks.private_endpoint_ingress,
                         *network.deployer_path],
         ))
@@ -247,7 +248,7 @@ class EksTarget(ClusterTarget):
             system_node_selector={SYSTEM_ROLE_LABEL: "system"},
             aws=AwsNetwork(
                 cluster_name=eks.cluster.name, vpc_id=network.vpc_id, private_subnet_ids=network.private_subnet_ids,
-                num_private_subnets=network.num_private_subnets,
+                private_subnet_keys=network.private_subnet_keys,
                 cluster_security_group_id=eks.security_group_id, system_node_group=eks.system_node_group,
                 training_identity=identity),
             exports={
@@ -256,6 +257,9 @@ class EksTarget(ClusterTarget):
                 "oidcIssuer": eks.cluster.identities.apply(lambda ids: ids[0].oidcs[0].issuer),
                 "kubeconfig": eks.kubeconfig,
                 "artifactsBucket": identity.bucket.bucket,
+                # What each managed add-on got: the catalog's build, the stack's pin, or EKS's default (recorded
+                # here so `cluster.addonVersions` can pin it).
+                "eksAddonVersions": eks.addon_versions,
             },
         )
 

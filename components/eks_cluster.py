@@ -29,7 +29,7 @@ ADDONS_BEFORE_NODES = ("vpc-cni", "kube-proxy", "eks-pod-identity-agent")
 ADDONS_AFTER_NODES = ("coredns", "aws-ebs-csi-driver", "eks-node-monitoring-agent")
 """Installed once the system nodes exist (their pods need a node). `eks-node-monitoring-agent` reports the node
 conditions (AcceleratedHardwareReady...) that the node groups' `nodeRepairConfig` acts on (catalog/versions.py
-`EKS_NODE_MONITORING_AGENT`)."""
+`NODE_MONITORING_AGENT`)."""
 
 
 def kubeconfig(cluster_name: str, endpoint: str, certificate_authority: str, region: str) -> str:
@@ -44,6 +44,17 @@ def kubeconfig(cluster_name: str, endpoint: str, certificate_authority: str, reg
             "args": ["eks", "get-token", "--cluster-name", cluster_name, "--region", region],
         }}}],
     }, sort_keys=True)
+
+
+def principal_key(arn: str) -> str:
+    """The part of a role ARN that names its EKS access entry's resources: `<account>-<role name>`. EKS allows one
+    access entry per principal (CreateAccessEntry: ResourceInUseException), and IAM role names are unique in an
+    account whatever their path (IAM user guide, "IAM identifiers"), so this key is the entry's identity: reordering
+    or removing another admin never renames, and so never replaces, this one (a list index did, and Pulumi's
+    create-before-delete replacement then collided with the entry it was replacing)."""
+    parts = arn.split(":", 5)
+    account, resource = parts[4], parts[5]
+    return f"{account}-{resource.rsplit('/', 1)[-1]}"
 
 
 def addon_configuration(addon: str) -> str | None:
@@ -76,6 +87,13 @@ class EksClusterArgs:
     deployer_role_arn: pulumi.Input[str] | None = None
     """Role that runs Pulumi; gets cluster-admin through an access entry."""
     admin_role_arns: list[str] = field(default_factory=list)
+    """Roles granted cluster-admin besides the deployer: people, the reaper, PR previews. Every one of their grants
+    is an ancestor of the kubernetes provider (`access_grants`), so a destroy run by any of them keeps its access
+    until the last in-cluster object is gone."""
+    addon_versions: dict[str, str] = field(default_factory=dict)
+    """Add-on builds the stack pins (`cluster.addonVersions`), over the catalog's; an add-on neither pins gets
+    EKS's default build for `kubernetes_version`, read at `preview`/`up` (catalog/versions.py
+    `EKS_DEFAULT_BUILD_ADDONS`)."""
     log_retention_days: int = 90
     kms_deletion_window_days: int = 30
     system_instance_types: list[str] = field(default_factory=lambda: ["m7i.xlarge"])
@@ -93,12 +111,16 @@ class EksCluster(pulumi.ComponentResource):
     cluster: aws.eks.Cluster
     node_role: aws.iam.Role
     deployer_access: aws.eks.AccessPolicyAssociation
+    access_grants: list[pulumi.Resource]
+    addon_versions: dict[str, pulumi.Output[str]]
     kubeconfig: pulumi.Output[str]
     security_group_id: pulumi.Output[str]
 
     def __init__(self, name: str, args: EksClusterArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("gtp:cluster:EksCluster", name, None, opts)
         self._kubernetes_version = args.kubernetes_version
+        self._addon_pins = dict(args.addon_versions)
+        self.addon_versions = {}
         child = pulumi.ResourceOptions(parent=self)
         protected = pulumi.ResourceOptions(parent=self, protect=args.protect)
 
@@ -155,10 +177,19 @@ class EksCluster(pulumi.ComponentResource):
         ]
 
         # --- access entries ---------------------------------------------------------------------------------
+        # Every grant a destroy may run under (the deployer's, people's, the reaper's, PR previews') is returned in
+        # `access_grants`, which the kubernetes provider depends on: Pulumi deletes in dependency order, everything
+        # nothing depends on in the first wave (pkg/v3 resource/deploy/step_generator.go ScheduleDeletes, v3.274.0),
+        # so a grant outside the provider's ancestors would be deleted before the in-cluster objects, and the rest of
+        # that principal's destroy would get 403 (policy rule kubernetes-provider-depends-on-access-entry).
         deployer = args.deployer_role_arn or _caller_role_arn(self)
         self.deployer_access = self._admin_access(name, "deployer", deployer)
+        self.access_grants = [self.deployer_access]
         for index, role in enumerate(args.admin_role_arns):
-            self._admin_access(name, f"admin-{index}", role)
+            # Keyed by principal (principal_key); the alias adopts the entry a stack created under its list index
+            # before, so the first `up` after the rename updates nothing (run it before reordering the list).
+            self.access_grants.append(self._admin_access(name, f"admin-{principal_key(role)}", role,
+                                                         previous=f"{name}-admin-{index}"))
 
         # --- node role and add-ons needed before nodes --------------------------------------------------------
         self.node_role = aws.iam.Role(f"{name}-node", assume_role_policy=iam.service_trust("ec2.amazonaws.com"),
@@ -208,13 +239,15 @@ class EksCluster(pulumi.ComponentResource):
         ).apply(lambda values: kubeconfig(values[0], values[1], values[2], args.region)))
         self.register_outputs({"clusterName": self.cluster.name, "endpoint": self.cluster.endpoint})
 
-    def _admin_access(self, name: str, role: str, principal_arn: pulumi.Input[str]) -> aws.eks.AccessPolicyAssociation:
+    def _admin_access(self, name: str, role: str, principal_arn: pulumi.Input[str],
+                      previous: str | None = None) -> aws.eks.AccessPolicyAssociation:
+        aliases = [pulumi.Alias(name=previous)] if previous else None
         entry = aws.eks.AccessEntry(f"{name}-{role}", cluster_name=self.cluster.name, principal_arn=principal_arn,
-                                    type="STANDARD", opts=pulumi.ResourceOptions(parent=self))
+                                    type="STANDARD", opts=pulumi.ResourceOptions(parent=self, aliases=aliases))
         return aws.eks.AccessPolicyAssociation(
             f"{name}-{role}", cluster_name=self.cluster.name, principal_arn=entry.principal_arn,
             policy_arn=CLUSTER_ADMIN_POLICY, access_scope={"type": "cluster"},
-            opts=pulumi.ResourceOptions(parent=self))
+            opts=pulumi.ResourceOptions(parent=self, aliases=aliases))
 
     def _pod_role(self, name: str, role: str, managed: list[str]) -> aws.iam.Role:
         pod_role = aws.iam.Role(f"{name}-{role}", assume_role_policy=iam.pod_identity_trust(),
@@ -233,12 +266,21 @@ class EksCluster(pulumi.ComponentResource):
         configuration = addon_configuration(addon)
         if configuration is not None:
             extra["configuration_values"] = configuration
-        return aws.eks.Addon(
-            f"{name}-{addon}", cluster_name=self.cluster.name, addon_name=addon,
-            addon_version=versions.eks_addon_version(addon, self._kubernetes_version),
+        version: pulumi.Input[str] | None = (self._addon_pins.get(addon)
+                                             or versions.eks_addon_version(addon, self._kubernetes_version))
+        if version is None:
+            # Not on record offline: EKS's default build for this Kubernetes version (catalog/versions.py
+            # EKS_DEFAULT_BUILD_ADDONS). An invoke, so the offline plan stays pure (its mocks answer it).
+            version = aws.eks.get_addon_version_output(
+                addon_name=addon, kubernetes_version=self._kubernetes_version,
+                opts=pulumi.InvokeOutputOptions(parent=self)).version
+        created = aws.eks.Addon(
+            f"{name}-{addon}", cluster_name=self.cluster.name, addon_name=addon, addon_version=version,
             resolve_conflicts_on_create="OVERWRITE",
             resolve_conflicts_on_update="OVERWRITE", **extra,
             opts=pulumi.ResourceOptions(parent=self, depends_on=depends_on or []))
+        self.addon_versions[addon] = created.addon_version
+        return created
 
 
 def _caller_role_arn(parent: pulumi.Resource) -> pulumi.Output[str]:

@@ -135,6 +135,7 @@ APPLIES: dict[type[_Section], dict[str, Where]] = {
         "admin_role_arns": EKS,  # EKS access entries
         "deployer_role_arn": EKS,
         "log_retention_days": EKS,  # the EKS control plane's log group
+        "addon_versions": EKS,  # EKS managed add-ons
         "system_node_group": EKS,
         "context": on(ADOPTED_KUBERNETES),
         "gpu_node_taint": EKS,  # the platform taints only the nodes it creates (an existing site's are its own)

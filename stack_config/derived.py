@@ -108,21 +108,6 @@ def base_image_refusal(config: StackConfig) -> str | None:
             f"'repo:tag@sha256:<64 hex>' reference you verified")
 
 
-def node_monitoring_agent_refusal(config: StackConfig) -> str | None:
-    """Why this EKS stack must not deploy (its node groups enable EKS node repair, which needs the
-    eks-node-monitoring-agent add-on to see GPU faults, and no build of that add-on is pinned for the cluster's
-    Kubernetes version), or None."""
-    if not traits_of(config).provisions_in_aws:
-        return None
-    version = config.kubernetes_version
-    if versions.EKS_NODE_MONITORING_AGENT.get(version) is not None:
-        return None
-    return (f"{version!r}: the node groups enable EKS node repair, which sees GPU faults only through the "
-            f"{versions.NODE_MONITORING_AGENT} add-on, and catalog/versions.py EKS_NODE_MONITORING_AGENT pins no "
-            f"build of it for Kubernetes {version}; record the build `aws eks describe-addon-versions --addon-name "
-            f"{versions.NODE_MONITORING_AGENT} --kubernetes-version {version}` lists there")
-
-
 def node_update_strategy(group: GpuNodeGroupConfig) -> str:
     """EKS's `updateStrategy` for a GPU group: `MINIMAL` (terminate first, no surge) for reserved capacity, whose
     reservation has no room for the surge nodes a DEFAULT update launches first (EKS API NodegroupUpdateConfig:

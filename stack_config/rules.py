@@ -156,6 +156,16 @@ def _check_cluster(config: StackConfig) -> Iterator[Problem]:
                           f"{role!r} is listed twice (also {seen[role]}); EKS allows one access entry per principal")
         else:
             seen[role] = f"cluster.adminRoleArns[{index}]"
+    for addon, build in cluster.addon_versions.items():
+        path = f"cluster.addonVersions.{addon}"
+        if addon not in versions.EKS_MANAGED_ADDONS:
+            yield Problem(path, f"{addon!r} is not an EKS add-on this platform installs"
+                                f"{did_you_mean(addon, versions.EKS_MANAGED_ADDONS)}; allowed: "
+                                f"{', '.join(versions.EKS_MANAGED_ADDONS)}")
+        elif not isinstance(build, str) or not re.match(versions.EKS_ADDON_BUILD, build):
+            yield Problem(path, f"{build!r} is not an add-on build; allowed: one `aws eks describe-addon-versions "
+                                f"--addon-name {addon} --kubernetes-version {config.kubernetes_version}` lists, "
+                                "like 'v1.4.0-eksbuild.2'")
 
 
 def _check_network(config: StackConfig) -> Iterator[Problem]:

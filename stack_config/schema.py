@@ -125,6 +125,11 @@ class ClusterConfig(_Section):
     in `adminRoleArns` (it would have no access to the cluster's API)."""
     log_retention_days: int = 90
     """Retention of the `/aws/eks/<name>/cluster` log group, a CloudWatch-allowed value. Default 90."""
+    addon_versions: dict[str, str] = {}
+    """EKS only. Builds of EKS managed add-ons pinned for this stack, by add-on name (`eks-node-monitoring-agent:
+    v1.4.0-eksbuild.2`), over the catalog's (catalog/versions.py). An add-on the catalog leaves to EKS
+    (`EKS_DEFAULT_BUILD_ADDONS`) and this map does not pin gets EKS's default build for the cluster's Kubernetes
+    version, read at `preview`/`up`; the stack output `eksAddonVersions` shows what each add-on got. Default none."""
     system_node_group: SystemNodeGroupConfig = SystemNodeGroupConfig()
     """EKS only. The CPU node group for controllers and operators."""
     context: str | None = None

@@ -15,7 +15,7 @@ import cluster_targets
 import stack_config
 import workload_kinds
 from stack_config import ConfigError, Problem, StackConfig
-from stack_config.derived import base_image_refusal, efa_installer_refusal, node_monitoring_agent_refusal
+from stack_config.derived import base_image_refusal, efa_installer_refusal
 from stack_config.placeholders import find_placeholders
 from stack_config.rules import Rule
 from stack_config.source import StackSource
@@ -65,11 +65,8 @@ def load_stack_config(stack_file: Path | None = None) -> StackConfig:
 
 
 def unpinned_build_inputs(config: StackConfig) -> list[Problem]:
-    """What the stack would deploy without a verified pin: the image's base, the EFA installer, the node monitoring
-    agent add-on."""
+    """What the stack would deploy without a verified pin: the image's base, the EFA installer."""
     problems = []
-    if (refusal := node_monitoring_agent_refusal(config)) is not None:
-        problems.append(Problem("kubernetesVersion", refusal))
     if (refusal := base_image_refusal(config)) is not None:
         problems.append(Problem("image.baseImage", refusal))
     if (refusal := efa_installer_refusal(config)) is not None:

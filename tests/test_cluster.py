@@ -50,10 +50,10 @@ def test_control_plane_settings() -> None:
         addons = {a.inputs["addonName"]: a for a in plan.by_type("aws:eks/addon:Addon")}
         assert set(addons) >= {"vpc-cni", "coredns", "kube-proxy", "eks-pod-identity-agent", "aws-ebs-csi-driver"}
         assert json.loads(addons["vpc-cni"].inputs["configurationValues"]) == {"enableNetworkPolicy": "true"}
-        # Every add-on pinned but the node monitoring agent, whose builds aren't on record: the real engine refuses
-        # the stack for it (tests/test_node_health.py).
-        assert all(a.inputs["addonVersion"] for name, a in addons.items() if name != "eks-node-monitoring-agent")
-        assert "addonVersion" not in addons["eks-node-monitoring-agent"].inputs
+        # Every add-on at a build: the catalog's, or EKS's default looked up at `up` for the node monitoring agent,
+        # whose builds aren't on record (tests/test_node_health.py).
+        assert all(a.inputs["addonVersion"] for a in addons.values())
+        assert addons["eks-node-monitoring-agent"].inputs["addonVersion"] == "eks-default-build-for-1.34"
     assert (plan_stack("dev").one("aws:eks/cluster:Cluster").inputs["vpcConfig"]["publicAccessCidrs"]
             == ["203.0.113.0/24"])
 

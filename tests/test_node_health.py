@@ -1,5 +1,5 @@
-"""Node health on EKS: the node monitoring agent add-on beside node repair, refused while unpinned, and training
-pods kept off the nodes repair cordons (issue 31 item 1)."""
+"""Node health on EKS: the node monitoring agent add-on beside node repair, at EKS's default build unless the stack
+pins one, and training pods kept off the nodes repair cordons (issue 31 item 1, issue 41 blocker 1)."""
 
 from __future__ import annotations
 
@@ -33,35 +33,73 @@ def test_eks_plans_install_the_agent_after_the_nodes(stack: str) -> None:
     assert repaired
 
 
-def test_an_unpinned_agent_is_refused_before_anything_is_registered(monkeypatch: pytest.MonkeyPatch) -> None:
-    import dataclasses
-
+def test_the_agent_deploys_unpinned_with_eks_default_build(monkeypatch: pytest.MonkeyPatch,
+                                                           tmp_path) -> None:
+    """Issue 41 blocker 1: the add-on's builds are on record only in DescribeAddonVersions, so a stack deploys it at
+    EKS's default build for its Kubernetes version, looked up at `up` (it was refused before anything was registered,
+    with no way forward but editing the catalog)."""
     import stages.config
-    from stack_config import ConfigError
     from verify import plan as gtp_plan
 
-    monkeypatch.setattr(versions, "EFA_INSTALLER", dataclasses.replace(versions.EFA_INSTALLER, sha256="0" * 64))
-    monkeypatch.setattr(stages.config, "under_mocks", lambda: False)
+    monkeypatch.setattr(stages.config, "under_mocks", lambda: False)  # the real engine's refusal gates
     monkeypatch.setattr(stages.config, "find_placeholders", lambda config: iter(()))
-    partial = gtp_plan.Plan(project="gtp", stack="prod")
-    with pytest.raises(ConfigError, match=r"kubernetesVersion: unpinned — '1\.34': the node groups enable EKS node "
-                                          r"repair, which sees GPU faults only through the eks-node-monitoring-agent "
-                                          r"add-on, and catalog/versions\.py EKS_NODE_MONITORING_AGENT pins no build"):
-        gtp_plan.run("prod", into=partial)
-    assert partial.resources == []
-    # Once a build is recorded: no refusal, and the add-on is pinned to it.
-    monkeypatch.setattr(versions, "EKS_NODE_MONITORING_AGENT", {"1.34": "v9.9.9-eksbuild.9"})
-    plan = gtp_plan.run("prod")
-    assert stages.config.unpinned_build_inputs(plan.config) == []
+    calls: list[dict] = []
+    answer = gtp_plan._addon_version_answer
+    monkeypatch.setattr(gtp_plan, "_addon_version_answer", lambda arguments: calls.append(arguments) or answer(arguments))
+    plan = gtp_plan.run("dev")
     addon = next(r for r in plan.by_type("aws:eks/addon:Addon") if r.inputs.get("addonName") == AGENT)
-    assert addon.inputs["addonVersion"] == "v9.9.9-eksbuild.9"
+    assert addon.inputs["addonVersion"] == "eks-default-build-for-1.34"
+    # EKS's default, not the newest build: the lookup is asked without `mostRecent` (terraform-provider-aws
+    # addon_version_data_source.go findAddonVersionByTwoPartKey: DefaultVersion unless most_recent).
+    assert [(c["addonName"], c["kubernetesVersion"], c.get("mostRecent")) for c in calls] == [(AGENT, "1.34", None)]
+    # Every other add-on keeps the catalog's build.
+    others = [r for r in plan.by_type("aws:eks/addon:Addon") if r.inputs.get("addonName") != AGENT]
+    assert others and all(r.inputs["addonVersion"].startswith("v") and "-eksbuild." in r.inputs["addonVersion"]
+                          for r in others)
 
 
-def test_no_agent_build_is_invented() -> None:
-    """No AWS page found lists its builds per Kubernetes version (catalog/versions.py says where to get them)."""
-    assert set(versions.EKS_NODE_MONITORING_AGENT) == set(versions.SUPPORTED_KUBERNETES_VERSIONS)
-    assert all(build is None or (build.startswith("v") and "-eksbuild." in build)
-               for build in versions.EKS_NODE_MONITORING_AGENT.values())
+def test_a_stack_pins_an_addon_build(tmp_path) -> None:
+    from tests.conftest import plan_modified
+
+    def pin(config):
+        config["gtp:cluster"]["addonVersions"] = {AGENT: "v1.4.0-eksbuild.2", "coredns": "v1.12.1-eksbuild.2"}
+
+    plan = plan_modified(tmp_path, "dev", pin)
+    built = {r.inputs["addonName"]: r.inputs["addonVersion"] for r in plan.by_type("aws:eks/addon:Addon")}
+    assert built[AGENT] == "v1.4.0-eksbuild.2"
+    assert built["coredns"] == "v1.12.1-eksbuild.2"  # over the catalog's
+    assert built["vpc-cni"] == versions.EKS_ADDONS["vpc-cni"]
+
+
+@pytest.mark.parametrize(("pins", "message"), [
+    ({"eks-node-monitor-agent": "v1.4.0-eksbuild.2"},
+     r"cluster\.addonVersions\.eks-node-monitor-agent: 'eks-node-monitor-agent' is not an EKS add-on this platform "
+     r"installs \(did you mean 'eks-node-monitoring-agent'\?\)"),
+    ({AGENT: "1.4.0"}, r"cluster\.addonVersions\.eks-node-monitoring-agent: '1\.4\.0' is not an add-on build; "
+                       r"allowed: one `aws eks describe-addon-versions --addon-name eks-node-monitoring-agent "
+                       r"--kubernetes-version 1\.34` lists"),
+])
+def test_a_wrong_addon_pin_is_refused(tmp_path, pins: dict, message: str) -> None:
+    from stack_config import ConfigError
+    from tests.conftest import plan_modified
+
+    with pytest.raises(ConfigError, match=message):
+        plan_modified(tmp_path, "dev", lambda config: config["gtp:cluster"].__setitem__("addonVersions", pins))
+
+
+def test_addon_pins_are_refused_where_no_eks_add_on_is_installed(tmp_path) -> None:
+    from stack_config import ConfigError
+    from tests.conftest import plan_modified
+
+    with pytest.raises(ConfigError, match=r"cluster\.addonVersions"):
+        plan_modified(tmp_path, "edge", lambda config: config["gtp:cluster"].__setitem__(
+            "addonVersions", {AGENT: "v1.4.0-eksbuild.2"}))
+
+
+def test_the_catalog_invents_no_agent_build() -> None:
+    """No AWS page lists the agent's builds per Kubernetes version: the catalog leaves it to EKS's default."""
+    assert AGENT in versions.EKS_DEFAULT_BUILD_ADDONS
+    assert all(versions.eks_addon_version(AGENT, minor) is None for minor in versions.SUPPORTED_KUBERNETES_VERSIONS)
 
 
 def _training_pods(stack: str):

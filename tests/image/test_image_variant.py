@@ -58,8 +58,6 @@ def test_an_efa_build_without_a_recorded_installer_digest_is_refused_before_anyt
     from verify import plan as gtp_plan
 
     monkeypatch.setattr(versions, "EFA_INSTALLER", dataclasses.replace(versions.EFA_INSTALLER, sha256=None))
-    # This test is about the installer: the node monitoring agent's own refusal (tests/test_node_health.py) aside.
-    monkeypatch.setattr(versions, "EKS_NODE_MONITORING_AGENT", {"1.34": "v0.0.0-test"})
     monkeypatch.setattr(stages.config, "under_mocks", lambda: False)
     monkeypatch.setattr(stages.config, "find_placeholders", lambda config: iter(()))
     partial = gtp_plan.Plan(project="gtp", stack="prod")
