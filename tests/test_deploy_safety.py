@@ -3,12 +3,14 @@ per principal."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from catalog import versions
+from components.eks_cluster import principal_key
 from stack_config import ConfigError
 from tests.conftest import plan_modified, plan_stack
 from verify import plan as gtp_plan
@@ -282,3 +284,100 @@ def test_a_reserved_group_updates_without_surge_and_others_may_choose(tmp_path: 
     (dev_group,) = [g for g in plan_modified(tmp_path, "dev", minimal).by_type("aws:eks/nodeGroup:NodeGroup")
                     if g.name == "g6-nodes"]
     assert dev_group.inputs["updateConfig"]["updateStrategy"] == "MINIMAL"
+
+
+# --- Issue 41: access entries keyed by principal, every grant outliving what is deleted through it -------------------
+
+ADMINS = ["arn:aws:iam::123456789012:role/platform-admins", "arn:aws:iam::123456789012:role/gtp-preview",
+          "arn:aws:iam::123456789012:role/gtp-reaper"]
+DEPLOYER = "arn:aws:iam::123456789012:role/gtp-dev-deployer"
+
+
+def _sub(tmp_path: Path, name: str) -> Path:
+    (tmp_path / name).mkdir()
+    return tmp_path / name
+
+
+def _access(plan: gtp_plan.Plan) -> dict[str, tuple[str, str]]:
+    """Pulumi name → (type, principal) of every access entry and policy association."""
+    return {f"{r.type} {r.name}": r.inputs.get("principalArn") for r in plan.resources
+            if r.type in ("aws:eks/accessEntry:AccessEntry", "aws:eks/accessPolicyAssociation:AccessPolicyAssociation")}
+
+
+def test_an_admin_keeps_its_resources_when_another_is_removed_or_the_list_reordered(tmp_path: Path) -> None:
+    """EKS allows one access entry per principal: a resource keyed by list position changed principal when the list
+    changed, and Pulumi's create-first replacement then collided with the entry it replaced."""
+    base = _access(plan_modified(_sub(tmp_path, "a"), "dev", _admins(DEPLOYER, ADMINS)))
+    reordered = _access(plan_modified(_sub(tmp_path, "b"), "dev", _admins(DEPLOYER, list(reversed(ADMINS)))))
+    removed = _access(plan_modified(_sub(tmp_path, "c"), "dev", _admins(DEPLOYER, ADMINS[1:])))
+    assert reordered == base
+    assert removed == {name: principal for name, principal in base.items() if principal != ADMINS[0]}
+
+
+def test_a_reorder_is_no_change_in_plan_diff(tmp_path: Path) -> None:
+    from verify.plan_diff import PlanDiff
+
+    base = json.loads(gtp_plan.render(plan_modified(_sub(tmp_path, "a"), "dev", _admins(DEPLOYER, ADMINS)))[0])
+    head = json.loads(gtp_plan.render(plan_modified(_sub(tmp_path, "b"), "dev", _admins(DEPLOYER, ADMINS[::-1])))[0])
+    diff = PlanDiff(base, head)
+    assert (diff.added, diff.removed, diff.renamed, diff.changed) == ([], [], [], [])
+
+
+def test_the_index_named_entries_of_a_stack_before_are_adopted_by_alias() -> None:
+    """A stack deployed before keyed its admins by index (`eks-admin-0`): the alias makes its first `up` after the
+    rename adopt them (no delete, no create), and plan-diff reads it the same way."""
+    from verify.plan_diff import PlanDiff
+
+    head = json.loads(gtp_plan.render(plan_stack("dev"))[0])
+    base = json.loads(json.dumps(head))
+    for resource in base["resources"]:
+        for index, role in enumerate(plan_stack("dev").config.cluster.admin_role_arns):
+            if resource["name"] == f"eks-admin-{principal_key(role)}":
+                resource["urn"] = resource["urn"].replace(resource["name"], f"eks-admin-{index}")
+                resource["name"] = f"eks-admin-{index}"
+                resource["options"].pop("aliases")
+    assert base != head
+    diff = PlanDiff(base, head)
+    assert (diff.added, diff.removed, diff.renamed, diff.changed) == ([], [], [], [])
+
+
+def test_principal_key_is_account_and_role_name() -> None:
+    assert principal_key("arn:aws:iam::123456789012:role/platform-admins") == "123456789012-platform-admins"
+    # IAM role names are unique in an account whatever their path.
+    assert principal_key("arn:aws:iam::123456789012:role/teams/ml/platform-admins") == "123456789012-platform-admins"
+    assert principal_key("arn:aws-cn:iam::210987654321:role/ops") == "210987654321-ops"
+
+
+@pytest.mark.parametrize("stack", ["dev", "prod"])
+def test_every_access_grant_is_an_ancestor_of_the_kubernetes_provider(stack: str) -> None:
+    from policy.gtp_policy.graph import StackIndex
+
+    plan = plan_stack(stack)
+    records = [r.as_json() for r in plan.resources]
+    index = StackIndex(records)
+    provider = next(r for r in records if r["type"] == "pulumi:providers:kubernetes")
+    ancestors = {r["urn"] for r in index.upstream(provider)}
+    grants = [r for r in records if r["type"] in ("aws:eks/accessEntry:AccessEntry",
+                                                  "aws:eks/accessPolicyAssociation:AccessPolicyAssociation")]
+    assert len(grants) == 2 * (1 + len(plan.config.cluster.admin_role_arns))
+    assert {g["urn"] for g in grants} <= ancestors
+
+
+def test_a_grant_the_provider_does_not_wait_for_fails_the_plan(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The policy rule runs in `make plan` (verify/validate.py run_policy_pack) and under `pulumi preview`: planted
+    on the real program, an admin grant left out of the provider's ancestors fails it, naming the grant."""
+    import components.eks_cluster as eks_cluster
+    from verify.validate import Report, run_policy_pack
+
+    original = eks_cluster.EksCluster.__init__
+
+    def deployer_only(self, *args, **kwargs):
+        original(self, *args, **kwargs)
+        self.access_grants = [self.deployer_access]  # what the provider waited for before issue 41
+
+    monkeypatch.setattr(eks_cluster.EksCluster, "__init__", deployer_only)
+    report = Report()
+    run_policy_pack(gtp_plan.run("dev"), report)
+    assert [line for line in report.errors if "kubernetes-provider-depends-on-access-entry" in line
+            and "not an ancestor: eks-admin-123456789012-gtp-preview, eks-admin-123456789012-gtp-preview, "
+                "eks-admin-123456789012-platform-admins, eks-admin-123456789012-platform-admins" in line]

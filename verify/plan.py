@@ -78,6 +78,14 @@ def fake_zones(region: str) -> list[dict[str, str]]:
     ]
 
 
+def _addon_version_answer(arguments: dict[str, Any]) -> dict[str, Any]:
+    """getAddonVersion under mocks: a stand-in that says what the real lookup returns (EKS's default build of the
+    add-on for that Kubernetes version, components/eks_cluster.py), never a build that looks real."""
+    addon, version = arguments.get("addonName"), arguments.get("kubernetesVersion")
+    return {"id": addon, "addonName": addon, "kubernetesVersion": version,
+            "version": f"eks-default-build-for-{version}"}
+
+
 def _zones_answer(region: str, arguments: dict[str, Any]) -> dict[str, Any]:
     """getAvailabilityZones under mocks, honouring its `filters` on zone-type (the only filter the program uses)."""
     zones = fake_zones(region)
@@ -143,6 +151,8 @@ def _make_monitor(region: str, plan: Plan, known_outputs: bool = False):
                 ids = [value for entry in args.args.get("filters") or [] if entry.get("name") == "subnet-id"
                        for value in entry.get("values", [])]
                 return {"id": region, "ids": ids}, []
+            if args.token == "aws:eks/getAddonVersion:getAddonVersion":
+                return _addon_version_answer(dict(args.args)), []
             if args.token not in self.data_sources:
                 raise NotImplementedError(f"the offline plan has no fake answer for data source {args.token}; add "
                                           "one to verify.plan.fake_data_sources")
@@ -158,6 +168,19 @@ def _make_monitor(region: str, plan: Plan, known_outputs: bool = False):
             qualified = type_ if parent_type in ("", "pulumi:pulumi:Stack") else f"{parent_type}${type_}"
             return "urn:pulumi:" + "::".join([get_stack(), get_project(), qualified, name])
 
+        def _alias_urns(self, request, urn: str) -> list[str]:
+            """Each alias of the request as a URN (the SDK sends alias specs to a monitor that supports them: a
+            name, type or parent left out is the resource's own)."""
+            found = []
+            for alias in request.aliases:
+                if alias.urn:
+                    found.append(alias.urn)
+                    continue
+                spec = alias.spec
+                parent = "" if spec.noParent else (spec.parentUrn or request.parent)
+                found.append(self.make_urn(parent, spec.type or request.type, spec.name or request.name))
+            return sorted(found)
+
         def RegisterResource(self, request):
             response = super().RegisterResource(request)
             if request.type != "pulumi:pulumi:Stack":
@@ -171,6 +194,9 @@ def _make_monitor(region: str, plan: Plan, known_outputs: bool = False):
                         "retainOnDelete": bool(getattr(request, "retainOnDelete", False)),
                         "deleteBeforeReplace": bool(getattr(request, "deleteBeforeReplace", False)),
                         "ignoreChanges": sorted(request.ignoreChanges),
+                        # The URNs this resource was known by (the `aliases` option): plan-diff pairs them with the
+                        # base's resources as the engine does, so a rename with an alias is no delete and create.
+                        **({"aliases": aliases} if (aliases := self._alias_urns(request, response.urn)) else {}),
                     },
                     inputs=clean(raw),
                 ))

@@ -88,8 +88,10 @@ def flatten(value: Any, prefix: str = "") -> dict[str, Any]:
 
 
 def _comparable(resource: Mapping[str, Any]) -> dict[str, Any]:
-    # dependsOn is left out: it orders the engine's steps and changes nothing about the resource itself.
-    return {"inputs": resource.get("inputs", {}), "options": resource.get("options", {}),
+    # dependsOn is left out: it orders the engine's steps and changes nothing about the resource itself; so are
+    # aliases: the URNs a resource was known by before (PlanDiff pairs them), not a change to it.
+    options = {key: value for key, value in (resource.get("options") or {}).items() if key != "aliases"}
+    return {"inputs": resource.get("inputs", {}), "options": options,
             "provider": resource.get("provider"), "parent": resource.get("parent")}
 
 
@@ -206,6 +208,13 @@ class PlanDiff:
     def __post_init__(self) -> None:
         self.old = {r["urn"]: r for r in (self.base or {}).get("resources", [])}
         self.new = {r["urn"]: r for r in self.head.get("resources", [])}
+        # A resource known by another URN in the base (its `aliases` option) is the same resource to the engine: its
+        # old URN is read as its new one, so a rename with an alias shows as no change (pkg/v3
+        # resource/deploy/step_generator.go: a new resource's aliases are looked up in the old state).
+        for urn, resource in self.new.items():
+            for alias in (resource.get("options") or {}).get("aliases") or []:
+                if alias in self.old and alias not in self.new and urn not in self.old:
+                    self.old[urn] = self.old.pop(alias)
         self.renamed = _renames(self.old, self.new)
         paired = {urn for pair in self.renamed for urn in pair}
         self.added = sorted(set(self.new) - set(self.old) - paired)

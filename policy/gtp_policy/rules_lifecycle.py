@@ -11,7 +11,7 @@ from typing import Any
 
 from .graph import StackIndex, inputs
 from .model import EPHEMERAL_TAGS, Facts, Finding, Record, as_list, as_number, get_path, is_computed, is_true
-from .rules_aws import ACCESS_ENTRY, CLUSTER, ECR_REPOSITORY, KMS_KEY, LAUNCH_TEMPLATE
+from .rules_aws import ACCESS_ENTRY, ACCESS_POLICY_ASSOCIATION, CLUSTER, ECR_REPOSITORY, KMS_KEY, LAUNCH_TEMPLATE
 from .rules_kubernetes import HELM_RELEASE_TYPES
 
 AWS_PROVIDER = "pulumi:providers:aws"
@@ -176,10 +176,14 @@ def custom_resources_depend_on_operator(stack: StackIndex, facts: Facts) -> Iter
 
 
 def kubernetes_provider_depends_on_access_entry(stack: StackIndex, facts: Facts) -> Iterator[Finding]:
+    """Every EKS access grant (entry and policy association) is an ancestor of the kubernetes provider. A destroy
+    runs under one of them (the deployer, an admin, the reaper) and Pulumi deletes in dependency order, everything
+    nothing depends on in the first wave (pkg/v3 resource/deploy/step_generator.go ScheduleDeletes at v3.274.0): a
+    grant outside the provider's ancestors goes first, and every later in-cluster delete by its principal gets 403."""
     if not stack.of_type(CLUSTER):
         return  # kubeconfig-only stacks (edge) have no access entries
-    entries = stack.of_type(ACCESS_ENTRY)
-    checked: dict = {}
+    grants = stack.of_type(ACCESS_ENTRY, ACCESS_POLICY_ASSOCIATION)
+    checked: set = set()
     for record in stack.records:
         resource_type = str(record.get("type"))
         if not resource_type.startswith("kubernetes:"):
@@ -192,9 +196,18 @@ def kubernetes_provider_depends_on_access_entry(stack: StackIndex, facts: Facts)
                           "in-cluster resources must use the stack's explicit kubernetes provider", record=record)
             continue
         urn = provider.get("urn")
-        if urn not in checked:
-            checked[urn] = bool(entries) and stack.depends_on_any(provider, entries)
-            if not checked[urn]:
-                yield Finding("dependsOn", provider.get("dependsOn") or [],
-                              "the kubernetes provider must depend on the deployer's aws:eks/accessEntry:AccessEntry "
-                              "so cluster access outlives every in-cluster resource on destroy", record=provider)
+        if urn in checked:
+            continue
+        checked.add(urn)
+        if not grants:
+            yield Finding("dependsOn", provider.get("dependsOn") or [],
+                          "the kubernetes provider must depend on the deployer's aws:eks/accessEntry:AccessEntry "
+                          "so cluster access outlives every in-cluster resource on destroy", record=provider)
+            continue
+        ancestors = {r.get("urn") for r in stack.upstream(provider)}
+        missing = [str(g.get("name")) for g in grants if g.get("urn") not in ancestors]
+        if missing:
+            yield Finding("dependsOn", provider.get("dependsOn") or [],
+                          f"the kubernetes provider must depend on every EKS access grant, or a destroy run by that "
+                          f"principal (an admin, the reaper) deletes its own access before the in-cluster objects "
+                          f"and fails with 403; not an ancestor: {', '.join(sorted(missing))}", record=provider)

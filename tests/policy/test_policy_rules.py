@@ -4,7 +4,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from policy_stack_builder import COMPUTED, DELETE, IMAGE, compliant_stack, facts, find, set_path
+from policy_stack_builder import COMPUTED, DELETE, IMAGE, compliant_stack, facts, find, record, set_path
 
 from policy.gtp_policy import POLICIES, POLICY_NAMES, Facts, run_policies
 from policy.gtp_policy.offline import run_rule
@@ -198,6 +198,13 @@ FAILING = [
     ("custom-resources-depend-on-operator", "dev", "-elasticjob", ["dependsOn"], [], "dlrover operator"),
     ("kubernetes-provider-depends-on-access-entry", "dev", None, remove("-deployer-access"), None,
      "pulumi:providers:kubernetes 'dev-k8s'"),
+    # Issue 41 blocker 2: an admin's (or the reaper's) grant the provider does not wait for is deleted in a
+    # destroy's first wave, and that principal's in-cluster deletes then get 403.
+    ("kubernetes-provider-depends-on-access-entry", "dev", None, lambda records: records.append(record(
+        facts("dev")["stack"], "aws:eks/accessPolicyAssociation:AccessPolicyAssociation", "dev-eks-admin-reaper",
+        {"clusterName": COMPUTED, "principalArn": "arn:aws:iam::123456789012:role/reaper",
+         "policyArn": "arn:aws:eks::aws:cluster-access-policy/AmazonEKSClusterAdminPolicy"})), None,
+     "not an ancestor: dev-eks-admin-reaper"),
     ("kubernetes-provider-depends-on-access-entry", "dev", "-metrics", ["provider"], None,
      "in-cluster resources must use the stack's explicit kubernetes provider"),
 ]
