@@ -27,7 +27,8 @@ class AwsNetwork:
     """The EKS cluster's name output (depending on it orders creation after the cluster)."""
     vpc_id: pulumi.Output[str]
     private_subnet_ids: pulumi.Output[list[str]]
-    num_private_subnets: int
+    private_subnet_keys: list[str]
+    """What identifies each private subnet (its zone, or an adopted subnet's id), in order."""
     cluster_security_group_id: pulumi.Output[str]
     system_node_group: aws.eks.NodeGroup
     """Add-ons that run pods (CSI drivers) wait for it."""

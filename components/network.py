@@ -63,8 +63,10 @@ class Network(pulumi.ComponentResource):
     control_plane_subnet_ids: pulumi.Output[list[str]]
     """The private subnets of the first `num_availability_zones` zones only: EKS keeps a cluster's subnets in the
     zones it was created with, so a reservation's zone appended later gets node subnets, never control-plane ones."""
-    num_private_subnets: int
-    """How many private subnets exist (appended reservation zones included): one EFS mount target each."""
+    private_subnet_keys: list[str]
+    """What identifies each private subnet, in `private_subnet_ids`' order, known when the program runs: its zone
+    (the stack's own subnets, one per zone, appended reservation zones included) or its id (an adopted VPC's). EFS
+    allows one mount target per zone, so the mount targets are keyed by these, never by position."""
 
     def __init__(self, name: str, args: NetworkArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("gtp:cluster:Network", name, None, opts)
@@ -73,7 +75,7 @@ class Network(pulumi.ComponentResource):
             self.private_subnet_ids = pulumi.Output.from_input(list(args.existing_private_subnet_ids))
             self.public_subnet_ids = pulumi.Output.from_input(list(args.existing_public_subnet_ids))
             self.control_plane_subnet_ids = self.private_subnet_ids
-            self.num_private_subnets = len(args.existing_private_subnet_ids)
+            self.private_subnet_keys = list(args.existing_private_subnet_ids)
             self._existing_private = list(args.existing_private_subnet_ids)
             self._private_by_zone: dict[str, pulumi.Output[str]] = {}
             self.transit_gateway_attachment = None
@@ -152,7 +154,7 @@ class Network(pulumi.ComponentResource):
         # cluster" (awsdocs/amazon-eks-user-guide latest/ug/networking/network-reqs.adoc @101184ec, "VPC
         # requirements and considerations"): the appended zones' subnets stay out of the control plane.
         self.control_plane_subnet_ids = pulumi.Output.all(*[s.id for s in private_subnets[: len(chosen)]])
-        self.num_private_subnets = len(private_subnets)
+        self.private_subnet_keys = [plan.availability_zone for plan in layout]
         self.public_subnet_ids = pulumi.Output.all(*[s.id for s in public_subnets])
         self.register_outputs({"vpcId": self.vpc_id, "privateSubnetIds": self.private_subnet_ids})
 

@@ -163,8 +163,9 @@ class SharedStorageArgs:
     cluster_name: pulumi.Input[str] | None = None
     vpc_id: pulumi.Input[str] | None = None
     private_subnet_ids: pulumi.Input[list[str]] | None = None
-    num_private_subnets: int = 0
-    """How many private subnets there are (known from config, so mount targets are never created in an apply)."""
+    private_subnet_keys: list[str] = field(default_factory=list)
+    """What identifies each private subnet, in `private_subnet_ids`' order (its zone, or an adopted subnet's id;
+    known from config, so mount targets are never created in an apply): one EFS mount target each, keyed by it."""
     cluster_security_group_id: pulumi.Input[str] | None = None
     fsx_deployment_type: str = "PERSISTENT_2"
     fsx_throughput_per_unit: int = 125
@@ -276,11 +277,16 @@ class SharedStorage(pulumi.ComponentResource):
             file_system = aws.efs.FileSystem(
                 f"{name}-efs", encrypted=True, performance_mode="generalPurpose", throughput_mode="elastic",
                 tags={"Name": f"{args.name_prefix}-shared"}, opts=protected)
+            # Keyed by zone (EFS allows one mount target per zone: a position-named one, replaced create-first when
+            # a zone was added or removed before it, collided with its own zone's, MountTargetConflict). The alias
+            # adopts what a stack created under the index before.
             mount_targets = [
-                aws.efs.MountTarget(f"{name}-mount-{index}", file_system_id=file_system.id,
-                                    subnet_id=subnet_ids.apply(lambda ids, i=index: ids[i]),
-                                    security_groups=[security_group.id], opts=child)
-                for index in range(args.num_private_subnets)
+                aws.efs.MountTarget(f"{name}-mount-{key}", file_system_id=file_system.id,
+                                    subnet_id=subnet_ids.apply(lambda ids, i=position: ids[i]),
+                                    security_groups=[security_group.id],
+                                    opts=pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(
+                                        aliases=[pulumi.Alias(name=f"{name}-mount-{position}")])))
+                for position, key in enumerate(args.private_subnet_keys)
             ]
             access_point = aws.efs.AccessPoint(
                 f"{name}-access-point", file_system_id=file_system.id,

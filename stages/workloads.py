@@ -195,7 +195,7 @@ def build_storage(config: StackConfig, cluster: Cluster, training_ns: TrainingNa
         cluster_name=aws.cluster_name if aws else None,
         vpc_id=aws.vpc_id if aws else None,
         private_subnet_ids=aws.private_subnet_ids if aws else None,
-        num_private_subnets=aws.num_private_subnets if aws else 0,
+        private_subnet_keys=aws.private_subnet_keys if aws else [],
         cluster_security_group_id=aws.cluster_security_group_id if aws else None,
         fsx_deployment_type=storage.fsx_deployment_type,
         fsx_throughput_per_unit=storage.fsx_throughput_per_unit,
