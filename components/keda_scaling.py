@@ -120,6 +120,12 @@ def scaled_job_body(*, job_name: str, shape: PodShape, queue_url: pulumi.Input[s
             "minReplicaCount": 0, "maxReplicaCount": max_replicas,
             "successfulJobsHistoryLimit": 5, "failedJobsHistoryLimit": 5,
             "scalingStrategy": {"strategy": "default"},
+            # A new image (or any template change) applies to the next Job: the running ones finish on what they
+            # started with. KEDA's default rollout ("immediate") deletes every Job of the previous ScaledJob
+            # generation, running training included (v2.20.2 controllers/keda/scaledjob_controller.go:257-300,
+            # `deletePreviousVersionScaleJobs`); "gradual" deletes none (:268-269). The policy: workload_kinds/
+            # scaledjob.py `template_update`, docs/deploy.md "A new image".
+            "rollout": {"strategy": "gradual"},
             "triggers": [{
                 "type": "aws-sqs-queue",
                 "metadata": {

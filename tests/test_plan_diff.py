@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 import verify.plan as gtp_plan
+from verify.plan_diff import PlanDiff
 from tests.conftest import ROOT, plan_modified, plan_stack
 from verify import plan_diff
 from verify.plan_diff import diff_plans
@@ -454,3 +455,73 @@ def test_the_base_is_planned_once_per_git_tree_and_tool_set(monkeypatch: pytest.
     same = plan_cache.tree_key(tree, "dev")
     monkeypatch.setattr(plan_cache, "tool_identity", lambda: {"helm": "another helm"})
     assert plan_cache.tree_key(tree, "dev") != same, "a base planned with other tools was reused"
+
+
+# --- Issue 41 major 4: a new image on a running job --------------------------------------------------------------
+
+def _with_new_image(plan: dict[str, Any]) -> dict[str, Any]:
+    changed = json.loads(json.dumps(plan))
+    for resource in changed["resources"]:
+        if resource["type"] == "docker:index/image:Image":
+            resource["inputs"]["imageName"] = str(resource["inputs"].get("imageName")) + "-next"
+    return changed
+
+
+def test_a_new_image_restarts_prods_running_gangs_and_says_so_under_destructive_changes() -> None:
+    """prod's image reference is computed (known at `up`), so the jobs' own inputs don't change: the diff follows
+    the image build to every job built from it, and says what Kueue does to a running one."""
+    from verify.plan_diff import destructive_section, template_changes
+
+    base = json.loads(gtp_plan.render(plan_stack("prod"))[0])
+    diff = PlanDiff(base, _with_new_image(base))
+    changes = template_changes(diff)
+    assert {diff.new[urn]["inputs"]["kind"] for urn in changes} == {"PyTorchJob", "TrainJob"}
+    assert sorted(change.why for change in changes.values()) == ["new image",
+                                                                "new image of trainjob-runtime-gpt-finetune"]
+    assert all(change.restarts for change in changes.values())
+    text = "\n".join(destructive_section(diff).lines)
+    assert "job-gpt-pretrain-pytorchjob  running job restarts (new image)" in text
+    assert "NoMatchingWorkload" in text and "resume from the last complete checkpoint" in text
+
+
+def test_a_new_image_on_devs_scaled_job_reaches_the_next_job_only() -> None:
+    from verify.plan_diff import destructive_section, resources_section
+
+    base = json.loads(gtp_plan.render(plan_stack("dev"))[0])
+    diff = PlanDiff(base, _with_new_image(base))
+    assert destructive_section(diff) is None or "ScaledJob" not in "\n".join(destructive_section(diff).lines)
+    text = "\n".join(resources_section(diff).lines)
+    assert "ScaledJob  scaling-mnist-scaledjob  (new image, known at up)" in text
+    assert "running jobs: running Jobs finish on the template they started with" in text
+
+
+def _job(kind: str, image: str, queue: bool = True) -> dict[str, Any]:
+    labels = {"kueue.x-k8s.io/queue-name": "training"} if queue else {}
+    template = {"spec": {"containers": [{"name": "pytorch", "image": image}]}}
+    return _resource(f"kubernetes:kubeflow.org/v1:{kind}", "job", {
+        "apiVersion": "kubeflow.org/v1", "kind": kind, "metadata": {"name": "job", "labels": labels},
+        "spec": {"pytorchReplicaSpecs": {"Master": {"replicas": 1, "template": template},
+                                         "Worker": {"replicas": 1, "template": template}}}})
+
+
+def test_a_changed_container_restarts_a_queued_job_and_is_unknown_without_kueue() -> None:
+    from verify.plan_diff import destructive_section, template_changes
+
+    diff = PlanDiff(_plan(_job("PyTorchJob", "repo@sha256:" + "a" * 64)),
+                    _plan(_job("PyTorchJob", "repo@sha256:" + "b" * 64)))
+    [change] = template_changes(diff).values()
+    assert (change.why, change.restarts) == ("pod template", True)
+    assert "running job restarts (pod template)" in "\n".join(destructive_section(diff).lines)
+    unqueued = PlanDiff(_plan(_job("PyTorchJob", "a", queue=False)), _plan(_job("PyTorchJob", "b", queue=False)))
+    [change] = template_changes(unqueued).values()
+    assert change.restarts is None and "not known here" in change.effect
+    # Only what Kueue compares restarts it: a changed replica count is an ordinary update here.
+    same = _job("PyTorchJob", "a")
+    more = json.loads(json.dumps(same))
+    more["inputs"]["spec"]["pytorchReplicaSpecs"]["Worker"]["replicas"] = 2
+    assert template_changes(PlanDiff(_plan(same), _plan(more))) == {}
+
+
+def test_the_scaled_job_rolls_out_gradually() -> None:
+    scaled = plan_stack("dev").one("kubernetes:keda.sh/v1alpha1:ScaledJob")
+    assert scaled.inputs["spec"]["rollout"] == {"strategy": "gradual"}

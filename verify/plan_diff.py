@@ -45,7 +45,7 @@ from pathlib import Path
 from typing import Any
 
 from verify import cost
-from verify.plan_record import ROOT
+from verify.plan_record import COMPUTED, ROOT
 from verify.replacements import forcing
 
 
@@ -369,6 +369,100 @@ def deletes_first(old: Mapping[str, Any], new: Mapping[str, Any]) -> str | None:
     return None
 
 
+IMAGE_BUILD_TYPES = ("docker:index/image:Image",)
+"""Resources whose change is a new training image (its tag carries the content hash: components/image_spec.py)."""
+QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+
+
+@dataclass(frozen=True)
+class TemplateChange:
+    """A running job's pod template changes (a container, or the image it is built from) and what that does."""
+
+    why: str
+    """`pod template` (a container changed in the plan) or `new image` (its image build changed; the reference
+    itself is only known at `up`)."""
+    restarts: bool | None
+    """The running job is stopped and restarted (destructive); False: it keeps running; None: not known here."""
+    effect: str
+
+
+def _template_parts(template: Mapping[str, Any]) -> Any:
+    """What Kueue compares of a running job's pod template with its Workload (podset.go:41-52)."""
+    spec = template.get("spec") or {}
+    return [spec.get("initContainers"), spec.get("containers"), spec.get("tolerations")]
+
+
+def _images(template: Mapping[str, Any]) -> list[Any]:
+    spec = template.get("spec") or {}
+    return [c.get("image") for c in [*(spec.get("initContainers") or []), *(spec.get("containers") or [])]]
+
+
+def template_changes(diff: PlanDiff) -> dict[str, TemplateChange]:
+    """URN → what happens to each standing job (a workload kind's resource, in both plans, not replaced) whose pod
+    template changes — in its own body, through the image build it runs, or through the template object it is
+    built from (a TrainJob's ClusterTrainingRuntime, which Kueue reads at reconcile: kueue v0.19.2
+    pkg/controller/jobs/trainjob/trainjob_controller.go:155,199-209) — by the kind's own declaration (workload_kinds
+    `template_update`)."""
+    from workload_kinds import kind_of_resource
+
+    builds = {urn for urn, _ in diff.changed if diff.new[urn]["type"] in IMAGE_BUILD_TYPES}
+    upstream = _upstream(diff.new)
+    why: dict[str, str] = {}
+    for urn in sorted(set(diff.old) & set(diff.new)):
+        old, new = diff.old[urn].get("inputs") or {}, diff.new[urn].get("inputs") or {}
+        kind = kind_of_resource(new)
+        if kind is None or urn in diff.replaced:
+            continue
+        before, after = kind.pod_templates(old), kind.pod_templates(new)
+        if any(_template_parts(before.get(role) or {}) != _template_parts(template) for role, template in after.items()):
+            why[urn] = "pod template"
+        elif builds & upstream(urn) and any(image == COMPUTED for template in after.values()
+                                            for image in _images(template)):
+            why[urn] = "new image"
+    found: dict[str, TemplateChange] = {}
+    for urn in sorted(set(diff.old) & set(diff.new)):
+        new = diff.new[urn].get("inputs") or {}
+        kind = kind_of_resource(new)
+        if kind is None or new.get("kind") != kind.resource_kind or urn in diff.replaced:
+            continue
+        reason = why.get(urn) or next((f"{why[dep]} of {diff.new[dep]['name']}"
+                                       for dep in sorted(diff.new[urn].get("dependsOn") or []) if dep in why), None)
+        if reason is None:
+            continue
+        update = kind.template_update
+        queued = QUEUE_LABEL in ((new.get("metadata") or {}).get("labels") or {})
+        if update is None or (update.needs_queue and not queued):
+            found[urn] = TemplateChange(reason, None, f"what {kind.resource_kind}'s controller does to a running job "
+                                                      "with a changed pod template is not known here: expect its "
+                                                      "pods to restart")
+        else:
+            found[urn] = TemplateChange(reason, update.restarts, update.effect)
+    return found
+
+
+def _upstream(resources: Mapping[str, Mapping[str, Any]]) -> Callable[[str], set[str]]:
+    """URN → every URN it transitively depends on (dependsOn, and a component's children through their parent)."""
+    children: dict[str, list[str]] = {}
+    for urn, resource in resources.items():
+        if resource.get("parent"):
+            children.setdefault(resource["parent"], []).append(urn)
+    cache: dict[str, set[str]] = {}
+
+    def walk(urn: str) -> set[str]:
+        if urn not in cache:
+            cache[urn] = set()
+            todo = list((resources.get(urn) or {}).get("dependsOn") or [])
+            while todo:
+                dep = todo.pop()
+                if dep in cache[urn]:
+                    continue
+                cache[urn].add(dep)
+                todo.extend((resources.get(dep) or {}).get("dependsOn") or [])
+                todo.extend(children.get(dep, []))
+        return cache[urn]
+    return walk
+
+
 def destructive_section(diff: PlanDiff) -> Section | None:
     """Deletes and replacements first, each with what it takes down."""
     placements = (diff.base or {}).get("placements") or {}
@@ -377,6 +471,8 @@ def destructive_section(diff: PlanDiff) -> Section | None:
     entries += [("+-", "replace", urn, diff.new[urn], props) for urn, props in diff.replaced.items()]
     entries += [("=>", "rename", old, diff.old[old], []) for old, new in diff.renamed
                 if _data_notes(diff.old[old]) or _node_group(diff.old[old])]
+    restarts = {urn: change for urn, change in template_changes(diff).items() if change.restarts is not False}
+    entries += [("~", "restart", urn, diff.new[urn], []) for urn in restarts]
     for sign, verb, urn, resource, props in sorted(entries, key=lambda e: (e[2], e[0])):
         before = diff.old.get(urn, resource)
         notes = []
@@ -389,6 +485,10 @@ def destructive_section(diff: PlanDiff) -> Section | None:
             notes.append("the replacement is created first, then the old one is deleted")
         elif verb == "rename":
             notes.append("Pulumi deletes and re-creates it unless the new one has `aliases` naming the old URN")
+        elif verb == "restart":
+            change = restarts[urn]
+            verb = f"running job restarts ({change.why})" if change.restarts else f"running job ({change.why})"
+            notes.append(change.effect)
         forced = f" ({', '.join(props)})" if props else ""
         lines.append(f"{sign} {resource['type']}  {resource['name']}  {verb}{forced}")
         lines.extend(f"    {note}" for note in notes)
@@ -404,6 +504,7 @@ def destructive_section(diff: PlanDiff) -> Section | None:
 
 def resources_section(diff: PlanDiff) -> Section | None:
     lines: list[str] = []
+    kept = {urn: change for urn, change in template_changes(diff).items() if change.restarts is False}
     for urn in diff.added:
         lines.append(f"+ {diff.new[urn]['type']}  {diff.new[urn]['name']}")
         if diff.new[urn].get("custom", True):
@@ -422,6 +523,11 @@ def resources_section(diff: PlanDiff) -> Section | None:
         else:
             lines.append(f"~ {resource['type']}  {resource['name']}")
         lines.extend(_item_lines(changes, diff.old[urn], resource))
+        if urn in kept:
+            lines.append(f"    running jobs: {kept.pop(urn).effect}")
+    for urn, change in kept.items():  # a new image only: the job's own inputs are the same until `up` builds it
+        lines.append(f"~ {diff.new[urn]['type']}  {diff.new[urn]['name']}  ({change.why}, known at up)")
+        lines.append(f"    running jobs: {change.effect}")
     return Section(None, lines) if lines else None
 
 

@@ -116,6 +116,30 @@ class WorkloadKind(ABC):
         return iter(())
 
 
+@dataclass(frozen=True)
+class TemplateUpdate:
+    """What a changed pod template (a container: its image, command, env, resources) does to a running job of a
+    kind: `make plan-diff` prints it beside the change, under destructive changes when the job restarts."""
+
+    restarts: bool
+    """The running job is stopped and started again: the steps since its last complete checkpoint are lost."""
+    effect: str
+    """What happens, in words a reviewer reads, with the upstream source."""
+    needs_queue: bool = False
+    """Only so when Kueue admits the job (its resource carries `kueue.x-k8s.io/queue-name`); otherwise unknown."""
+
+
+KUEUE_REQUEUE = TemplateUpdate(
+    restarts=True, needs_queue=True,
+    effect="Kueue stops the running job and requeues it: a running job's pod sets must equal its Workload's "
+           "(containers compared with DeepEqual, kueue v0.19.2 pkg/util/equality/podset.go:41-52), and one that no "
+           "longer does is stopped with NoMatchingWorkload (pkg/controller/jobframework/reconciler.go:1103). Once "
+           "admitted again its pods start with the new template and resume from the last complete checkpoint: the "
+           "steps since are lost")
+"""The one policy for a new image (or any container change) on a running gang Kueue admits: a flagged restart from
+its last checkpoint (docs/deploy.md, "A new image")."""
+
+
 class KubernetesWorkloadKind(WorkloadKind):
     """A kind whose controller runs training pods. Subclasses set the class attributes and implement `deploy`
     and `pod_templates`."""
@@ -144,6 +168,9 @@ class KubernetesWorkloadKind(WorkloadKind):
     """Without Kueue, its multi-node jobs' workers wait `gpu.readinessTimeoutSeconds` for their rendezvous host."""
     clean_pod_policy: ClassVar[bool] = False
     """Its resource has runPolicy.cleanPodPolicy (`workloads.<name>.cleanPodPolicy` applies)."""
+    template_update: ClassVar[TemplateUpdate | None] = None
+    """What a changed container in its pod templates does to a running job of this kind; None: not known here
+    (plan-diff says so rather than calling the change harmless)."""
 
     @property
     def traits(self) -> KindTraits:

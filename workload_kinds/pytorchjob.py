@@ -23,7 +23,7 @@ from conventions.kubernetes import app_labels
 from conventions.names import PROMETHEUS_URL
 from stack_config import Problem, StackConfig, WorkloadConfig
 from stack_config.derived import startup_bound_seconds
-from workload_kinds.base import Deployment, KubernetesWorkloadKind, WorkloadContext
+from workload_kinds.base import KUEUE_REQUEUE, Deployment, KubernetesWorkloadKind, TemplateUpdate, WorkloadContext
 
 API_VERSION = "kubeflow.org/v1"
 POD_LABEL = "training.kubeflow.org/job-name"
@@ -111,6 +111,7 @@ class PyTorchJobKind(KubernetesWorkloadKind):
     name: ClassVar[str] = "pytorchjob"
     resource_kind: ClassVar[str] = "PyTorchJob"
     kueue_integration: ClassVar[str | None] = "kubeflow.org/pytorchjob"
+    template_update: ClassVar[TemplateUpdate | None] = KUEUE_REQUEUE
     keda_scales: ClassVar[bool] = True
     readiness_bounds_rendezvous: ClassVar[bool] = True  # elasticPolicy.rdzvConf read_timeout: `rendezvous_conf`
     clean_pod_policy: ClassVar[bool] = True

@@ -13,7 +13,7 @@ from typing import Any, ClassVar
 
 from components.keda_scaling import KedaScaling, KedaScalingArgs
 from stack_config import Problem, StackConfig, WorkloadConfig
-from workload_kinds.base import Deployment, KubernetesWorkloadKind, WorkloadContext
+from workload_kinds.base import Deployment, KubernetesWorkloadKind, TemplateUpdate, WorkloadContext
 from workload_kinds.pytorchjob import POD_LABEL as PYTORCH_JOB_LABEL
 
 
@@ -22,6 +22,11 @@ class ScaledJobKind(KubernetesWorkloadKind):
     resource_kind: ClassVar[str] = "ScaledJob"
     # KEDA's ScaledJob creates plain batch Jobs (it copies the ScaledJob's labels onto them): Kueue admits those.
     kueue_integration: ClassVar[str | None] = "batch/job"
+    template_update: ClassVar[TemplateUpdate | None] = TemplateUpdate(
+        restarts=False,
+        effect="running Jobs finish on the template they started with and the next message's Job gets the new one "
+               "(rollout.strategy gradual: KEDA v2.20.2 controllers/keda/scaledjob_controller.go:257-269; its default, "
+               "immediate, deletes the previous version's running Jobs)")
     operators: ClassVar[frozenset[str]] = frozenset({"keda"})
     # The Jobs KEDA starts carry no operator label; the NetworkPolicy's same-job rule keys on the PyTorchJob
     # label, which these single-pod jobs never need (one pod talks to nobody but AWS).

@@ -48,7 +48,7 @@ import pulumi_kubernetes as k8s
 from components.training_pod import CONTAINER_NAME, EFA_RESOURCE, PodShape, pod_template, resources, torchrun_args
 from conventions.kubernetes import app_labels
 from stack_config import Problem, StackConfig, WorkloadConfig
-from workload_kinds.base import Deployment, KubernetesWorkloadKind, WorkloadContext
+from workload_kinds.base import KUEUE_REQUEUE, Deployment, KubernetesWorkloadKind, TemplateUpdate, WorkloadContext
 
 API_VERSION = "trainer.kubeflow.org/v1alpha1"
 NODE = "node"
@@ -133,6 +133,7 @@ class TrainJobKind(KubernetesWorkloadKind):
     name: ClassVar[str] = "trainjob"
     resource_kind: ClassVar[str] = "TrainJob"
     kueue_integration: ClassVar[str | None] = "trainer.kubeflow.org/trainjob"
+    template_update: ClassVar[TemplateUpdate | None] = KUEUE_REQUEUE
     template_kinds: ClassVar[frozenset[str]] = frozenset({"ClusterTrainingRuntime", "TrainingRuntime"})
     operators: ClassVar[frozenset[str]] = frozenset({"trainer"})
     pod_label: ClassVar[str] = POD_LABEL
