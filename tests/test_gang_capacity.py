@@ -328,3 +328,46 @@ def test_the_simulation_fails_when_the_autoscalers_role_cannot_read_the_requests
     result = {r.name: r for r in gangs.check(narrowed, pods, groups)}["provisioned"]
     assert result.passed == 0 and any("ClusterRole lacks ['podtemplates']" in f.rule for f in result.findings)
 
+
+# --- a required topology is an assumption, not a pass -----------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def required_plan(tmp_path_factory: pytest.TempPathFactory) -> tuple[int, str, dict[str, Any]]:
+    """prod with `kueue.topology: required`, planned as `make plan` does: (exit code, what it printed, its
+    simulation.json)."""
+    import contextlib
+    import io
+    import json
+
+    from verify import plan as gtp_plan
+
+    root = tmp_path_factory.mktemp("required")
+    document = yaml.safe_load((ROOT / "stacks" / "Pulumi.prod.yaml").read_text())
+    document["config"]["gtp:kueue"]["topology"] = "required"
+    (root / "Pulumi.prod.yaml").write_text(yaml.safe_dump(document, sort_keys=False))
+    printed = io.StringIO()
+    with contextlib.redirect_stderr(printed), contextlib.redirect_stdout(io.StringIO()):
+        code = gtp_plan.plan_one("prod", stack_file=root / "Pulumi.prod.yaml", out=root / "plan", quiet=True)
+    return code, printed.getvalue(), json.loads((root / "plan" / "prod" / "simulation.json").read_text())
+
+
+def test_a_required_topology_is_an_assumption_and_no_pass(required_plan: tuple[int, str, dict[str, Any]]) -> None:
+    code, _, simulation = required_plan
+    topology = simulation["checks"]["topology"]
+    assert (topology["passed"], topology["total"], topology["findings"]) == (0, 0, [])
+    assumed = {entry["subject"]: entry for entry in topology["assumptions"]}
+    assert set(assumed) == {"PyTorchJob training-prod/gpt-pretrain", "TrainJob training-prod/gpt-finetune"}
+    pretrain = assumed["PyTorchJob training-prod/gpt-pretrain"]
+    assert "one topology.k8s.aws/network-node-layer-3 domain holds the 4 node(s) of group h100" in pretrain["assumes"]
+    assert "DescribeInstanceTopology" in pretrain["known_from"]
+    # an assumption is not a finding: the plan passes, and every other check keeps its keys
+    assert code == 0 and simulation["ok"] is True
+    assert all({"passed", "total", "findings", "assumptions"} <= set(check) for check in simulation["checks"].values())
+
+
+def test_the_plans_summary_names_the_assumption(required_plan: tuple[int, str, dict[str, Any]]) -> None:
+    _, printed, _ = required_plan
+    assert "topology 0/0 (+2 assumed)" in printed
+    assert ("plan: prod: assumed: topology: PyTorchJob training-prod/gpt-pretrain: assumes one "
+            "topology.k8s.aws/network-node-layer-3 domain holds the 4 node(s) of group h100") in printed
+    assert "assumed: topology: TrainJob training-prod/gpt-finetune" in printed
