@@ -290,7 +290,8 @@ def topology_capable(config: StackConfig, group: str) -> bool:
 
 def topology_mode(config: StackConfig, workload: WorkloadConfig) -> str:
     """`required`, `preferred` or `none`: what the workload asks of Kueue's topology-aware scheduling. Only a
-    multi-node EFA gang on a topology-capable group under Kueue asks anything by default (`kueue.topology`)."""
+    multi-node EFA gang on a topology-capable group under Kueue asks anything by default (`kueue.topology`), and
+    `auto` asks `preferred`: `required` only as an explicit choice (docs/scheduling.md, "Network topology")."""
     if not kueue_enabled(config) or config.kueue.topology == "off":
         return "none"
     if workload.topology is not None:
@@ -304,7 +305,13 @@ def topology_mode(config: StackConfig, workload: WorkloadConfig) -> str:
     if (config.kueue.topology == "auto" and config.kueue.atomic_provisioning == "off"
             and config.gpu_node_groups[group].min_size < nodes):
         return "none"  # without a provisioning check the gang could never be placed (`KueueConfig.topology`)
-    return "preferred" if config.kueue.topology == "preferred" else "required"
+    # Nothing AWS documents keeps a group's instances under one network node of a layer: a cluster placement group
+    # is "the same high-bisection bandwidth segment of the network", "not isolated to a single rack"
+    # (docs.aws.amazon.com/AWSEC2/latest/UserGuide/placement-strategies.html), a Capacity Block is "close together
+    # inside Amazon EC2 UltraClusters" (.../ec2-capacity-blocks.html); the nodes are known only from
+    # DescribeInstanceTopology once the instances run (.../how-ec2-instance-topology-works.html). So `auto` never
+    # risks a gang Kueue could never admit: `required` is the stack's explicit choice.
+    return "required" if config.kueue.topology == "required" else "preferred"
 
 
 def topology_groups(config: StackConfig) -> list[str]:

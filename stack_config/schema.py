@@ -411,11 +411,14 @@ class KueueConfig(_Section):
     (`topology.k8s.aws/network-node-layer-1..3`, written by the AWS cloud provider on the instance types EC2 has a
     topology for: catalog/node_labels.py) plus `kubernetes.io/hostname`, referenced by the flavors of the GPU groups
     whose instance types all carry those labels; every multi-node EFA workload on such a group asks for one domain
-    of layer `topologyLayer`. `required`: the gang waits until it fits one domain
-    (`kueue.x-k8s.io/podset-required-topology`); `preferred`: one domain if it can, wider if not
-    (`kueue.x-k8s.io/podset-preferred-topology`). `auto`: `required` where the group's instance types carry the
-    labels, nothing elsewhere; an explicit `required`/`preferred` with a multi-node EFA gang on a group without the
-    labels is an error. `off`: no Topology. A workload's own `topology` overrides it. Default `auto`."""
+    of layer `topologyLayer`. `preferred`: one domain if it can, the next layer up if not, spread at the top
+    (`kueue.x-k8s.io/podset-preferred-topology`; Kueue apis/kueue/v1beta2/topology_types.go:30-39 at v0.19.2).
+    `required`: the gang waits until it fits one domain (`kueue.x-k8s.io/podset-required-topology`, :24-28), and
+    nothing AWS documents guarantees one: a cluster placement group or Capacity Block keeps instances close, not
+    under one network node (docs/scheduling.md), so the plan reports such a gang as an assumption, never a pass.
+    `auto`: `preferred` where the group's instance types carry the labels, nothing elsewhere; an explicit
+    `required`/`preferred` with a multi-node EFA gang on a group without the labels is an error. `off`: no Topology.
+    A workload's own `topology` overrides it. Default `auto`."""
     topology_layer: int = Field(3, ge=1, le=3)
     """The EC2 network layer a topology-aware gang is kept within: 1 (top, widest) .. 3 (the network node the
     instances connect to, closest). Default 3."""
@@ -506,10 +509,11 @@ class WorkloadConfig(_Section):
     autoscaling: AutoscalingConfig = AutoscalingConfig()
     """KEDA autoscaling of this workload. Default: none."""
     topology: Literal["required", "preferred", "none"] | None = None
-    """This workload's network-topology request under Kueue (overrides `kueue.topology`): `required` keeps its
-    gang within one `kueue.topologyLayer` domain, `preferred` tries to, `none` asks nothing. Only a multi-node
-    gang on a GPU group whose instance types carry the EC2 topology labels can ask (catalog/node_labels.py).
-    Default: from `kueue.topology`."""
+    """This workload's network-topology request under Kueue (overrides `kueue.topology`): `preferred` tries to
+    keep its gang within one `kueue.topologyLayer` domain, `required` admits it only there (a domain that large is
+    known only at runtime: the plan reports it as an assumption), `none` asks nothing. Only a multi-node gang on a
+    GPU group whose instance types carry the EC2 topology labels can ask (catalog/node_labels.py). Default: from
+    `kueue.topology` (`auto`: `preferred`)."""
     image: str | None = None
     """A team's own training image instead of our trainer, by digest (`repo[:tag]@sha256:<64 hex>`); requires
     `command`, and our trainer's fields (`model`, `maxSteps`, `batchSize`, `checkpointEvery`, `extraArgs`,

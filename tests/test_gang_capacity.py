@@ -17,7 +17,7 @@ import yaml
 from catalog import node_labels as nl
 from catalog.gpu_instances import GPU_INSTANCE_TYPES
 from components import cluster_autoscaler, kueue
-from stack_config import ConfigError, derived
+from stack_config import ConfigError, derived, placement_group_enabled
 from tests.conftest import ROOT, plan_stack
 from tests.test_config import parse, with_
 from verify import render as gtp_cluster
@@ -66,8 +66,14 @@ def test_prod_gets_both_where_they_apply_and_dev_stays_simple() -> None:
     prod = parse(PROD)
     assert derived.topology_groups(prod) == ["a100", "h100"]  # p4d and p5: both on EC2's topology list
     assert derived.provisioning_groups(prod) == ["a100", "h100"]  # a100: minSize 0; h100: TAS needs the nodes
+    # auto asks `preferred`: neither h100's reservation nor a100's cluster placement group keeps a gang under one
+    # network node (docs/scheduling.md), and a `required` gang no domain holds is never admitted.
+    assert placement_group_enabled(prod.gpu_node_groups["a100"])
+    assert prod.gpu_node_groups["h100"].capacity_reservation_id is not None
     assert {name: derived.topology_mode(prod, w) for name, w in prod.workloads.items()} == {
-        "gpt-pretrain": "required", "gpt-finetune": "required"}
+        "gpt-pretrain": "preferred", "gpt-finetune": "preferred"}
+    required = parse(with_(PROD, "kueue.topology", "required"))
+    assert {derived.topology_mode(required, w) for w in required.workloads.values()} == {"required"}
     dev = parse(stack("dev"))
     assert derived.topology_groups(dev) == [] and derived.provisioning_groups(dev) == []
 
@@ -203,6 +209,22 @@ def test_prod_plan_shows_the_check_the_class_the_topology_and_the_flavors() -> N
                for line in by_name["topology"].details)
 
 
+def test_prods_gangs_ask_kueue_for_a_preferred_topology_by_default() -> None:
+    """The pods as their controllers create them (a TrainJob's come from its ClusterTrainingRuntime)."""
+    plan = plan_stack("prod")
+    pods, _ = _pods_and_groups(plan, gtp_cluster.render_cluster(plan))
+    asked: dict[str, set[str]] = {}
+    for pod in pods:
+        if pod.queued_job is not None:
+            annotations = pod.pod["metadata"].get("annotations") or {}
+            asked.setdefault(pod.queued_job, set()).update(
+                f"{mode}={annotations[key]}" for mode, key in kueue.TOPOLOGY_LEVEL_ANNOTATIONS.items()
+                if key in annotations)
+    layer_3 = "preferred=topology.k8s.aws/network-node-layer-3"
+    assert asked == {"PyTorchJob training-prod/gpt-pretrain": {layer_3},
+                     "TrainJob training-prod/gpt-finetune": {layer_3}}
+
+
 def test_dev_plan_has_neither() -> None:
     objects = gtp_cluster.render_cluster(plan_stack("dev"))
     assert not any(item.kind in ("AdmissionCheck", "Topology", "ProvisioningRequestConfig") for item in objects)
@@ -305,3 +327,47 @@ def test_the_simulation_fails_when_the_autoscalers_role_cannot_read_the_requests
         narrowed.append(item)
     result = {r.name: r for r in gangs.check(narrowed, pods, groups)}["provisioned"]
     assert result.passed == 0 and any("ClusterRole lacks ['podtemplates']" in f.rule for f in result.findings)
+
+
+# --- a required topology is an assumption, not a pass -----------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def required_plan(tmp_path_factory: pytest.TempPathFactory) -> tuple[int, str, dict[str, Any]]:
+    """prod with `kueue.topology: required`, planned as `make plan` does: (exit code, what it printed, its
+    simulation.json)."""
+    import contextlib
+    import io
+    import json
+
+    from verify import plan as gtp_plan
+
+    root = tmp_path_factory.mktemp("required")
+    document = yaml.safe_load((ROOT / "stacks" / "Pulumi.prod.yaml").read_text())
+    document["config"]["gtp:kueue"]["topology"] = "required"
+    (root / "Pulumi.prod.yaml").write_text(yaml.safe_dump(document, sort_keys=False))
+    printed = io.StringIO()
+    with contextlib.redirect_stderr(printed), contextlib.redirect_stdout(io.StringIO()):
+        code = gtp_plan.plan_one("prod", stack_file=root / "Pulumi.prod.yaml", out=root / "plan", quiet=True)
+    return code, printed.getvalue(), json.loads((root / "plan" / "prod" / "simulation.json").read_text())
+
+
+def test_a_required_topology_is_an_assumption_and_no_pass(required_plan: tuple[int, str, dict[str, Any]]) -> None:
+    code, _, simulation = required_plan
+    topology = simulation["checks"]["topology"]
+    assert (topology["passed"], topology["total"], topology["findings"]) == (0, 0, [])
+    assumed = {entry["subject"]: entry for entry in topology["assumptions"]}
+    assert set(assumed) == {"PyTorchJob training-prod/gpt-pretrain", "TrainJob training-prod/gpt-finetune"}
+    pretrain = assumed["PyTorchJob training-prod/gpt-pretrain"]
+    assert "one topology.k8s.aws/network-node-layer-3 domain holds the 4 node(s) of group h100" in pretrain["assumes"]
+    assert "DescribeInstanceTopology" in pretrain["known_from"]
+    # an assumption is not a finding: the plan passes, and every other check keeps its keys
+    assert code == 0 and simulation["ok"] is True
+    assert all({"passed", "total", "findings", "assumptions"} <= set(check) for check in simulation["checks"].values())
+
+
+def test_the_plans_summary_names_the_assumption(required_plan: tuple[int, str, dict[str, Any]]) -> None:
+    _, printed, _ = required_plan
+    assert "topology 0/0 (+2 assumed)" in printed
+    assert ("plan: prod: assumed: topology: PyTorchJob training-prod/gpt-pretrain: assumes one "
+            "topology.k8s.aws/network-node-layer-3 domain holds the 4 node(s) of group h100") in printed
+    assert "assumed: topology: TrainJob training-prod/gpt-finetune" in printed

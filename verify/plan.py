@@ -447,6 +447,8 @@ def plan_and_check(stack: str, *, stack_file: Path | None = None, out: Path = RO
         simulate.write(simulation, directory)
     progress(f"{stack}: simulation{'.json' if write else ''}: {simulate.summary(simulation)} in "
              f"{time.perf_counter() - simulated:.1f} s")
+    for line in simulate.assumptions(simulation):
+        progress(f"{stack}: assumed: {line}")
     from verify import overview
 
     # dot draws overview.svg while the plan is validated

@@ -208,6 +208,19 @@ def test_a_simulated_miss_the_real_run_passes_is_a_disagreement():
         "dev: admitted: Deployment ns/web: the simulation fails it; the real run passes it"]
 
 
+def test_a_real_failure_of_an_assumption_says_the_assumption_failed():
+    """simulation.json's `assumptions` (neither a pass nor a finding): the comparison reads them, never requires
+    them, and a real finding on an assumed object names what was assumed instead of "the simulation passes it"."""
+    sim = _sim(topology=([], []))
+    sim["checks"]["topology"].update(passed=0, total=0, assumptions=[
+        {"subject": "PyTorchJob p/j", "assumes": "one layer-3 domain holds its 4 nodes", "known_from": "EC2"}])
+    real = _real(topology=({"PyTorchJob p/j": "not admitted"}, {"PyTorchJob p/j": "no domain fits"}))
+    assert compare.disagreements("prod", sim, real) == [
+        "prod: topology: PyTorchJob p/j: the real run fails it (no domain fits); the simulation assumed one layer-3 "
+        "domain holds its 4 nodes"]
+    assert compare.disagreements("prod", sim, _real(topology=({"PyTorchJob p/j": "admitted"}, {}))) == []
+
+
 def test_objects_whose_controller_is_not_run_are_not_compared():
     sim = _sim(scheduled=(["ScaledJob training-dev/mnist Job ×4: fits g6"], []))
     real = _real(not_run=["ScaledJob training-dev/mnist"], scheduled=({"ScaledJob training-dev/mnist": "runs on x"},

@@ -3,7 +3,8 @@ object the real run saw. Every disagreement is one line naming the stack, the ch
 
 Per check:
 - any check: the verdict (findings or none) must agree; a real finding must name an object the simulation also
-  flags, and a simulation finding about an object the real run saw must be a real finding too;
+  flags, and a simulation finding about an object the real run saw must be a real finding too; a real finding on an
+  object the simulation only assumed (its `assumptions`: neither pass nor finding) says that assumption failed;
 - `scheduled`: the node group each workload's pods really run on must be one the simulation says it fits
   (`<owner> ×N: fits a, b`), and "runs on no node group" must agree;
 - `queued`: the flavor and ClusterQueue Kueue really admitted each job into must be the one the simulation chose;
@@ -40,9 +41,13 @@ def disagreements(stack: str, simulation: dict[str, Any], real: dict[str, Any]) 
         where = f"{stack}: {name}"
         sim_findings = [f["subject"] for f in sim_check["findings"]]
         real_findings = {f["subject"]: f["rule"] for f in real_check["findings"]}
+        assumed = {a["subject"]: a["assumes"] for a in sim_check.get("assumptions") or []}
         for subject, rule in sorted(real_findings.items()):
-            if not any(_owner_matches(s, subject) or subject in s for s in sim_findings):
-                problems.append(f"{where}: {subject}: the real run fails it ({rule}); the simulation passes it")
+            if any(_owner_matches(s, subject) or subject in s for s in sim_findings):
+                continue
+            guess = next((what for s, what in assumed.items() if _owner_matches(s, subject) or subject in s), None)
+            problems.append(f"{where}: {subject}: the real run fails it ({rule}); " + (
+                f"the simulation assumed {guess}" if guess else "the simulation passes it"))
         for subject in sim_findings:
             seen = [who for who in real_check["objects"] if _owner_matches(subject, who) or who in subject]
             if seen and not any(who in real_findings for who in seen):

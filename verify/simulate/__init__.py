@@ -20,13 +20,18 @@ run as `check(world) -> list[CheckResult]`, in this order. A new check is a modu
 - `autoscaler`: scale from zero — the cluster-autoscaler's template node from the ASG tags only;
 - `gangs`: `provisioned` — each gang under the atomic ProvisioningRequest check is one request of N pods that fits
   N template nodes within its group's maxSize, and the check is wired end to end; `topology` — each gang asking for a
-  network domain gets one (flavor → Topology level → labelled nodes), with the level it used;
+  network domain gets one (flavor → Topology level → labelled nodes), with the level it used; a `required` domain
+  is an assumption (below);
 - `rendezvous`: every multi-node job's rendezvous host is reachable within its timeout at the stack's worst start
   skew, and the operator's restart accounting leaves room for one re-formed rendezvous;
 - `storage`: who may write each volume against the pod's uid/gid/fsGroup;
 - `queries`: the KEDA queries (verified against a real Prometheus by the test suite);
 - `swarm`: a Swarm stack's planned services: placement against the labels docs/swarm.md tells sites to set, GPUs
   reserved against `gpusPerNode`, one task per server, overlay and rendezvous wiring, restart policy.
+
+A fact only the running cluster knows is never a pass: a check states it as an `Assumption` (`CheckResult.assume`),
+listed under the check's `assumptions` in simulation.json and on the plan's `assumed:` lines; it is neither counted
+in `total` nor a finding, so it does not fail the plan.
 """
 
 from __future__ import annotations
@@ -61,10 +66,11 @@ from verify.simulate import (
     swarm,
     webhooks,
 )
-from verify.simulate.model import CheckResult, ExpandedPod, Finding
+from verify.simulate.model import Assumption, CheckResult, ExpandedPod, Finding
 from verify.simulate.pods import expand_pods
 
-__all__ = ["CHECKS", "CheckResult", "ExpandedPod", "Finding", "SimulationCheck", "World", "simulate", "write"]
+__all__ = ["CHECKS", "Assumption", "CheckResult", "ExpandedPod", "Finding", "SimulationCheck", "World", "simulate",
+           "write"]
 
 
 @dataclass(frozen=True)
@@ -162,9 +168,17 @@ def write(report: dict[str, Any], directory: Path) -> None:
 
 
 def summary(report: dict[str, Any]) -> str:
-    """`objects by source; admitted N/N, scheduled N/N, ...` for the plan's progress line."""
-    parts = [f"{name} {check['passed']}/{check['total']}" for name, check in report["checks"].items()]
+    """`admitted N/N, scheduled N/N, topology N/N (+K assumed), ...` for the plan's progress line."""
+    parts = [f"{name} {check['passed']}/{check['total']}"
+             + (f" (+{len(check['assumptions'])} assumed)" if check.get("assumptions") else "")
+             for name, check in report["checks"].items()]
     return ", ".join(parts) or "no checks"
+
+
+def assumptions(report: dict[str, Any]) -> list[str]:
+    """One line per assumption (`Assumption.line`), prefixed with its check: what the plan could not check."""
+    return [f"{name}: {Assumption(**entry).line()}"
+            for name, check in report["checks"].items() for entry in check.get("assumptions") or []]
 
 
 def findings(report: dict[str, Any]) -> list[str]:

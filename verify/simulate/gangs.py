@@ -17,8 +17,10 @@ group carries that label (the AWS cloud provider writes it only on the instance 
 catalog/node_labels.py), and the gang is not left waiting for nodes that never come (Kueue's TAS counts only running
 nodes; with the provisioning check it assigns the topology after the nodes came: Kueue v0.19.2
 site/content/en/docs/concepts/topology_aware_scheduling.md:61-67, :124-137). Real domain sizes are known only on the
-running nodes (DescribeInstanceTopology); the simulation places each gang in one domain of the requested level at
-its largest size and says which level and how many nodes.
+running nodes (DescribeInstanceTopology). A `preferred` gang that passes those checks is admitted whatever the
+domains (wider if it must: apis/kueue/v1beta2/topology_types.go:30-39) and counts as a pass; a `required` one is
+admitted only if one domain holds it (:24-28), which nothing AWS documents guarantees (docs/scheduling.md), so it is
+an assumption, not a pass. Each names the level and how many nodes at the gang's largest.
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ from components.kueue import (
 )
 from verify.render import ClusterObject
 from verify.simulate.autoscaler import template_node, with_daemons
-from verify.simulate.model import CheckResult, ExpandedPod, Finding, Modeled
+from verify.simulate.model import Assumption, CheckResult, ExpandedPod, Finding, Modeled
 from verify.simulate.nodes import NodeGroup
 from verify.simulate.queue import _flavor_group, _labels, _unit_pods, fit
 from verify.simulate.scheduling import placement_misses, pod_requests
@@ -199,11 +201,22 @@ def check(objects: list[ClusterObject], pods: list[ExpandedPod], groups: list[No
                               "counts only running nodes and nothing provisions more before admission")
         else:
             misses.append(f"flavor {flavor.name} selects no single GPU node group")
-        topology.record(not misses, Finding(subject, f"{mode} topology {label}: " + "; ".join(misses),
-                                            "use instance types EC2 has a topology for, or kueue.topology / "
-                                            "workloads.<name>.topology 'none'") if misses else None)
-        if not misses and group is not None:
+        if misses:
+            topology.record(False, Finding(subject, f"{mode} topology {label}: " + "; ".join(misses),
+                                           "use instance types EC2 has a topology for, or kueue.topology / "
+                                           "workloads.<name>.topology 'none'"))
+            continue
+        assert group is not None  # a flavor without a group is a miss above
+        placed = "placed after provisioning" if atomic else "on running nodes"
+        if mode == "required":
+            topology.assume(Assumption(
+                subject, f"one {label} domain holds the {nodes} node(s) of group {group.name} its required topology "
+                         f"needs at its largest (Topology {topology_name}, {placed})",
+                "ec2:DescribeInstanceTopology on the running instances: no placement group, reservation or Capacity "
+                "Block is documented to keep a group under one network node, and Kueue never admits the gang if no "
+                "domain holds it ('preferred' does not depend on it)"))
+        else:
+            topology.record(True)
             topology.details.append(f"{subject}: {mode} one {label} domain of Topology {topology_name}: {nodes} "
-                                    f"node(s) of group {group.name} at its largest "
-                                    + ("(placed after provisioning)" if atomic else "(on running nodes)"))
-    return [result for result in (provisioned, topology) if result.total]
+                                    f"node(s) of group {group.name} at its largest ({placed})")
+    return [result for result in (provisioned, topology) if result.total or result.assumptions]

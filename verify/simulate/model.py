@@ -52,9 +52,24 @@ class Finding:
         return f"{self.subject}: {self.rule} — fix: {self.fix}"
 
 
+@dataclass(frozen=True)
+class Assumption:
+    """A fact the check needs and a plan cannot know: it holds only if the running cluster makes it so (a domain's
+    size, a node's real labels). Not a finding (the plan does not fail) and not a pass (N/N does not count it)."""
+
+    subject: str
+    assumes: str
+    """What must hold at runtime for the subject to work."""
+    known_from: str
+    """Where only the running system answers it (an API, a controller), and what happens when it does not hold."""
+
+    def line(self) -> str:
+        return f"{self.subject}: assumes {self.assumes} — known only from {self.known_from}"
+
+
 @dataclass
 class CheckResult:
-    """One line of simulation.json: `name` N/N, with every finding."""
+    """One line of simulation.json: `name` N/N, with every finding, and what it assumed instead of checking."""
 
     name: str
     total: int = 0
@@ -62,6 +77,8 @@ class CheckResult:
     findings: list[Finding] = field(default_factory=list)
     details: list[str] = field(default_factory=list)
     """What was checked, one line each, for readers of simulation.json (not failures)."""
+    assumptions: list[Assumption] = field(default_factory=list)
+    """What only the running cluster can answer (`assume`): neither counted in `total` nor a finding."""
 
     def record(self, ok: bool, finding: Finding | None = None) -> None:
         self.total += 1
@@ -70,7 +87,13 @@ class CheckResult:
         elif finding is not None:
             self.findings.append(finding)
 
+    def assume(self, assumption: Assumption) -> None:
+        """Instead of `record`: the subject's statically knowable parts hold, the rest is a runtime fact."""
+        self.assumptions.append(assumption)
+
     def as_json(self) -> dict[str, Any]:
         return {"passed": self.passed, "total": self.total,
                 "findings": [{"subject": f.subject, "rule": f.rule, "fix": f.fix} for f in self.findings],
-                "details": list(self.details)}
+                "details": list(self.details),
+                "assumptions": [{"subject": a.subject, "assumes": a.assumes, "known_from": a.known_from}
+                                for a in self.assumptions]}
