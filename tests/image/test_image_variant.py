@@ -26,18 +26,24 @@ def test_efa_switched_off_on_the_group_builds_the_default_variant():
     assert image_variant(parse(with_(BASE, "gpuNodeGroups.big", {**P5, "efa": False}))) == "default"
 
 
-def test_efa_build_args_carry_the_pinned_installer_or_an_empty_checksum():
+def test_efa_build_args_carry_the_pinned_installer_and_its_verification_pins():
     args = image_spec.build_args(net_variant="efa")
     assert args["NET_VARIANT"] == "efa" and args["EFA_INSTALLER_VERSION"] == versions.EFA_INSTALLER.version
+    assert args["EFA_INSTALLER_GPG_FINGERPRINT"] == versions.EFA_INSTALLER.gpg_fingerprint
     assert args["EFA_INSTALLER_SHA256"] == (versions.EFA_INSTALLER.sha256 or "")
     assert "EFA_INSTALLER_VERSION" not in image_spec.build_args()
     with pytest.raises(ValueError, match="net_variant must be one of"):
         image_spec.build_args(net_variant="ib")
 
 
-def test_the_installer_checksum_is_a_sha256_or_explicitly_unverified():
-    sha = versions.EFA_INSTALLER.sha256
-    assert sha is None or (len(sha) == 64 and int(sha, 16) >= 0)
+def test_the_installer_pins_have_the_form_the_build_checks():
+    import dataclasses
+
+    with pytest.raises(ValueError, match=r"gpg_fingerprint must be 40 upper-case hex digits without spaces \(as "
+                                         r"`gpg --with-colons` prints it\), got '4E90 91BC"):
+        dataclasses.replace(versions.EFA_INSTALLER, gpg_fingerprint="4E90 91BC BB97 A96B 26B1 5E59 A054 80B1 DD2D 3CCC")
+    with pytest.raises(ValueError, match=r"sha256 must be 64 lower-case hex digits, got 'ABC'"):
+        dataclasses.replace(versions.EFA_INSTALLER, sha256="ABC")
 
 
 def test_variants_get_different_tags():
