@@ -1,4 +1,4 @@
-"""The EFA variant of the image: built only for stacks with EFA groups, with the installer pinned or failing closed."""
+"""The EFA variant of the image: built only for stacks with EFA groups, with the installer verified or refused."""
 
 from __future__ import annotations
 
@@ -55,37 +55,53 @@ def test_variants_get_different_tags():
     assert tag("default") != tag("efa")
 
 
-def test_an_efa_build_without_a_recorded_installer_digest_is_refused_before_anything_is_registered(monkeypatch):
-    # Before: only the Dockerfile's net-efa stage failed, at `up`'s image build, after EKS and the p5 nodes existed.
+def test_the_committed_prod_stack_is_not_refused_for_its_efa_installer():
+    # Before: sha256 None refused every stack with EFA groups and image.build (prod): no way forward but the catalog.
+    import stages.config
+    from tests.conftest import plan_stack
+
+    config = plan_stack("prod").config
+    assert image_variant(config) == "efa" and config.image.build
+    assert [p for p in stages.config.unpinned_build_inputs(config) if p.path == "image.build"] == []
+
+
+def test_an_efa_installer_with_no_way_to_verify_it_is_refused_before_anything_is_registered(monkeypatch):
+    # Without this, only the Dockerfile's efa-installer stage would fail, at `up`'s image build, after EKS and the p5
+    # nodes existed.
     import dataclasses
 
     import stages.config
     from stack_config import ConfigError
     from verify import plan as gtp_plan
 
-    monkeypatch.setattr(versions, "EFA_INSTALLER", dataclasses.replace(versions.EFA_INSTALLER, sha256=None))
+    unverifiable = dataclasses.replace(versions.EFA_INSTALLER, gpg_fingerprint=None, sha256=None)
+    monkeypatch.setattr(versions, "EFA_INSTALLER", unverifiable)
     # This test is about the installer: the node monitoring agent's own refusal (tests/test_node_health.py) aside.
     monkeypatch.setattr(versions, "EKS_NODE_MONITORING_AGENT", {"1.34": "v0.0.0-test"})
     monkeypatch.setattr(stages.config, "under_mocks", lambda: False)
     monkeypatch.setattr(stages.config, "find_placeholders", lambda config: iter(()))
     partial = gtp_plan.Plan(project="gtp", stack="prod")
     with pytest.raises(ConfigError, match=r"image\.build: unpinned — image\.build is true and GPU group\(s\) a100, "
-                                          r"h100 use EFA, so the image installs aws-efa-installer-[0-9.]+, "
-                                          r"whose SHA-256 catalog/versions\.py EFA_INSTALLER does not record"):
+                                          r"h100 use EFA, so the image installs aws-efa-installer-[0-9.]+, which "
+                                          r"catalog/versions\.py EFA_INSTALLER gives no way to verify \(neither "
+                                          r"gpg_fingerprint nor sha256 is set\); pin the fingerprint of the key AWS "
+                                          r"signs the installer with"):
         gtp_plan.run("prod", into=partial)
     assert partial.resources == []
-    # Recorded: no refusal, and the offline plan warns about what remains.
-    monkeypatch.setattr(versions, "EFA_INSTALLER", dataclasses.replace(versions.EFA_INSTALLER, sha256="0" * 64))
-    assert stages.config.unpinned_build_inputs(gtp_plan.run("prod").config) == []
+    # Either pin is a way to verify it: no refusal.
+    for pins in ({"gpg_fingerprint": "0" * 40}, {"sha256": "0" * 64}):
+        monkeypatch.setattr(versions, "EFA_INSTALLER", dataclasses.replace(unverifiable, **pins))
+        assert stages.config.unpinned_build_inputs(gtp_plan.run("prod").config) == [], pins
 
 
-def test_the_offline_plan_warns_about_an_unpinned_efa_installer(monkeypatch, capsys):
+def test_the_offline_plan_warns_about_an_unverifiable_efa_installer(monkeypatch, capsys):
     import dataclasses
 
     from tests.conftest import plan_stack
     from verify import plan as gtp_plan
 
-    monkeypatch.setattr(versions, "EFA_INSTALLER", dataclasses.replace(versions.EFA_INSTALLER, sha256=None))
+    monkeypatch.setattr(versions, "EFA_INSTALLER",
+                        dataclasses.replace(versions.EFA_INSTALLER, gpg_fingerprint=None, sha256=None))
     gtp_plan.warn_placeholders(plan_stack("prod"))
     err = capsys.readouterr().err
     assert "warning: unpinned image.build: image.build is true and GPU group(s) a100, h100 use EFA" in err
