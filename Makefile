@@ -83,7 +83,8 @@ plan-diff: setup ## STACK=dev BASE=origin/main  what a change does to a stack's 
 check: setup $(CHECKOV) ## scanners: Checkov, kubernetes-validate, policy pack, yamllint, hadolint, zizmor, actionlint
 	$(PY) -m tools.check --checkov $(CURDIR)/$(CHECKOV)
 
-# Installs (as root) or names (otherwise) the Debian packages its tests run: prometheus, skopeo, graphviz, chromium.
+# Installs (as root) or names (otherwise) the Debian packages its tests run: prometheus, skopeo, graphviz, chromium,
+# gnupg.
 test: setup $(CHECKOV) ## PYTEST_WORKERS=2  the whole suite: pytest (not engine/cluster) + make check
 	$(PY) -m tools.system_packages test
 	GTP_CHECKOV=$(CURDIR)/$(CHECKOV) $(PY) -m pytest -n $(PYTEST_WORKERS) -m "not engine and not cluster" tests

@@ -6,6 +6,7 @@ Each entry names the upstream source so a reviewer can check what a bump pulls i
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 VENDOR_DIR = "vendor"
@@ -202,34 +203,53 @@ BASE_IMAGES: dict[str, BaseImage] = {
 class EfaInstaller:
     """AWS's EFA installer (https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/efa-start.html): user-space
     libfabric with the efa provider, and the aws-ofi-nccl NCCL net plugin it bundles (built by AWS for the CUDA
-    and NCCL generations it supports: check its release notes against TORCH_VERSION's CUDA/NCCL on a bump)."""
+    and NCCL generations it supports: check its release notes against TORCH_VERSION's CUDA/NCCL on a bump).
+    The image's build verifies the tarball with every pin set here (images/trainer/verify-efa-installer.sh); with
+    neither pin, a stack with EFA groups refuses to build (stack_config.derived.efa_installer_refusal)."""
 
     version: str
+    gpg_fingerprint: str | None
+    """Fingerprint (40 upper-case hex digits, no spaces) of the key AWS signs installer tarballs with, as AWS
+    documents it; the build accepts the tarball only with a valid `.tar.gz.sig` by that key. AWS's guide names the
+    same key for every release it walks through, so a version bump keeps it (check the page). None: no signature
+    check."""
     sha256: str | None
-    """SHA-256 of `aws-efa-installer-<version>.tar.gz` as AWS records it; None while no record is found (then a
-    stack with EFA groups refuses to build: stack_config.derived.efa_installer_refusal)."""
+    """SHA-256 (64 lower-case hex digits) of `aws-efa-installer-<version>.tar.gz` as AWS records it: checked too
+    where set. None where AWS publishes none for this version."""
     aws_ofi_nccl: str
     """The aws-ofi-nccl (libnccl-ofi) release this installer bundles (EFA release notes, efa-changelog)."""
     nccl_range: tuple[str, str]
     """(oldest, newest tested) NCCL that aws-ofi-nccl release supports, from its release notes; torch's NCCL must
     fall inside (tests/test_catalog.py reads torch's own requirement)."""
 
+    def __post_init__(self) -> None:
+        if self.gpg_fingerprint is not None and not re.fullmatch(r"[0-9A-F]{40}", self.gpg_fingerprint):
+            raise ValueError(f"EfaInstaller.gpg_fingerprint must be 40 upper-case hex digits without spaces (as "
+                             f"`gpg --with-colons` prints it), got {self.gpg_fingerprint!r}")
+        if self.sha256 is not None and not re.fullmatch(r"[0-9a-f]{64}", self.sha256):
+            raise ValueError(f"EfaInstaller.sha256 must be 64 lower-case hex digits, got {self.sha256!r}")
 
-# Installed into the image's `efa` variant (images/trainer/Dockerfile stage net-efa) for stacks with EFA groups.
-# torch 2.13.0's CUDA 13 wheels require nvidia-nccl-cu13==2.29.7 (torch's METADATA `Requires-Dist`).
+
+# Installed into the image's `efa` variant (images/trainer/Dockerfile stages efa-installer and net-efa) for stacks
+# with EFA groups. torch 2.13.0's CUDA 13 wheels require nvidia-nccl-cu13==2.29.7 (torch's METADATA `Requires-Dist`).
 # - Version: EFA installer 1.50.0 bundles aws-ofi-nccl 1.21.1 (EFA release notes, "Elastic Fabric Adapter release
 #   notes", row 1.50.0, August 21, 2026), "tested with NCCL v2.31.2-1 while maintaining backward compatibility with
-#   older NCCL versions (NCCL v2.17.1 and later)" (aws/aws-ofi-nccl release v1.21.1). The newest installer AWS's
-#   aws-parallelcluster-cookbook records a SHA-256 for, as far as could be read here, is 1.41.0
-#   (cookbooks/aws-parallelcluster-environment/attributes/environment.rb:73-74, commit e9e449c8 "Upgrade EFA
-#   installer to version 1.41.0 (from 1.38.1)", PR #2953: sha256
-#   3506354cdfbe31ff552fe75f5d0d9bb7efd29cf79bd99457347d29c751c38f9f). It bundles aws-ofi-nccl
-#   1.14.2 (release notes rows 1.40.0/1.41.0); the first aws-ofi-nccl notes found that list NCCL 2.29.7 as tested
-#   are the 1.19 series' (v1.19.2), so nothing on record says 1.41.0 carries torch's NCCL. So 1.41.0 is not pinned, and
-#   1.50.0 has no SHA-256 on record here:
-#   sha256 stays None and EFA builds stay refused until AWS's own record of 1.50.0's (or a newer release's)
-#   SHA-256 is cited here.
-EFA_INSTALLER = EfaInstaller(version="1.50.0", sha256=None, aws_ofi_nccl="1.21.1", nccl_range=("2.17.1", "2.31.2"))
+#   older NCCL versions (NCCL v2.17.1 and later)" (aws/aws-ofi-nccl release v1.21.1).
+# - Verified as AWS documents (EC2 user guide, "Install the EFA software", step "Verify the authenticity and
+#   integrity of the EFA tarball": https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/efa-start.html, source
+#   awsdocs/amazon-ec2-user-guide doc_source/efa-start.md): import aws-efa-installer.key, whose `gpg --fingerprint`
+#   "should return a fingerprint that is identical to `4E90 91BC BB97 A96B 26B1 5E59 A054 80B1 DD2D 3CCC`", then
+#   `gpg --verify` the tarball's `.tar.gz.sig` (a "Good signature" by that key). The page gives the same
+#   fingerprint for 1.20.0 (the archived guide) and for 1.47.0 and 1.50.0 (efa-start-nccl.html, English and Chinese
+#   editions), so it is pinned below; the build also requires that key to be the signature's primary key.
+# - SHA-256: none is recorded for 1.50.0. The archived copy of AWS's checksum page (doc_source/efa-verify.md,
+#   "Verify the EFA installer using a checksum") stops at 1.14.0, and the newest installer AWS's
+#   aws-parallelcluster-cookbook records one for, as far as could be read here, is 1.41.0
+#   (cookbooks/aws-parallelcluster-environment/attributes/environment.rb:73-74, commit e9e449c8, PR #2953), whose
+#   aws-ofi-nccl 1.14.2 predates notes listing torch's NCCL 2.29.7 (first in the 1.19 series). So sha256 stays None:
+#   the signature is the check, and a SHA-256 AWS publishes for a pinned release goes here as an extra one.
+EFA_INSTALLER = EfaInstaller(version="1.50.0", gpg_fingerprint="4E9091BCBB97A96B26B15E59A05480B1DD2D3CCC", sha256=None,
+                             aws_ofi_nccl="1.21.1", nccl_range=("2.17.1", "2.31.2"))
 
 
 # --- The real test cluster (`make cluster-test`, tools/cluster_test) -----------------------------------

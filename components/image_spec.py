@@ -311,8 +311,9 @@ def build_args(vcs_revision: str = "unknown", source_url: str = "unknown",
                base_image: str = versions.PYTORCH_BASE_IMAGE, net_variant: str = "default") -> dict[str, str]:
     """The Dockerfile's ARGs, with versions taken from `catalog.versions`.
 
-    net_variant: `default`, or `efa` for stacks with EFA node groups (adds the EFA installer's pinned version and
-    checksum, empty while unverified: the Dockerfile's net-efa stage then fails closed).
+    net_variant: `default`, or `efa` for stacks with EFA node groups (adds the EFA installer's pinned version, the
+    fingerprint of AWS's signing key and the SHA-256, each empty where the catalog pins none: the Dockerfile's
+    efa-installer stage checks every one that is set and fails closed when neither is).
     base_image: the base by digest (stack_config.derived.base_image: per platform and device).
     vcs_revision: commit the image is built from (label `org.opencontainers.image.revision`).
     source_url: repository URL (label `org.opencontainers.image.source`).
@@ -328,6 +329,7 @@ def build_args(vcs_revision: str = "unknown", source_url: str = "unknown",
     }
     if net_variant == "efa":
         args["EFA_INSTALLER_VERSION"] = versions.EFA_INSTALLER.version
+        args["EFA_INSTALLER_GPG_FINGERPRINT"] = versions.EFA_INSTALLER.gpg_fingerprint or ""
         args["EFA_INSTALLER_SHA256"] = versions.EFA_INSTALLER.sha256 or ""
     return args
 

@@ -119,17 +119,21 @@ def node_update_strategy(group: GpuNodeGroupConfig) -> str:
 
 
 def efa_installer_refusal(config: StackConfig) -> str | None:
-    """Why this stack must not build (its image's `efa` variant needs an EFA installer with no recorded SHA-256), or
-    None. The Dockerfile's net-efa stage fails closed too, but only at `up`'s image build, after EKS and the
-    reserved nodes exist: this says so before anything is registered."""
+    """Why this stack must not build (its image's `efa` variant installs an EFA installer that catalog/versions.py
+    EFA_INSTALLER gives no way to verify: neither AWS's signing-key fingerprint nor a SHA-256), or None. The
+    Dockerfile's efa-installer stage fails closed too, but only at `up`'s image build, after EKS and the reserved
+    nodes exist: this says so before anything is registered."""
     installer = versions.EFA_INSTALLER
-    if not config.image.build or image_variant(config) != "efa" or installer.sha256 is not None:
+    if not config.image.build or image_variant(config) != "efa":
+        return None
+    if installer.gpg_fingerprint is not None or installer.sha256 is not None:
         return None
     groups = sorted(name for name in config.gpu_node_groups if _efa_group(config, name))
     return (f"image.build is true and GPU group(s) {', '.join(groups)} use EFA, so the image installs "
-            f"aws-efa-installer-{installer.version}, whose SHA-256 catalog/versions.py EFA_INSTALLER does not record; "
-            f"record one published by AWS there, or set image.build: false with image.reference to an EFA image "
-            f"built elsewhere")
+            f"aws-efa-installer-{installer.version}, which catalog/versions.py EFA_INSTALLER gives no way to verify "
+            f"(neither gpg_fingerprint nor sha256 is set); pin the fingerprint of the key AWS signs the installer "
+            f"with, as AWS documents it (EC2 user guide, efa-start.html), or a SHA-256 AWS publishes, or set "
+            f"image.build: false with image.reference to an EFA image built elsewhere")
 
 
 def _efa_group(config: StackConfig, name: str) -> bool:

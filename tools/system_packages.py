@@ -1,7 +1,7 @@
 """The Debian packages a test suite needs, installed by the make target that runs it (so README's commands work on a
 fresh machine, and `.ci/run` calls nothing else).
 
-    python -m tools.system_packages test      # what `make test` needs (prometheus, skopeo, graphviz, chromium)
+    python -m tools.system_packages test      # what `make test` needs (prometheus, skopeo, graphviz, chromium, gnupg)
     python -m tools.system_packages engine    # what `make engine-test` needs (docker.io, registry, skopeo, ...)
 
 As root, what is missing is installed with apt-get; otherwise the command exits 2 with the one `sudo apt-get
@@ -33,6 +33,8 @@ PACKAGES: dict[str, SystemPackage] = {package.package: package for package in (
     SystemPackage("skopeo", "skopeo", "the mirror copies images with it (tests/test_mirror.py, tests/engine)"),
     SystemPackage("dot", "graphviz", "draws the plan's overview.svg (verify/overview.py, tests/test_overview.py)"),
     SystemPackage("chromium", "chromium", "the headless browser tests/test_overview.py screenshots overview.svg with"),
+    SystemPackage("gpg", "gnupg", "tests/image/test_efa_installer_verification.py signs and verifies with throwaway "
+                  "keys, as the image's efa-installer stage verifies AWS's EFA installer"),
     SystemPackage("/usr/sbin/dockerd", "docker.io", "the Docker Engine of tests/engine (Debian's 20.10 and its CLI)"),
     SystemPackage("/usr/bin/containerd", "containerd", "dockerd's container runtime manager"),
     SystemPackage("/usr/sbin/runc", "runc", "the OCI runtime containerd starts containers with"),
@@ -42,7 +44,7 @@ PACKAGES: dict[str, SystemPackage] = {package.package: package for package in (
     SystemPackage("nsenter", "util-linux", "starts each Swarm test node's dockerd in its network namespace"),
 )}
 SUITES: dict[str, tuple[str, ...]] = {
-    "test": ("prometheus", "skopeo", "graphviz", "chromium"),
+    "test": ("prometheus", "skopeo", "graphviz", "chromium", "gnupg"),
     "engine": ("docker.io", "containerd", "runc", "docker-registry", "skopeo", "debootstrap"),
     "swarm": ("docker.io", "containerd", "runc", "debootstrap", "iproute2", "util-linux"),
 }

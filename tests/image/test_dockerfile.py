@@ -175,19 +175,32 @@ def test_checkov_dockerfile_checks_pass() -> None:
 def test_multi_stage_builder_then_runtime(instructions: list[Instruction]) -> None:
     froms = [i.arguments.split() for i in instructions if i.keyword == "FROM"]
     assert froms == [["${BASE_IMAGE}", "AS", "builder"], ["${BASE_IMAGE}", "AS", "net-default"],
-                     ["${BASE_IMAGE}", "AS", "net-efa"], ["net-${NET_VARIANT}", "AS", "runtime"]]
+                     ["${BASE_IMAGE}", "AS", "efa-installer"], ["${BASE_IMAGE}", "AS", "net-efa"],
+                     ["net-${NET_VARIANT}", "AS", "runtime"]]
 
 
-def test_efa_stage_fails_closed_without_a_pinned_checksum_and_sets_aws_env(instructions: list[Instruction]) -> None:
+def test_efa_stages_verify_the_installer_by_its_signature_and_set_aws_env(instructions: list[Instruction]) -> None:
+    # The verification itself runs in tests/image/test_efa_installer_verification.py.
+    installer = next(stage for stage in stages(instructions)[1:] if stage[0].arguments.endswith("AS efa-installer"))
     efa = next(stage for stage in stages(instructions)[1:] if stage[0].arguments.endswith("AS net-efa"))
+    verify_text = " ".join(i.arguments for i in installer if i.keyword == "RUN")
+    assert verify_text.index("urlopen") < verify_text.index("sh /tmp/verify-efa-installer.sh")
+    assert arg_defaults(installer) == {"EFA_INSTALLER_VERSION": "unset", "EFA_INSTALLER_GPG_FINGERPRINT": "",
+                                       "EFA_INSTALLER_SHA256": ""}
     run_text = " ".join(i.arguments for i in efa if i.keyword == "RUN")
-    assert run_text.index('if [ -z "${EFA_INSTALLER_SHA256}" ]') < run_text.index("urlopen")
-    assert "exit 1" in run_text and "hashlib.sha256" in run_text and "--skip-kmod" in run_text
+    assert "from=efa-installer" in run_text and "--skip-kmod" in run_text
     assert {"FI_PROVIDER": "efa", "FI_EFA_USE_DEVICE_RDMA": "1", "FI_EFA_FORK_SAFE": "1"}.items() <= env(efa).items()
     assert "/opt/amazon/ofi-nccl/lib" in run_text and "ldconfig" in run_text
     assert arg_defaults(stages(instructions)[0])["NET_VARIANT"] == "default"
     assert set(image_spec.build_args(net_variant="efa")) <= set(arg_defaults(stages(instructions)[0])) | set(
-        arg_defaults(efa)) | set(arg_defaults(stages(instructions)[-1]))
+        arg_defaults(installer)) | set(arg_defaults(efa)) | set(arg_defaults(stages(instructions)[-1]))
+
+
+def test_the_efa_verification_script_is_in_the_context_and_stops_on_errors() -> None:
+    script = (CONTEXT / "verify-efa-installer.sh").read_text(encoding="utf-8")
+    assert script.startswith("#!/bin/sh\n") and "\nset -eu\n" in script
+    assert "gpg --batch --status-fd 1 --verify" in script and "VALIDSIG" in script
+    assert "verify-efa-installer.sh" in image_spec.context_files(CONTEXT)
 
 
 def test_base_image_default_matches_versions_and_is_pinned(instructions: list[Instruction]) -> None:
