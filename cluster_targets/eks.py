@@ -19,7 +19,8 @@ from catalog.aws_regions import EKS_DISALLOWED_ZONE_IDS, REGIONS, partition
 from catalog.cpu_instances import CPU_INSTANCE_TYPES
 from catalog.gpu_instances import AMI_TYPE_ARCHITECTURE, GPU_INSTANCE_TYPES, bottlerocket
 from catalog.purchase_options import PURCHASE_OPTIONS, RESERVATION_INSTANCE_TYPES
-from cluster_targets.base import AwsNetwork, Cluster, ClusterTarget
+from cluster_targets import eks_preflight
+from cluster_targets.base import AwsNetwork, Cluster, ClusterTarget, Preflight
 from cluster_targets.eks_network import check_deployer, check_deployer_route, check_vpc
 from components.cluster_access import ClusterAccess, ClusterAccessArgs
 from components.cluster_autoscaler import ClusterAutoscaler, ClusterAutoscalerArgs
@@ -158,7 +159,10 @@ class EksTarget(ClusterTarget):
                                   f"so sharing {sharing.mode!r} can't be configured here; use an AL2023 NVIDIA AMI or "
                                   "configure sharing through Bottlerocket settings and set sharing none")
 
-    def provision(self, config: StackConfig, aws_opts: pulumi.ResourceOptions) -> Cluster:
+    def preflight(self, config: StackConfig) -> Preflight:
+        return eks_preflight.preflight(config)  # zones by offering, vCPU quotas, EFA, the Transit Gateway
+
+    def provision(self, config: StackConfig, aws_opts: pulumi.ResourceOptions, preflight: Preflight) -> Cluster:
         lifecycle = config.lifecycle
         deployer = config.cluster.deployer
         assert deployer is not None  # required for mode eks (stack_config.rules._check_deployer)
@@ -206,8 +210,11 @@ class EksTarget(ClusterTarget):
                 cluster_name=eks.cluster.name,
                 cluster_name_plain=config.cluster_name,
                 node_role_arn=eks.node_role.arn,
-                subnet_ids=(network.private_subnet_ids if group.availability_zone is None
-                            else network.private_subnets_in(group.availability_zone)),
+                # A reservation's zone, or for a single-zone group (EFA, placement group) the zone the preflight
+                # chose from the type's offerings; otherwise every private subnet.
+                subnet_ids=(network.private_subnets_in(zone)
+                            if (zone := group.availability_zone or preflight.zones.get(group_name)) is not None
+                            else network.private_subnet_ids),
                 security_group_id=eks.security_group_id,
                 instance_types=list(group.instance_types),
                 capacity_type=group.capacity_type,

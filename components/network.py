@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ipaddress
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 import pulumi
@@ -25,6 +26,14 @@ def subnet_layout(vpc_cidr: str, zones: list[str]) -> list[SubnetPlan]:
     if len(zones) > len(private) - 1 or len(zones) > len(public):
         raise ValueError(f"{vpc_cidr} has no room for {len(zones)} zones")
     return [SubnetPlan(zone, str(private[i]), str(public[i])) for i, zone in enumerate(zones)]
+
+
+def control_plane_zones(names: Sequence[str], zone_ids: Sequence[str], excluded_zone_ids: Iterable[str],
+                        num_zones: int) -> list[str]:
+    """The first `num_zones` zones by name (the control plane's and the first subnets'), never one EKS disallows
+    for cluster subnets (by zone ID). The EKS target's preflight reads the same rule."""
+    excluded = set(excluded_zone_ids)
+    return sorted(name for name, zone_id in zip(names, zone_ids) if zone_id not in excluded)[:num_zones]
 
 
 @dataclass
@@ -88,9 +97,7 @@ class Network(pulumi.ComponentResource):
         zones = aws.get_availability_zones(state="available",
                                            filters=[{"name": "zone-type", "values": ["availability-zone"]}],
                                            opts=pulumi.InvokeOptions(parent=self))
-        # The control plane's zones: never one EKS disallows for cluster subnets (by zone ID).
-        chosen = sorted(name for name, zone_id in zip(zones.names, zones.zone_ids)
-                        if zone_id not in args.excluded_zone_ids)[: args.num_availability_zones]
+        chosen = control_plane_zones(zones.names, zones.zone_ids, args.excluded_zone_ids, args.num_availability_zones)
         layout = subnet_layout(args.vpc_cidr, chosen + [zone for zone in args.required_zones if zone not in chosen])
 
         vpc = aws.ec2.Vpc(f"{name}-vpc", cidr_block=args.vpc_cidr, enable_dns_hostnames=True, enable_dns_support=True,

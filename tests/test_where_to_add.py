@@ -78,7 +78,7 @@ from typing import ClassVar
 
 import pulumi
 
-from cluster_targets.base import Cluster, ClusterTarget
+from cluster_targets.base import Cluster, ClusterTarget, Preflight
 from components.cluster_access import ClusterAccess, ClusterAccessArgs
 from stack_config import StackConfig
 from stack_config.targets import TargetTraits
@@ -94,7 +94,8 @@ class ThrowawayTarget(ClusterTarget):
     def tolerations(self, config: StackConfig, group: str) -> list[dict[str, str]]:
         return []
 
-    def provision(self, config: StackConfig, aws_opts: pulumi.ResourceOptions) -> Cluster:
+    def provision(self, config: StackConfig, aws_opts: pulumi.ResourceOptions,
+                  preflight: Preflight) -> Cluster:
         kubeconfig = config.kubeconfig.get_secret_value() if config.kubeconfig else None
         access = ClusterAccess("cluster", ClusterAccessArgs(
             kubeconfig=pulumi.Output.secret(kubeconfig) if kubeconfig else None, context=config.cluster.context))

@@ -98,6 +98,54 @@ def _zones_answer(region: str, arguments: dict[str, Any]) -> dict[str, Any]:
             "state": arguments.get("state") or "available"}
 
 
+# The EKS target's preflight (cluster_targets/eks_preflight.py) under mocks: answers that let every committed stack
+# pass, each computed from what was asked. Tests plant others with `monkeypatch.setitem(FAKE_INVOKES, token, ...)`;
+# a planted answer raises FakeInvokeFailure for what the provider would report as an error.
+FAKE_VCPU_QUOTA = 100_000.0
+"""Every vCPU quota's value offline: larger than any committed stack needs."""
+
+
+class FakeInvokeFailure(Exception):
+    """A planted invoke's error, as the provider reports one (`invoke of <token> failed: <reason>`)."""
+
+
+def _offerings_answer(region: str, arguments: dict[str, Any]) -> dict[str, Any]:
+    """getInstanceTypeOfferings: every type asked about, in every regular zone asked about (the catalog's Region
+    offerings are judged by the config rules; zones can't be known offline)."""
+    wanted: dict[str, list[str]] = {entry.get("name"): list(entry.get("values", []))
+                                    for entry in arguments.get("filters") or []}
+    zones = [zone["name"] for zone in fake_zones(region) if zone["zoneType"] == "availability-zone"]
+    zones = [zone for zone in zones if zone in wanted.get("location", zones)]
+    pairs = [(instance_type, zone) for instance_type in wanted.get("instance-type", []) for zone in zones]
+    return {"id": region, "locationType": arguments.get("locationType"),
+            "instanceTypes": [t for t, _ in pairs], "locations": [z for _, z in pairs],
+            "locationTypes": [arguments.get("locationType")] * len(pairs)}
+
+
+def _instance_type_answer(region: str, arguments: dict[str, Any]) -> dict[str, Any]:
+    """getInstanceType: EFA as catalog/gpu_instances.py says (the catalog is what the preflight holds to EC2)."""
+    from catalog.gpu_instances import GPU_INSTANCE_TYPES
+
+    row = GPU_INSTANCE_TYPES[arguments["instanceType"]]
+    return {"id": row.name, "instanceType": row.name, "defaultVcpus": row.vcpus,
+            "efaSupported": row.num_efa_interfaces > 0, "efaMaximumInterfaces": row.num_efa_interfaces}
+
+
+FAKE_INVOKES: dict[str, Any] = {
+    "aws:ec2/getInstanceTypeOfferings:getInstanceTypeOfferings": _offerings_answer,
+    "aws:ec2/getInstanceType:getInstanceType": _instance_type_answer,
+    "aws:servicequotas/getServiceQuota:getServiceQuota": lambda region, arguments: {
+        "id": arguments["quotaCode"], "quotaCode": arguments["quotaCode"], "serviceCode": arguments["serviceCode"],
+        "value": FAKE_VCPU_QUOTA, "adjustable": True, "globalQuota": False},
+    "aws:ec2transitgateway/getTransitGateway:getTransitGateway": lambda region, arguments: {
+        "id": arguments["id"], "ownerId": FAKE_ACCOUNT},
+    # An adopted VPC's subnet zones can't be known offline: each lies in the region's first zone.
+    "aws:ec2/getSubnet:getSubnet": lambda region, arguments: {
+        "id": arguments["id"], "availabilityZone": f"{region}a"},
+    "aws:eks/getAddonVersion:getAddonVersion": lambda region, arguments: _addon_version_answer(arguments),
+}
+
+
 def _strip_provider_ref(reference: str) -> str | None:
     # A provider reference is "<urn>::<id>"; the id is unknown in preview.
     if not reference:
@@ -151,8 +199,11 @@ def _make_monitor(region: str, plan: Plan, known_outputs: bool = False):
                 ids = [value for entry in args.args.get("filters") or [] if entry.get("name") == "subnet-id"
                        for value in entry.get("values", [])]
                 return {"id": region, "ids": ids}, []
-            if args.token == "aws:eks/getAddonVersion:getAddonVersion":
-                return _addon_version_answer(dict(args.args)), []
+            if args.token in FAKE_INVOKES:
+                try:
+                    return FAKE_INVOKES[args.token](region, dict(args.args)), []
+                except FakeInvokeFailure as failure:
+                    return {}, [("", str(failure))]
             if args.token not in self.data_sources:
                 raise NotImplementedError(f"the offline plan has no fake answer for data source {args.token}; add "
                                           "one to verify.plan.fake_data_sources")

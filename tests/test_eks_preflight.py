@@ -1,0 +1,225 @@
+"""Issue 41 item 5 and its minors: what only the AWS account knows, asked at `preview`/`up` before anything is
+registered (cluster_targets/eks_preflight.py). The judges run on planted answers as plain data; the whole program
+runs with answers planted in the offline plan's fakes (verify/plan.py FAKE_INVOKES)."""
+
+from __future__ import annotations
+
+import copy
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from cluster_targets import eks_preflight as preflight
+from stack_config import ConfigError, StackConfig
+from stages.config import parse_stack_config
+from tests.conftest import ROOT, plan_modified
+from verify import plan as gtp_plan
+
+ZONES = ("us-east-1a", "us-east-1b", "us-east-1c")
+OFFERINGS = "aws:ec2/getInstanceTypeOfferings:getInstanceTypeOfferings"
+INSTANCE_TYPE = "aws:ec2/getInstanceType:getInstanceType"
+QUOTA = "aws:servicequotas/getServiceQuota:getServiceQuota"
+TRANSIT_GATEWAY = "aws:ec2transitgateway/getTransitGateway:getTransitGateway"
+
+
+def _prod(edit: Callable[[dict[str, Any]], None] = lambda raw: None) -> StackConfig:
+    _, config, secrets = gtp_plan.stack_config(ROOT, "prod")
+    raw = {k.split(":", 1)[1]: json.loads(v) if isinstance(v, str) and v[:1] in "{[" else v
+           for k, v in config.items() if k.startswith("gtp:")}
+    raw = copy.deepcopy(raw)
+    edit(raw)
+    return parse_stack_config(raw, stack="prod", secret_keys=[s.split(":", 1)[1] for s in secrets])
+
+
+def _facts(**changes: Any) -> preflight.AccountFacts:
+    """prod's answers as the account would give them when all is well; `changes` plant others."""
+    everywhere = frozenset(ZONES)
+    answers: dict[str, Any] = {
+        "region": "us-east-1", "network_zones": ZONES,
+        "offered_in": {"p5.48xlarge": everywhere, "p4d.24xlarge": everywhere},
+        "instance_types": {"p5.48xlarge": preflight.InstanceTypeAnswer(True, 32),
+                           "p4d.24xlarge": preflight.InstanceTypeAnswer(True, 4)},
+        "quotas": {"L-417A185B": 4096.0},
+        "transit_gateway": ("tgw-0123456789abcdef0", "available"),
+    }
+    answers.update(changes)
+    return preflight.AccountFacts(**answers)
+
+
+def test_prod_passes_and_its_efa_group_gets_the_first_zone_by_name_that_offers_its_type() -> None:
+    checked, problems = preflight.judge(_prod(), _facts())
+    assert problems == []
+    # a100 (p4d, EFA, placement group, no zone) is chosen for; h100 names its reservation's zone.
+    assert dict(checked.zones) == {"a100": "us-east-1a"}
+
+
+def test_the_zone_comes_from_the_offerings_not_from_the_first_zone_by_name() -> None:
+    # Before: the first subnet (us-east-1a) whatever EC2 offers there.
+    facts = _facts(offered_in={"p5.48xlarge": frozenset(ZONES), "p4d.24xlarge": frozenset({"us-east-1c",
+                                                                                          "us-east-1b"})})
+    checked, problems = preflight.judge(_prod(), facts)
+    assert problems == [] and dict(checked.zones) == {"a100": "us-east-1b"}
+
+
+def test_no_zone_offering_every_type_of_a_single_zone_group_is_refused_with_the_zones_and_the_offers() -> None:
+    def two_types(raw: dict[str, Any]) -> None:
+        raw["gpuNodeGroups"]["a100"]["instanceTypes"] = ["p4d.24xlarge", "p4de.24xlarge"]
+
+    facts = _facts(offered_in={"p5.48xlarge": frozenset(ZONES), "p4d.24xlarge": frozenset({"us-east-1a"}),
+                               "p4de.24xlarge": frozenset({"us-east-1b"})},
+                   instance_types={**_facts().instance_types,
+                                   "p4de.24xlarge": preflight.InstanceTypeAnswer(True, 4)})
+    checked, problems = preflight.judge(_prod(two_types), facts)
+    assert "a100" not in checked.zones
+    [problem] = problems
+    assert problem.path == "gpuNodeGroups.a100.instanceTypes"
+    assert ("no zone of the stack's network (us-east-1a, us-east-1b, us-east-1c) offers every one in us-east-1 "
+            "(EC2 DescribeInstanceTypeOfferings: p4d.24xlarge in us-east-1a; p4de.24xlarge in us-east-1b)"
+            ) in problem.message
+
+
+def test_a_type_offered_in_no_zone_of_the_network_is_refused() -> None:
+    facts = _facts(offered_in={"p5.48xlarge": frozenset(ZONES)})
+    [problem] = preflight.judge(_prod(), facts)[1]
+    assert problem.path == "gpuNodeGroups.a100.instanceTypes"
+    assert "p4d.24xlarge in none of them" in problem.message
+
+
+def test_a_vcpu_quota_below_the_groups_at_max_size_is_refused_with_the_need_and_the_code() -> None:
+    [problem] = preflight.judge(_prod(), _facts(quotas={"L-417A185B": 512.0}))[1]
+    assert problem.path == "gpuNodeGroups.{h100,a100}.maxSize"
+    assert problem.message == (
+        "needs 960 vCPUs at maxSize (h100 4 × 192 (p5.48xlarge) + a100 2 × 96 (p4d.24xlarge)), but quota "
+        "L-417A185B (Running On-Demand P instances) is 512 vCPUs in us-east-1: request an increase of quota code "
+        "L-417A185B (service ec2) in Service Quotas, or lower maxSize")
+
+
+def test_spot_and_on_demand_count_against_different_quotas() -> None:
+    def spot(raw: dict[str, Any]) -> None:
+        raw["gpuNodeGroups"]["a100"]["capacityType"] = "SPOT"
+
+    assert preflight.quota_needs(_prod(spot)) == {"L-417A185B": [("h100", 4, "p5.48xlarge", 192)],
+                                                  "L-7212CCBC": [("a100", 2, "p4d.24xlarge", 96)]}
+    [problem] = preflight.judge(_prod(spot), _facts(quotas={"L-417A185B": 768.0, "L-7212CCBC": 64.0}))[1]
+    assert problem.path == "gpuNodeGroups.a100.maxSize"
+    assert "quota L-7212CCBC (All P Spot Instance Requests) is 64 vCPUs" in problem.message
+
+
+def test_a_quota_service_quotas_does_not_answer_is_refused_naming_the_code() -> None:
+    facts = _facts(quotas={"L-417A185B": "AccessDeniedException: not authorized to perform GetServiceQuota"})
+    [problem] = preflight.judge(_prod(), facts)[1]
+    assert "Service Quotas has no value for quota L-417A185B" in problem.message
+    assert "servicequotas:GetServiceQuota" in problem.message
+
+
+def test_the_catalogs_efa_count_disagreeing_with_ec2_is_refused_naming_the_catalog_row() -> None:
+    facts = _facts(instance_types={"p5.48xlarge": preflight.InstanceTypeAnswer(True, 32),
+                                   "p4d.24xlarge": preflight.InstanceTypeAnswer(False, 0)})
+    [problem] = preflight.judge(_prod(), facts)[1]
+    assert problem.path == "gpuNodeGroups.a100.instanceTypes[0]"
+    assert problem.message.startswith("'p4d.24xlarge': catalog/gpu_instances.py says 4 EFA interface(s), EC2 "
+                                      "DescribeInstanceTypes in us-east-1 says efaSupported=false, "
+                                      "maximumEfaInterfaces=0: correct the catalog's p4d.24xlarge row")
+
+
+def test_a_type_the_catalog_says_lacks_efa_but_ec2_supports_is_refused_unless_efa_is_off() -> None:
+    # g6.12xlarge: the catalog says 0; if EC2 says otherwise, a default group silently runs without EFA.
+    def g6(raw: dict[str, Any]) -> None:
+        raw["gpuNodeGroups"]["a100"]["instanceTypes"] = ["g6.12xlarge"]
+        del raw["workloads"]["gpt-finetune"]  # sized for p4d
+
+    facts = _facts(offered_in={"p5.48xlarge": frozenset(ZONES), "g6.12xlarge": frozenset(ZONES)},
+                   instance_types={"p5.48xlarge": preflight.InstanceTypeAnswer(True, 32),
+                                   "g6.12xlarge": preflight.InstanceTypeAnswer(True, 1)},
+                   quotas={"L-417A185B": 4096.0, "L-DB2E81BA": 4096.0})
+    [problem] = preflight.judge(_prod(g6), facts)[1]
+    assert "catalog/gpu_instances.py says 0 EFA interface(s)" in problem.message
+
+    def g6_without_efa(raw: dict[str, Any]) -> None:
+        g6(raw)
+        raw["gpuNodeGroups"]["a100"]["efa"] = False
+
+    assert preflight.judge(_prod(g6_without_efa), facts)[1] == []
+
+
+def test_a_transit_gateway_not_found_is_refused_naming_the_key() -> None:
+    facts = _facts(transit_gateway=("tgw-0123456789abcdef0", "not found: no matching EC2 Transit Gateway found"))
+    [problem] = preflight.judge(_prod(), facts)[1]
+    assert problem.path == "cluster.deployer.transitGatewayId"
+    assert problem.message.startswith("'tgw-0123456789abcdef0' is not an available Transit Gateway in us-east-1 "
+                                      "(EC2 DescribeTransitGateways: not found: no matching EC2 Transit Gateway "
+                                      "found)")
+
+
+# The whole program, answers planted in the offline plan's fakes.
+
+def _plant(monkeypatch: pytest.MonkeyPatch, token: str, answer: Callable[[str, dict[str, Any]], Any]) -> None:
+    monkeypatch.setitem(gtp_plan.FAKE_INVOKES, token, answer)
+
+
+def _fails(reason: str) -> Callable[[str, dict[str, Any]], Any]:
+    def answer(region: str, arguments: dict[str, Any]) -> Any:
+        raise gtp_plan.FakeInvokeFailure(reason)
+    return answer
+
+
+def test_the_program_refuses_every_planted_problem_at_once_before_any_resource(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    offerings = gtp_plan.FAKE_INVOKES[OFFERINGS]
+    _plant(monkeypatch, OFFERINGS, lambda region, arguments: {
+        **(answer := offerings(region, arguments)),
+        **{key: [v for v, t in zip(answer[key], answer["instanceTypes"]) if t != "p4d.24xlarge"]
+           for key in ("instanceTypes", "locations", "locationTypes")}})
+    quota = gtp_plan.FAKE_INVOKES[QUOTA]
+    _plant(monkeypatch, QUOTA, lambda region, arguments: {**quota(region, arguments), "value": 256.0})
+    instance_type = gtp_plan.FAKE_INVOKES[INSTANCE_TYPE]
+    _plant(monkeypatch, INSTANCE_TYPE, lambda region, arguments: {
+        **instance_type(region, arguments),
+        **({"efaMaximumInterfaces": 16} if arguments["instanceType"] == "p5.48xlarge" else {})})
+    _plant(monkeypatch, TRANSIT_GATEWAY, _fails("no matching EC2 Transit Gateway found"))
+    plan = gtp_plan.Plan(project="gtp", stack="prod")
+    with pytest.raises(ConfigError) as refused:
+        gtp_plan.run("prod", into=plan)
+    paths = [problem.path for problem in refused.value.problems]
+    assert paths == ["gpuNodeGroups.a100.instanceTypes", "gpuNodeGroups.{h100,a100}.maxSize",
+                     "gpuNodeGroups.h100.instanceTypes[0]", "cluster.deployer.transitGatewayId"]
+    message = str(refused.value)
+    assert "preflight — ['p4d.24xlarge']: no zone of the stack's network" in message
+    assert "is 256 vCPUs in us-east-1" in message
+    assert "EC2 DescribeInstanceTypes in us-east-1 says efaSupported=true, maximumEfaInterfaces=16" in message
+    assert "not found: invoke of aws:ec2transitgateway/getTransitGateway:getTransitGateway failed" in message
+    assert plan.resources == []  # refused before anything was registered
+
+
+def test_a_transit_gateway_that_is_not_available_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    def only_by_id(region: str, arguments: dict[str, Any]) -> dict[str, Any]:
+        if arguments.get("filters"):  # the `state = available` filter matches nothing: it is pending or deleted
+            raise gtp_plan.FakeInvokeFailure("no matching EC2 Transit Gateway found")
+        return {"id": arguments["id"]}
+
+    _plant(monkeypatch, TRANSIT_GATEWAY, only_by_id)
+    with pytest.raises(ConfigError, match=r"cluster.deployer.transitGatewayId: preflight — 'tgw-0123456789abcdef0' "
+                                          r"is not an available Transit Gateway in us-east-1 \(EC2 "
+                                          r"DescribeTransitGateways: not available: "):
+        gtp_plan.run("prod")
+
+
+def test_the_efa_group_lands_in_the_zone_ec2_offers_its_type(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Before: its nodes got the first private subnet (us-east-1a) whether or not EC2 offers p4d there.
+    offerings = gtp_plan.FAKE_INVOKES[OFFERINGS]
+
+    def p4d_not_in_a(region: str, arguments: dict[str, Any]) -> dict[str, Any]:
+        answer = offerings(region, arguments)
+        keep = [not (t == "p4d.24xlarge" and z == "us-east-1a")
+                for t, z in zip(answer["instanceTypes"], answer["locations"])]
+        return {**answer, **{key: [v for v, k in zip(answer[key], keep) if k]
+                             for key in ("instanceTypes", "locations", "locationTypes")}}
+
+    _plant(monkeypatch, OFFERINGS, p4d_not_in_a)
+    plan = plan_modified(tmp_path, "prod", lambda config: None)
+    a100 = next(r for r in plan.by_type("aws:eks/nodeGroup:NodeGroup") if r.name == "a100-nodes")
+    subnets = [urn for urn in a100.depends_on if "aws:ec2/subnet:Subnet" in urn]
+    assert [urn.rsplit("::", 1)[1] for urn in subnets] == ["network-private-us-east-1b"]
