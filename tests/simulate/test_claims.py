@@ -98,6 +98,17 @@ def test_prometheus_values_put_the_tsdb_on_the_claim_with_a_size_bound() -> None
                                                         "csi.storage.k8s.io/fstype": "ext4"}
 
 
+def test_the_volume_carries_the_stacks_tags_the_driver_accepts() -> None:
+    # Issue 41: the orphan audit finds a leftover volume by `gtp:stack` (or `KubernetesCluster`); aws-ebs-csi-driver
+    # v1.51.1 fails CreateVolume on a reserved key (pkg/driver/validation.go:44-58), so those are left out.
+    spec = prometheus_storage_class({"gtp:stack": "prod", "KubernetesCluster": "gtp-prod", "team": "a b",
+                                     "kubernetes.io/cluster/gtp-prod": "owned", "CSIVolumeName": "x", "k=v": "y"})
+    assert spec["reclaimPolicy"] == "Delete" and spec["volumeBindingMode"] == "WaitForFirstConsumer"
+    assert {k: v for k, v in spec["parameters"].items() if k.startswith("tag")} == {
+        "tagSpecification_1": "KubernetesCluster=gtp-prod", "tagSpecification_2": "gtp:stack=prod",
+        "tagSpecification_3": "team=a b"}
+
+
 def test_only_eks_stacks_get_the_volume() -> None:
     from stages.gpu import prometheus_volume
 
