@@ -125,8 +125,28 @@ def prometheus_volume_gib(retention: str, series: int) -> int:
     return max(MIN_VOLUME_GIB, math.ceil(2 * needed / 2**30))
 
 
-def prometheus_storage_class() -> dict[str, Any]:
-    """gp3, encrypted, bound where the Prometheus pod is scheduled.
+EBS_CSI_RESERVED_TAG_KEYS = frozenset({"CSIVolumeName", "CSIVolumeSnapshotName", "ebs.csi.aws.com/cluster"})
+"""Tag keys aws-ebs-csi-driver v1.51.1 refuses in `tagSpecification_*` (pkg/driver/validation.go:44-58
+`validateExtraTags`, with the `kubernetes.io` prefix: EBS_CSI_RESERVED_TAG_PREFIX)."""
+EBS_CSI_RESERVED_TAG_PREFIX = "kubernetes.io"
+"""pkg/cloud/cloud.go:123 `KubernetesTagKeyPrefix`: a `tagSpecification` key with it fails CreateVolume
+(`InvalidArgument`, pkg/driver/controller.go:267-269), so `kubernetes.io/cluster/<name>` can't be passed here."""
+
+
+def volume_tag_parameters(tags: Mapping[str, str]) -> dict[str, str]:
+    """`tagSpecification_<n>: "key=value"` StorageClass parameters (aws-ebs-csi-driver v1.51.1 docs/tagging.md:14-34,
+    "StorageClass Tagging") that put `tags` on every volume the class provisions, in sorted key order so the plan is
+    stable. The driver splits each value at its first `=` (pkg/util/template/template.go:40) and rejects reserved
+    keys (EBS_CSI_RESERVED_TAG_KEYS, EBS_CSI_RESERVED_TAG_PREFIX): a key with `=` or a reserved one is left out
+    rather than failing every volume's creation."""
+    usable = sorted((key, value) for key, value in tags.items()
+                    if "=" not in key and key not in EBS_CSI_RESERVED_TAG_KEYS
+                    and not key.startswith(EBS_CSI_RESERVED_TAG_PREFIX))
+    return {f"tagSpecification_{index}": f"{key}={value}" for index, (key, value) in enumerate(usable, start=1)}
+
+
+def prometheus_storage_class(volume_tags: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """gp3, encrypted, bound where the Prometheus pod is scheduled, tagged like the stack's other resources.
 
     aws-ebs-csi-driver v1.51.1 parameters (docs/parameters.md:10-16) `type: gp3`, `encrypted: "true"` (without
     `kmsKeyId` the account's default EBS key) and `csi.storage.k8s.io/fstype: ext4` stated, not left to the
@@ -135,9 +155,13 @@ def prometheus_storage_class() -> dict[str, Any]:
     `WaitForFirstConsumer`: EBS volumes are zonal, so the volume is created in the zone
     of the node the scheduler picked (Kubernetes docs, Storage Classes, "Volume binding mode"); `Immediate` could
     put it in a zone with no node the pod may use. `Delete`: the volume goes with the stack (`pulumi destroy`
-    deletes the release and its claim) instead of leaking. Expansion allowed: a larger retention only grows it."""
+    deletes the release and its claim) instead of leaking. Expansion allowed: a larger retention only grows it.
+    `volume_tags` (`volume_tag_parameters`): the driver tags a volume with its cluster only when the controller runs
+    with `--k8s-tag-cluster-id` (docs/tagging.md:9), which the EKS add-on's defaults don't promise; the stack's own
+    tags (`gtp:stack`, ...) let `make destroy`'s orphan audit (tools/orphans.py) find a volume the destroy left."""
     return {"provisioner": EBS_CSI_PROVISIONER,
-            "parameters": {"type": "gp3", "encrypted": "true", "csi.storage.k8s.io/fstype": "ext4"},
+            "parameters": {"type": "gp3", "encrypted": "true", "csi.storage.k8s.io/fstype": "ext4",
+                           **volume_tag_parameters(volume_tags or {})},
             "volumeBindingMode": "WaitForFirstConsumer", "reclaimPolicy": "Delete", "allowVolumeExpansion": True}
 
 
@@ -348,6 +372,9 @@ class GpuMetricsArgs:
     volume_gib: int | None = None
     """Keep Prometheus' TSDB on an EBS gp3 volume of this size (EKS; `prometheus_volume_gib`), in the StorageClass
     `gtp-prometheus` the component creates. None: a bounded emptyDir."""
+    volume_tags: dict[str, str] = field(default_factory=dict)
+    """Tags of that volume (`volume_tag_parameters`): the stack's resource tags and its cluster, so the orphan audit
+    finds a volume a destroy left behind. Default: none."""
 
 
 class GpuMetrics(pulumi.ComponentResource):
@@ -373,7 +400,7 @@ class GpuMetrics(pulumi.ComponentResource):
                 opts=k8s_opts)
         prometheus_opts = release_opts
         if args.prometheus and args.volume_gib:
-            spec = prometheus_storage_class()
+            spec = prometheus_storage_class(args.volume_tags)
             storage_class = k8s.storage.v1.StorageClass(
                 f"{name}-storage-class", metadata={"name": PROMETHEUS_STORAGE_CLASS,
                                                     "labels": platform_labels("gpu-metrics")},

@@ -244,11 +244,16 @@ class SharedStorage(pulumi.ComponentResource):
             f"{name}-security-group", vpc_id=args.vpc_id,
             description=f"{args.kind} clients: the cluster's nodes only",
             tags={"Name": f"{args.name_prefix}-{args.kind}"}, opts=child)
+        # FSx for Lustre checks its security groups when it creates the file system and fails the create when they
+        # don't open the LNET ports (FSx for Lustre guide, troubleshooting "Creating an FSx for Lustre file system
+        # fails", quoted below). The rules are resources of their own, and the file system's inputs name only the
+        # group: without `depends_on` it can be created in parallel with its rules and fail. Issue 41.
+        rules: list[pulumi.Resource] = []
         for low, high in ingress_rules(args.kind):
-            aws.vpc.SecurityGroupIngressRule(
+            rules.append(aws.vpc.SecurityGroupIngressRule(
                 f"{name}-from-cluster-{low}", security_group_id=security_group.id, ip_protocol="tcp",
                 from_port=low, to_port=high, referenced_security_group_id=args.cluster_security_group_id,
-                description=f"{args.kind} from the cluster security group", opts=child)
+                description=f"{args.kind} from the cluster security group", opts=child))
             if args.kind == "fsx-lustre":
                 # LNET runs both ways, between the file system's servers and between them and every client: FSx
                 # requires inbound *and* outbound 988 and 1018-1023 within the file system's group and between it
@@ -256,22 +261,22 @@ class SharedStorage(pulumi.ComponentResource):
                 # "Creating an FSx for Lustre file system fails": "allow inbound traffic on ports 988 and
                 # 1018-1023"). The clients' side: the cluster group admits the servers here, and EKS gives it
                 # an allow-all outbound rule.
-                aws.vpc.SecurityGroupIngressRule(
+                rules.append(aws.vpc.SecurityGroupIngressRule(
                     f"{name}-from-self-{low}", security_group_id=security_group.id, ip_protocol="tcp",
                     from_port=low, to_port=high, referenced_security_group_id=security_group.id,
-                    description="Lustre servers among themselves", opts=child)
-                aws.vpc.SecurityGroupEgressRule(
+                    description="Lustre servers among themselves", opts=child))
+                rules.append(aws.vpc.SecurityGroupEgressRule(
                     f"{name}-to-self-{low}", security_group_id=security_group.id, ip_protocol="tcp",
                     from_port=low, to_port=high, referenced_security_group_id=security_group.id,
-                    description="Lustre servers among themselves", opts=child)
-                aws.vpc.SecurityGroupIngressRule(
+                    description="Lustre servers among themselves", opts=child))
+                rules.append(aws.vpc.SecurityGroupIngressRule(
                     f"{name}-clients-from-fsx-{low}", security_group_id=args.cluster_security_group_id,
                     ip_protocol="tcp", from_port=low, to_port=high, referenced_security_group_id=security_group.id,
-                    description="Lustre servers to their clients (the cluster's nodes)", opts=child)
-        aws.vpc.SecurityGroupEgressRule(
+                    description="Lustre servers to their clients (the cluster's nodes)", opts=child))
+        rules.append(aws.vpc.SecurityGroupEgressRule(
             f"{name}-egress", security_group_id=security_group.id, ip_protocol="-1",
             referenced_security_group_id=args.cluster_security_group_id, description="replies to cluster nodes",
-            opts=child)
+            opts=child))
         subnet_ids = pulumi.Output.from_input(args.private_subnet_ids)
         if args.kind == "efs":
             file_system = aws.efs.FileSystem(
@@ -309,7 +314,8 @@ class SharedStorage(pulumi.ComponentResource):
             # One subnet, as a string: pulumi-aws 7 types `subnet_ids` as `Input[str]` ("File systems currently
             # support only one subnet"); a list passes a preview (the ids are unknown there) and fails the apply.
             subnet_ids=subnet_ids.apply(lambda ids: ids[0]), security_group_ids=[security_group.id],
-            tags={"Name": f"{args.name_prefix}-shared"}, opts=protected)
+            tags={"Name": f"{args.name_prefix}-shared"},
+            opts=pulumi.ResourceOptions.merge(protected, pulumi.ResourceOptions(depends_on=rules)))
         addon = self._addon(name, "aws-fsx-csi-driver", args, child)
         self.file_system = file_system
         attributes = {"dnsname": file_system.dns_name, "mountname": file_system.mount_name}

@@ -174,7 +174,15 @@ def gpu_metrics_args(config: StackConfig, provider: k8s.Provider, device_plugin_
         alert_rules=alert_rules(alert_inputs(config)) if metrics.prometheus else None,
         scrape_kueue=metrics.prometheus and kueue_enabled(config),
         volume_gib=prometheus_volume(config),
+        volume_tags=prometheus_volume_tags(config),
     )
+
+
+def prometheus_volume_tags(config: StackConfig) -> dict[str, str]:
+    """The tags of Prometheus' EBS volume: the stack's resource tags (what the orphan audit looks for, tools/orphans.py
+    `ownership_reason`) and `KubernetesCluster`, the driver's own cluster tag (aws-ebs-csi-driver v1.51.1
+    pkg/driver/controller.go:272-277), which it sets only with `--k8s-tag-cluster-id`."""
+    return {**config.resource_tags(), "KubernetesCluster": config.cluster_name}
 
 
 def prometheus_volume(config: StackConfig) -> int | None:

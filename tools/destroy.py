@@ -34,6 +34,10 @@ Before anything is deleted, benchmark results are kept (:func:`keep_bench_result
 ``--keep-results DIR/<stack>/`` (default ``build/bench-results``) and, with ``--results-archive s3://bucket/prefix``,
 copied to a bucket no stack owns. If that fails, nothing is destroyed (``--discard-results`` destroys anyway).
 
+Then the artifacts bucket is checked (:func:`artifacts_bucket_preflight`): a bucket that is not empty and not
+``force_destroy`` in the stack's state (persistent stacks keep their data) would fail ``pulumi destroy`` halfway
+with ``BucketNotEmpty``; the run stops before it and prints the bucket and the commands that empty it.
+
 Exit status: 0 when the destroy succeeded and nothing is left; 1 otherwise (the reason is printed).
 Needs the ``pulumi`` CLI logged in to the stack's backend (``PULUMI_BACKEND_URL`` or ``pulumi login``) and AWS
 credentials for the audit.
@@ -42,6 +46,7 @@ credentials for the audit.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import re
@@ -111,6 +116,8 @@ class DestroyOutcome:
     """The Kubernetes provider's "cluster is unreachable" line, when the destroy met one."""
     kept: list[str] = field(default_factory=list)
     """Where the stack's benchmark results were kept before the destroy."""
+    to_do: list[str] = field(default_factory=list)
+    """What the person must do before the destroy can run (the commands that empty a bucket), below the error."""
 
     @property
     def ok(self) -> bool:
@@ -156,13 +163,15 @@ def destroy_stack(
     remaining: Callable[[str], list[str]] | None = None,
     cleanup: Callable[[str], list[str]] | None = None,
     keep: Callable[[str], list[str]] | None = None,
+    preflight: Callable[[str], list[str]] | None = None,
 ) -> DestroyOutcome:
     """Destroy ``stack`` with up to ``retries`` extra attempts on transient errors, then run ``audit``.
 
     ``deadline`` (a ``clock()`` value) stops retrying once passed; the runner is expected to stop at it too.
     ``cleanup`` runs after a successful destroy and returns what it deleted; ``remaining`` lists what is left in the
     stack's state (after a failed or timed-out destroy). ``keep`` runs first and saves what must outlive the stack
-    (benchmark results); when it fails nothing is destroyed.
+    (benchmark results); when it fails nothing is destroyed. ``preflight`` runs next and returns what would make the
+    destroy fail (its first line the reason, the rest what to do); when it returns anything, nothing is destroyed.
     """
     if retries < 0:
         raise ValueError(f"retries must be >= 0, got {retries}")
@@ -174,6 +183,14 @@ def destroy_stack(
         except Exception as exc:
             outcome.error = (f"bench results could not be kept ({type(exc).__name__}: {exc}); nothing destroyed "
                              "(--discard-results destroys anyway)")
+            return outcome
+    if preflight is not None:
+        try:
+            blocker = list(preflight(stack))
+        except Exception as exc:
+            blocker = [f"the destroy's preflight failed ({type(exc).__name__}: {exc}); nothing destroyed"]
+        if blocker:
+            outcome.error, outcome.to_do = blocker[0], blocker[1:]
             return outcome
     while True:
         outcome.attempts += 1
@@ -230,6 +247,7 @@ def report(outcome: DestroyOutcome) -> str:
         lines.append(f"[{outcome.stack}] deleted {item}")
     if outcome.error:
         lines.append(f"[{outcome.stack}] ERROR: {outcome.error}")
+    lines.extend(outcome.to_do)
     for item in outcome.kept:
         lines.append(f"[{outcome.stack}] kept {item}")
     if outcome.remaining:
@@ -412,6 +430,79 @@ def keep_bench_results(bucket_of: Callable[[str], str | None], destination: str,
     return run
 
 
+def bucket_force_destroy(cwd: str | None = None, env: Mapping[str, str] | None = None
+                         ) -> Callable[[str, str], bool | None]:
+    """Whether the stack's state has bucket ``name`` with ``forceDestroy`` (``pulumi stack export``, never
+    ``--show-secrets``); None when the state has no such bucket (the destroy won't delete it)."""
+
+    def run(stack: str, name: str) -> bool | None:
+        result = subprocess.run(["pulumi", "stack", "export", "--stack", stack], cwd=cwd, capture_output=True,
+                                text=True, check=True, env={**os.environ, **(env or {})}, timeout=300)
+        for resource in (json.loads(result.stdout).get("deployment") or {}).get("resources") or []:
+            if resource.get("type") != S3_BUCKET_TYPE:
+                continue
+            outputs, inputs = resource.get("outputs") or {}, resource.get("inputs") or {}
+            if name in (outputs.get("bucket"), outputs.get("id"), resource.get("id")):
+                return bool(outputs.get("forceDestroy", inputs.get("forceDestroy", False)))
+        return None
+
+    return run
+
+
+S3_BUCKET_TYPE = "aws:s3/bucket:Bucket"
+"""pulumi-aws 7's `aws.s3.Bucket` (components/training_identity.py)."""
+
+
+def bucket_not_empty(stack: str, bucket: str, *, num_current: int, num_older: int, more: bool) -> list[str]:
+    """Why the destroy stops on a bucket that is neither empty nor force_destroy, and the commands that empty it.
+
+    The bucket is versioned (components/training_identity.py): a plain DELETE, which is what `aws s3 rm` sends, only
+    adds a delete marker (S3 user guide, "Deleting object versions from a versioning-enabled bucket": "When
+    versioning is enabled, a simple DELETE cannot permanently delete an object"), and DeleteBucket refuses a bucket
+    that still holds versions (BucketNotEmpty), so the versions and markers must go too."""
+    counted = f"{num_current} object(s), {num_older} older version(s) or delete marker(s){' and more' if more else ''}"
+    return [
+        f"the artifacts bucket {bucket} is not empty ({counted}) and not force_destroy ({stack} is a persistent "
+        "stack: its bucket keeps its data): pulumi destroy would fail on it with BucketNotEmpty; nothing destroyed",
+        f"[{stack}] keep what you need from it (`aws s3 sync s3://{bucket} DIR`), then empty it:",
+        f"    aws s3 rm s3://{bucket} --recursive",
+        f"[{stack}] and, as it is versioned, delete every older version and delete marker: the S3 console's Empty "
+        f"action on {bucket}, or `aws s3api delete-objects --bucket {bucket} --delete ...` for each page of "
+        f"`aws s3api list-object-versions --bucket {bucket}`; then run the destroy again",
+    ]
+
+
+def artifacts_bucket_preflight(bucket_of: Callable[[str], str | None],
+                               force_destroy_of: Callable[[str, str], bool | None],
+                               region: str | None = None) -> Callable[[str], list[str]]:
+    """Stops a destroy that would fail on the stack's artifacts bucket: one that holds any object version or delete
+    marker (boto3 ``ListObjectVersions``) and is not ``force_destroy`` in the state. The state is read only when the
+    bucket is not empty."""
+
+    def run(stack: str) -> list[str]:
+        import boto3
+        from botocore.exceptions import ClientError
+
+        bucket = bucket_of(stack)
+        if bucket is None:
+            return []
+        s3 = boto3.Session(region_name=region).client("s3")
+        try:
+            page = s3.list_object_versions(Bucket=bucket, MaxKeys=1000)
+        except ClientError as error:
+            if error.response.get("Error", {}).get("Code") == "NoSuchBucket":
+                return []  # already gone: nothing for the destroy to fail on
+            raise
+        versions, markers = page.get("Versions") or [], page.get("DeleteMarkers") or []
+        if (not versions and not markers) or force_destroy_of(stack, bucket) is not False:
+            return []
+        current = sum(1 for version in versions if version.get("IsLatest"))
+        return bucket_not_empty(stack, bucket, num_current=current, num_older=len(versions) - current + len(markers),
+                                more=bool(page.get("IsTruncated")))
+
+    return run
+
+
 def confirm(stack: str, *, cwd: str | None, ask: Callable[[str], str] | None = None) -> bool:
     """Show the destroy preview and ask for the stack's name; True only when it is typed back exactly."""
     from tools.cli import require
@@ -450,11 +541,12 @@ def add_results_arguments(parser: argparse.ArgumentParser) -> None:
                         help="destroy without keeping the bench results (they are deleted with the stack's bucket)")
 
 
-def results_keeper(args: argparse.Namespace, region: str | None,
-                   env: Mapping[str, str] | None = None) -> Callable[[str], list[str]] | None:
+def results_keeper(args: argparse.Namespace, region: str | None, env: Mapping[str, str] | None = None,
+                   bucket_of: Callable[[str], str | None] | None = None) -> Callable[[str], list[str]] | None:
     if args.discard_results:
         return None
-    return keep_bench_results(artifacts_bucket(args.cwd, env), args.keep_results, args.results_archive, region)
+    return keep_bench_results(bucket_of or artifacts_bucket(args.cwd, env), args.keep_results, args.results_archive,
+                              region)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -484,10 +576,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     deadline = time.monotonic() + args.timeout_minutes * 60
     region = args.region or stack_region(args.stack, args.cwd)
     env = {DELETE_UNREACHABLE_ENV: "true"} if args.delete_unreachable else None
+    bucket_of = functools.cache(artifacts_bucket(args.cwd))  # one `pulumi stack output` for both
     outcome = destroy_stack(
         args.stack,
         runner=subprocess_runner(args.cwd, env, deadline=deadline),
-        keep=results_keeper(args, region),
+        keep=results_keeper(args, region, bucket_of=bucket_of),
+        preflight=artifacts_bucket_preflight(bucket_of, bucket_force_destroy(args.cwd), region),
         audit=boto3_audit(args.cluster_name, region),
         retries=args.retries,
         deadline=deadline,

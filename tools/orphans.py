@@ -6,7 +6,9 @@ what make a destroy hang or leave a bill behind (see DESIGN.md, "Destroy hangs c
 - ENIs of the VPC CNI (tag ``cluster.k8s.amazonaws.com/name``) and of the control plane,
 - load balancers for ``type: LoadBalancer`` Services (in-tree provider: ``kubernetes.io/cluster/<c>``;
   AWS Load Balancer Controller: ``elbv2.k8s.aws/cluster``) and their security groups,
-- EBS volumes of PersistentVolumeClaims (EBS CSI driver: ``kubernetes.io/cluster/<c>`` / ``KubernetesCluster``),
+- EBS volumes of PersistentVolumeClaims (EBS CSI driver: ``kubernetes.io/cluster/<c>`` / ``KubernetesCluster`` with
+  ``--k8s-tag-cluster-id``; the stack's own StorageClass passes ``gtp:stack`` and ``KubernetesCluster`` through its
+  ``tagSpecification_*`` parameters, components/gpu_metrics.py ``volume_tag_parameters``),
 - the control-plane log group ``/aws/eks/<cluster>/cluster`` that EKS creates itself and never deletes.
 
 Everything the program creates carries ``gtp:stack=<stack>`` (and ``gtp:project=gtp``), so a resource is an orphan

@@ -292,3 +292,20 @@ def file_system_access_problems(plan: Plan, client_group: str) -> list[str]:
                         problems.append(f"{file_system.name}: security group {group} lacks LNET {ports}/tcp with "
                                         f"{what}")
     return problems
+
+
+def file_system_rule_order_problems(plan: Plan) -> list[str]:
+    """Every rule of an FSx for Lustre file system's security groups is created before the file system: FSx checks
+    the rules when it creates the file system (components/shared_storage.py), so each rule must be an ancestor of it
+    in the plan (`dependsOn`, through parents and providers: `Plan.depends_transitively`). Needs an apply-like plan
+    (`known_outputs=True`) to match a rule's `securityGroupId` with the file system's groups."""
+    rules = [*plan.by_type("aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule"),
+             *plan.by_type("aws:vpc/securityGroupEgressRule:SecurityGroupEgressRule")]
+    problems = []
+    for file_system in plan.by_type("aws:fsx/lustreFileSystem:LustreFileSystem"):
+        groups = set(file_system.inputs.get("securityGroupIds") or [])
+        for rule in rules:
+            if rule.inputs.get("securityGroupId") in groups and not plan.depends_transitively(file_system, rule):
+                problems.append(f"{file_system.name}: created without waiting for rule {rule.name} of its security "
+                                f"group {rule.inputs['securityGroupId']}")
+    return problems

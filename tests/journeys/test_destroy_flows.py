@@ -209,7 +209,11 @@ def test_bench_results_are_kept_before_the_destroy_locally_and_in_an_archive_buc
 
     script, calls = fake_pulumi
     # the destroy fails: the results were kept before it ran all the same
-    script({"stack output": {"stdout": OUTPUTS, "rc": 0}, "destroy": {"stdout": "error: AccessDenied", "rc": 1}})
+    # (a bench stack is ephemeral: its bucket is force_destroy, so the bench results left in it don't stop the destroy)
+    script({"stack output": {"stdout": OUTPUTS, "rc": 0}, "destroy": {"stdout": "error: AccessDenied", "rc": 1},
+            "stack export": {"stdout": json.dumps({"deployment": {"resources": [{
+                "type": "aws:s3/bucket:Bucket", "id": "gtp-bench-a-artifacts",
+                "outputs": {"bucket": "gtp-bench-a-artifacts", "forceDestroy": True}}]}}), "rc": 0}})
     s3 = _bench_bucket()
     kept = tmp_path / "kept"
     assert destroy_module.main(["bench-a", "--yes", "--cwd", str(ROOT), "--keep-results", str(kept),
@@ -218,7 +222,8 @@ def test_bench_results_are_kept_before_the_destroy_locally_and_in_an_archive_buc
         "bench-a/run-1.json", "bench-a/sweep/run-2.json"]
     archived = s3.list_objects_v2(Bucket="gtp-results-archive")["Contents"]
     assert sorted(o["Key"] for o in archived) == ["bench/bench-a/run-1.json", "bench/bench-a/sweep/run-2.json"]
-    assert [call[:2] for call in calls()][:2] == [["stack", "output"], ["destroy", "--yes"]]  # kept, then destroyed
+    # kept, the non-empty bucket's force_destroy read from the state, then destroyed
+    assert [call[:2] for call in calls()][:3] == [["stack", "output"], ["stack", "export"], ["destroy", "--yes"]]
     out = capsys.readouterr().out
     assert f"kept 2 bench result(s) of s3://gtp-bench-a-artifacts/bench-a/bench/ in {kept / 'bench-a'}" in out
     assert sorted(run.world_size for run in bench_report.load(str(kept / "bench-a")).runs) == [2, 4]
@@ -234,3 +239,69 @@ def test_results_that_cannot_be_kept_stop_the_destroy_unless_discarded(fake_pulu
     assert "ERROR: bench results could not be kept (NoSuchBucket" in capsys.readouterr().out
     assert destroy_module.main(["bench-a", "--yes", "--cwd", str(ROOT), "--discard-results"]) == 0
     assert calls()[-1][:2] == ["destroy", "--yes"]
+
+
+# --- the artifacts bucket of a persistent stack (issue 41) ----------------------------------------------------------
+
+DEV_BUCKET = "gtp-dev-artifacts-0a1b2c"
+
+
+def _state(force_destroy: bool) -> str:
+    return json.dumps({"deployment": {"resources": [{
+        "urn": "urn:pulumi:dev::gtp::gtp:cluster:TrainingIdentity$aws:s3/bucket:Bucket::identity-artifacts",
+        "type": "aws:s3/bucket:Bucket", "custom": True, "id": DEV_BUCKET,
+        "inputs": {"forceDestroy": force_destroy}, "outputs": {"bucket": DEV_BUCKET, "forceDestroy": force_destroy}}]}})
+
+
+def _versioned_dev_bucket() -> Any:
+    """dev's artifacts bucket (versioned, in dev's region) with a checkpoint, and a log deleted by a plain DELETE (a
+    delete marker over its one version): what `aws s3 rm` alone would leave behind."""
+    s3 = boto3.client("s3", region_name="us-west-2")
+    s3.create_bucket(Bucket=DEV_BUCKET, CreateBucketConfiguration={"LocationConstraint": "us-west-2"})
+    s3.put_bucket_versioning(Bucket=DEV_BUCKET, VersioningConfiguration={"Status": "Enabled"})
+    s3.put_object(Bucket=DEV_BUCKET, Key="dev/checkpoints/step-100/model.pt", Body=b"weights")
+    s3.put_object(Bucket=DEV_BUCKET, Key="dev/logs/run-1.jsonl", Body=b"{}")
+    s3.delete_object(Bucket=DEV_BUCKET, Key="dev/logs/run-1.jsonl")
+    return s3
+
+
+@mock_aws
+def test_a_persistent_stacks_non_empty_bucket_stops_the_destroy_with_what_to_empty(fake_pulumi, capsys) -> None:
+    script, calls = fake_pulumi
+    script({"stack output": {"stdout": json.dumps({"artifactsBucket": DEV_BUCKET}), "rc": 0},
+            "stack export": {"stdout": _state(force_destroy=False), "rc": 0}})
+    _versioned_dev_bucket()
+    assert destroy_module.main(["dev", "--yes", "--cwd", str(ROOT), "--discard-results"]) == 1
+    assert not any(call[:2] == ["destroy", "--yes"] for call in calls())  # stopped before anything was deleted
+    out = capsys.readouterr().out.splitlines()
+    assert out[:4] == [
+        f"[dev] ERROR: the artifacts bucket {DEV_BUCKET} is not empty (1 object(s), 2 older version(s) or delete "
+        "marker(s)) and not force_destroy (dev is a persistent stack: its bucket keeps its data): pulumi destroy "
+        "would fail on it with BucketNotEmpty; nothing destroyed",
+        f"[dev] keep what you need from it (`aws s3 sync s3://{DEV_BUCKET} DIR`), then empty it:",
+        f"    aws s3 rm s3://{DEV_BUCKET} --recursive",
+        f"[dev] and, as it is versioned, delete every older version and delete marker: the S3 console's Empty action "
+        f"on {DEV_BUCKET}, or `aws s3api delete-objects --bucket {DEV_BUCKET} --delete ...` for each page of "
+        f"`aws s3api list-object-versions --bucket {DEV_BUCKET}`; then run the destroy again",
+    ]
+
+
+@mock_aws
+def test_the_destroy_goes_on_once_every_version_is_gone_or_the_bucket_is_force_destroy(fake_pulumi, capsys) -> None:
+    script, calls = fake_pulumi
+    script({"stack output": {"stdout": json.dumps({"artifactsBucket": DEV_BUCKET}), "rc": 0},
+            "stack export": {"stdout": _state(force_destroy=True), "rc": 0}})
+    s3 = _versioned_dev_bucket()
+    assert destroy_module.main(["dev", "--yes", "--cwd", str(ROOT), "--discard-results"]) == 0, capsys.readouterr()
+    assert calls()[-1][:2] == ["destroy", "--yes"]
+
+    script({"stack output": {"stdout": json.dumps({"artifactsBucket": DEV_BUCKET}), "rc": 0},
+            "stack export": {"stdout": _state(force_destroy=False), "rc": 0}})
+    s3.delete_object(Bucket=DEV_BUCKET, Key="dev/checkpoints/step-100/model.pt")  # what `aws s3 rm` does: a marker
+    assert destroy_module.main(["dev", "--yes", "--cwd", str(ROOT), "--discard-results"]) == 1
+    page = s3.list_object_versions(Bucket=DEV_BUCKET)
+    s3.delete_objects(Bucket=DEV_BUCKET, Delete={"Objects": [
+        {"Key": item["Key"], "VersionId": item["VersionId"]} for item in page["Versions"] + page["DeleteMarkers"]]})
+    before = len(calls())
+    assert destroy_module.main(["dev", "--yes", "--cwd", str(ROOT), "--discard-results"]) == 0
+    assert [call[:2] for call in calls()[before:]] == [["stack", "output"], ["destroy", "--yes"]]  # no state read

@@ -103,6 +103,33 @@ def test_volumes_security_groups_log_groups_and_buckets(session, subnet):
     assert all(o.region == REGION for o in orphans)
 
 
+def test_a_prometheus_volume_the_destroy_left_is_found(session):
+    """Issue 41: a volume of prod's `gtp-prometheus` class, tagged as aws-ebs-csi-driver v1.51.1 tags it (its own
+    tags, `--extra-create-metadata`'s, and the class's `tagSpecification_*`), still exists after a destroy (the PV
+    controller deletes it after the claim, racing the add-on's and the nodes' deletion): the audit lists it. Before,
+    the class passed no tags, the driver's own name no cluster, and the audit found nothing."""
+    from components.gpu_metrics import PROMETHEUS_STORAGE_CLASS
+    from tests.conftest import plan_stack
+
+    storage_class = next(o for o in plan_stack("prod").kubernetes_objects()
+                         if o["kind"] == "StorageClass" and o["metadata"]["name"] == PROMETHEUS_STORAGE_CLASS)
+    assert storage_class["reclaimPolicy"] == "Delete"  # the volume goes with its claim; the audit is for the race
+    tags = {"CSIVolumeName": "pvc-0f3c", "ebs.csi.aws.com/cluster": "true",
+            "kubernetes.io/created-for/pvc/name": "prometheus-server",
+            "kubernetes.io/created-for/pvc/namespace": "gpu-metrics", "kubernetes.io/created-for/pv/name": "pvc-0f3c"}
+    for key, value in sorted(storage_class["parameters"].items()):
+        if key.startswith("tagSpecification"):  # pkg/util/template/template.go:40: split at the first "="
+            tag, _, tag_value = value.partition("=")
+            tags[tag] = tag_value
+    ec2 = session.client("ec2")
+    volume = ec2.create_volume(AvailabilityZone=f"{REGION}a", Size=10, VolumeType="gp3",
+                               TagSpecifications=tag_spec("volume", tags))["VolumeId"]
+
+    assert [(o.kind, o.id, o.reason) for o in audit(session, "prod")] == [("ec2:volume", volume, "tag gtp:stack=prod")]
+    assert tags["KubernetesCluster"] == "gtp-prod"  # found by cluster too (`--cluster-name` of a renamed stack)
+    assert audit(session, "prod", cluster_name="gtp-prod")[0].id == volume
+
+
 def test_clean_account_has_no_orphans(session, subnet):
     create_eni(session, subnet, {"gtp:stack": "prod"})
     assert audit(session, "dev") == []

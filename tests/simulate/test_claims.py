@@ -16,6 +16,7 @@ from components.gpu_metrics import (
     prometheus_volume_gib,
 )
 from tests.conftest import plan_stack
+from verify.plan_record import Plan
 from verify.render import ClusterObject, render_cluster
 from verify.simulate import simulate
 
@@ -23,11 +24,15 @@ pytestmark = pytest.mark.slow
 CLAIM = ("gpu-metrics", "prometheus-server")
 
 
-def _claims_check(edit: Callable[[list[ClusterObject]], None] | None = None) -> dict:
+def _claims_check(edit: Callable[[list[ClusterObject]], None] | None = None,
+                  edit_plan: Callable[[Plan], None] | None = None) -> dict:
     plan = plan_stack("prod")
     objects = copy.deepcopy(render_cluster(plan))
     if edit:
         edit(objects)
+    if edit_plan:
+        plan = copy.deepcopy(plan)
+        edit_plan(plan)
     return simulate(plan, objects)["checks"]["claims bound"]
 
 
@@ -69,6 +74,49 @@ def test_immediate_binding_of_a_zonal_volume_is_refused() -> None:
         "volumeBindingMode Immediate creates the zonal ebs.csi.aws.com volume before its pod is scheduled")
 
 
+def _allow_zones(*zones: str) -> Callable[[list[ClusterObject]], None]:
+    def edit(objects: list[ClusterObject]) -> None:
+        _find(objects, "StorageClass", PROMETHEUS_STORAGE_CLASS).obj["allowedTopologies"] = [{"matchLabelExpressions": [
+            {"key": "topology.ebs.csi.aws.com/zone", "values": list(zones)}]}]
+
+    return edit
+
+
+def test_the_volume_is_created_where_the_system_group_keeps_nodes() -> None:
+    # Issue 41: the server lands on the system group only (the GPU groups' taints), whose subnets span 3 zones.
+    check = _claims_check()
+    assert ("PersistentVolumeClaim gpu-metrics/prometheus-server: its volume is created in one of ['us-east-1a', "
+            "'us-east-1b', 'us-east-1c'], each a zone of a node group keeping nodes: system ['us-east-1a', "
+            "'us-east-1b', 'us-east-1c'] (min 2); assumed: system (min 2 over 3 zones) has a node in the volume's "
+            "zone when its pod is replaced" in check["details"])
+    assert _claims_check(_allow_zones("us-east-1a", "us-east-1b"))["findings"] == []
+
+
+def test_allowed_topologies_outside_the_system_groups_zones_are_refused() -> None:
+    assert _one_finding(_claims_check(_allow_zones("us-east-1a", "us-east-1d"))) == (
+        "allowedTopologies names zone(s) ['us-east-1d'] where no node group its pod lands on has a subnet (system "
+        "['us-east-1a', 'us-east-1b', 'us-east-1c'] (min 2)): a ebs.csi.aws.com volume is zonal and the pod can't "
+        "follow it there")
+
+
+def test_a_volume_zone_only_a_scale_from_zero_group_reaches_is_refused() -> None:
+    # Planted: the server also tolerates the GPU groups' taints (so it can land on a100, min 0, in 3 zones) and the
+    # system group loses its us-east-1c subnet: a volume made while it ran on an a100 node in 1c strands it.
+    def tolerate_all(objects: list[ClusterObject]) -> None:
+        _find(objects, "Deployment", "prometheus-server").obj["spec"]["template"]["spec"]["tolerations"] = [
+            {"operator": "Exists"}]
+
+    def two_zone_system(plan: Plan) -> None:
+        system = next(r for r in plan.resources if r.type == "aws:eks/nodeGroup:NodeGroup" and r.name == "eks-system")
+        system.depends_on = [urn for urn in system.depends_on if not urn.endswith("::network-private-us-east-1c")]
+
+    rule = _one_finding(_claims_check(tolerate_all, two_zone_system))
+    assert rule.startswith("the ebs.csi.aws.com volume can be created in zone(s) ['us-east-1c'], where no node group "
+                           "its pod lands on keeps a node (")
+    assert "a100 ['us-east-1a', 'us-east-1b', 'us-east-1c'] (min 0)" in rule
+    assert "system ['us-east-1a', 'us-east-1b'] (min 2)" in rule
+
+
 def test_a_rolling_update_of_a_read_write_once_volume_is_refused() -> None:
     def edit(objects: list[ClusterObject]) -> None:
         _find(objects, "Deployment", "prometheus-server").obj["spec"]["strategy"] = {"type": "RollingUpdate"}
@@ -96,6 +144,17 @@ def test_prometheus_values_put_the_tsdb_on_the_claim_with_a_size_bound() -> None
     assert plain["persistentVolume"] == {"enabled": False} and plain["emptyDir"] == {"sizeLimit": "10Gi"}
     assert prometheus_storage_class()["parameters"] == {"type": "gp3", "encrypted": "true",
                                                         "csi.storage.k8s.io/fstype": "ext4"}
+
+
+def test_the_volume_carries_the_stacks_tags_the_driver_accepts() -> None:
+    # Issue 41: the orphan audit finds a leftover volume by `gtp:stack` (or `KubernetesCluster`); aws-ebs-csi-driver
+    # v1.51.1 fails CreateVolume on a reserved key (pkg/driver/validation.go:44-58), so those are left out.
+    spec = prometheus_storage_class({"gtp:stack": "prod", "KubernetesCluster": "gtp-prod", "team": "a b",
+                                     "kubernetes.io/cluster/gtp-prod": "owned", "CSIVolumeName": "x", "k=v": "y"})
+    assert spec["reclaimPolicy"] == "Delete" and spec["volumeBindingMode"] == "WaitForFirstConsumer"
+    assert {k: v for k, v in spec["parameters"].items() if k.startswith("tag")} == {
+        "tagSpecification_1": "KubernetesCluster=gtp-prod", "tagSpecification_2": "gtp:stack=prod",
+        "tagSpecification_3": "team=a b"}
 
 
 def test_only_eks_stacks_get_the_volume() -> None:

@@ -11,7 +11,12 @@ For each claim of the rendered cluster that some pod mounts:
   with `volumeBindingMode: Immediate` it is created before the pod is scheduled, in a zone the pod may have no
   node in, unless every node group the pod can land on sits in one known zone (or `allowedTopologies` pins it
   there); `WaitForFirstConsumer` creates it in the zone of the node the scheduler picked (Kubernetes docs, Storage
-  Classes, "Volume binding mode");
+  Classes, "Volume binding mode"). With `WaitForFirstConsumer` the volume is created in a zone of a node group the
+  pod lands on (the zones of its subnets), and it stays there: its replacement pod can only run in that zone (the
+  PV's node affinity). So the zones a class's `allowedTopologies` names must be zones of those groups' subnets,
+  and every zone the volume can be created in must be one where a group the pod lands on keeps nodes
+  (`minSize` >= 1): a volume made while the pod ran on a scale-from-zero group in a zone the system group lacks
+  strands the next pod (issue 41);
 - a ReadWriteOnce volume attaches to one node: a Deployment mounting it must replace its pod with `Recreate` (a
   rolling update starts the new pod first, which can't attach: "Multi-Attach error") and run one replica.
 Claims of a class the site already has (an adopted cluster) can't be judged offline: recorded as assumptions.
@@ -112,7 +117,7 @@ def _problem(claim: Mapping[str, Any], classes: Mapping[str, Any], volumes: Mapp
     if supported is not None and not modes <= supported:
         return (f"asks {sorted(modes)} of {provisioner}, which provisions file systems only as "
                 f"{sorted(supported)}", f"ask {sorted(supported)} (or use a shared file system for many writers)")
-    problem = _zone_problem(storage_class, provisioner, consumers, groups, lands)
+    problem = _zone_problem(storage_class, provisioner, consumers, groups, lands, details, subject)
     if problem:
         return problem
     if "ReadWriteOnce" in modes:
@@ -133,12 +138,16 @@ def _problem(claim: Mapping[str, Any], classes: Mapping[str, Any], volumes: Mapp
 
 
 def _zone_problem(storage_class: Mapping[str, Any], provisioner: str, consumers: Sequence[ExpandedPod],
-                  groups: Sequence[Any], lands: Callable[[ExpandedPod, Any], bool]) -> tuple[str, str] | None:
-    if provisioner not in ZONAL or storage_class.get("volumeBindingMode") == "WaitForFirstConsumer":
+                  groups: Sequence[Any], lands: Callable[[ExpandedPod, Any], bool], details: list[str],
+                  subject: str) -> tuple[str, str] | None:
+    if provisioner not in ZONAL:
         return None
     allowed = {str(value) for term in storage_class.get("allowedTopologies") or []
                for expression in term.get("matchLabelExpressions") or []
                if str(expression.get("key", "")).endswith("zone") for value in expression.get("values") or []}
+    if storage_class.get("volumeBindingMode") == "WaitForFirstConsumer":
+        landing = [group for group in groups if any(lands(pod, group) for pod in consumers)]
+        return _replacement_zone_problem(allowed, landing, provisioner, details, subject)
     zones = {str(getattr(group, "zone", UNKNOWN_ZONE)) for pod in consumers for group in groups if lands(pod, group)}
     if len(allowed) == 1 and (not zones or zones == allowed):
         return None
@@ -146,3 +155,34 @@ def _zone_problem(storage_class: Mapping[str, Any], provisioner: str, consumers:
             f"pod's node groups are in zone(s) {sorted(zones) or ['none']}"
             + (f", the class allows {sorted(allowed)}" if allowed else ""),
             "use volumeBindingMode WaitForFirstConsumer")
+
+
+def _replacement_zone_problem(allowed: set[str], landing: Sequence[Any], provisioner: str, details: list[str],
+                              subject: str) -> tuple[str, str] | None:
+    """`WaitForFirstConsumer`: the zones the class allows and the zones the volume can be created in, against the
+    zones of the node groups the pod lands on (see the module docstring)."""
+    if not landing or any(not getattr(group, "zones", ()) for group in landing):
+        details.append(f"{subject}: the zones of the node groups its pod lands on are unknown offline: assumed to "
+                       "keep a node in the volume's zone")
+        return None
+    shown = ", ".join(f"{group.name} {list(group.zones)} (min {group.min_size})" for group in landing)
+    reachable = {zone for group in landing for zone in group.zones}
+    if allowed and not allowed <= reachable:
+        return (f"allowedTopologies names zone(s) {sorted(allowed - reachable)} where no node group its pod lands on "
+                f"has a subnet ({shown}): a {provisioner} volume is zonal and the pod can't follow it there",
+                "allow only zones of those node groups' subnets (or drop allowedTopologies)")
+    kept = {zone for group in landing if group.min_size >= 1 for zone in group.zones}
+    stranded = (reachable & allowed if allowed else reachable) - kept
+    if stranded:
+        return (f"the {provisioner} volume can be created in zone(s) {sorted(stranded)}, where no node group its pod "
+                f"lands on keeps a node ({shown}): once that node goes, the replacement pod can't run elsewhere "
+                "(the volume's node affinity) and waits for a scale-up there",
+                "keep the pod on node groups with minSize >= 1 (nodeSelector), spanning every zone it can land in, "
+                "or limit the class's allowedTopologies to their zones")
+    thin = [f"{group.name} (min {group.min_size} over {len(group.zones)} zones)" for group in landing
+            if 1 <= group.min_size < len(group.zones)]
+    details.append(f"{subject}: its volume is created in one of {sorted(reachable & allowed if allowed else reachable)}"
+                   f", each a zone of a node group keeping nodes: {shown}"
+                   + (f"; assumed: {', '.join(thin)} has a node in the volume's zone when its pod is replaced"
+                      if thin else ""))
+    return None

@@ -45,7 +45,7 @@ from conventions.names import (
 )
 from stack_config.derived import node_default_runtime
 from stack_config.targets import ADOPTED_KUBERNETES, IN_AWS
-from verify.plan_record import Plan, Resource
+from verify.plan_record import COMPUTED, Plan, Resource
 from verify.render import ClusterObject
 from verify.simulate import runtime
 from verify.simulate.model import ExpandedPod
@@ -54,6 +54,7 @@ from verify.simulate.scheduling import Resources, _show, placement_misses, pod_r
 NODE_GROUP_TYPE = "aws:eks/nodeGroup:NodeGroup"
 LAUNCH_TEMPLATE_TYPE = "aws:ec2/launchTemplate:LaunchTemplate"
 ASG_TAG_TYPE = "aws:autoscaling/tag:Tag"
+SUBNET_TYPE = "aws:ec2/subnet:Subnet"
 DEFAULT_CONFIG_ENV = "DEFAULT_CONFIG"
 
 
@@ -92,6 +93,9 @@ class NodeGroup:
     """The Auto Scaling group's tags the plan creates (`aws:autoscaling/tag:Tag`), key → value."""
     region: str = nl.UNKNOWN
     zone: str = nl.UNKNOWN
+    zones: tuple[str, ...] = ()
+    """The availability zones of its subnets, where its nodes can start (EKS: the subnets it depends on); empty when
+    unknown offline."""
     daemons: list[str] = field(default_factory=list)
     """Owners of the DaemonSet pods that land on its nodes."""
     free: Resources = field(default_factory=dict)
@@ -173,8 +177,18 @@ def eks_groups(plan: Plan) -> list[NodeGroup]:
             capacity_type=str(inputs.get("capacityType", "ON_DEMAND")), ami_type=str(inputs.get("amiType", "")),
             gpu_model=first.gpu_model if first else None, num_gpus=min((g.num_gpus for g in gpu), default=0),
             gpu_memory_gib=float(first.gpu_memory_gib) if first else 0.0, num_efa=num_efa, asg_tags=tags,
-            region=region, zone=zone))
+            region=region, zone=zone, zones=_subnet_zones(plan, resource)))
     return groups
+
+
+def _subnet_zones(plan: Plan, node_group: Resource) -> tuple[str, ...]:
+    """The zones of the subnets a node group depends on (its `subnetIds` are unknown in a preview, its dependencies
+    are not); a subnet whose zone the plan doesn't know makes the whole answer unknown (empty)."""
+    recorded = {resource.urn: resource for resource in plan.by_type(SUBNET_TYPE)}
+    zones = [recorded[urn].inputs.get("availabilityZone") for urn in node_group.depends_on if urn in recorded]
+    if not zones or not all(isinstance(zone, str) and zone and zone != COMPUTED for zone in zones):
+        return ()
+    return tuple(sorted(set(zones)))
 
 
 # --- existing clusters from the stack config ------------------------------------------------------------------
