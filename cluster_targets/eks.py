@@ -192,6 +192,7 @@ class EksTarget(ClusterTarget):
             private_endpoint_cidrs=list(deployer.cidrs) if deployer.access in ("in-vpc", "transit-gateway") else [],
             deployer_role_arn=config.cluster.deployer_role_arn,
             admin_role_arns=list(config.cluster.admin_role_arns),
+            preview_role_arns=list(config.cluster.preview_role_arns),
             addon_versions=dict(config.cluster.addon_versions),
             log_retention_days=config.cluster.log_retention_days,
             kms_deletion_window_days=lifecycle.kms_deletion_window,

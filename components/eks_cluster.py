@@ -17,6 +17,9 @@ from conventions.names import SYSTEM_ROLE_LABEL
 
 CONTROL_PLANE_LOG_TYPES = ["api", "audit", "authenticator", "controllerManager", "scheduler"]
 CLUSTER_ADMIN_POLICY = "arn:aws:eks::aws:cluster-access-policy/AmazonEKSClusterAdminPolicy"
+# Read every object, Secrets included (a preview reads the live state of what the stack manages, Helm releases'
+# Secrets among them), write none (EKS user guide, "Review access policy permissions": AmazonEKSAdminViewPolicy).
+CLUSTER_VIEW_POLICY = "arn:aws:eks::aws:cluster-access-policy/AmazonEKSAdminViewPolicy"
 NODE_MANAGED_POLICIES = [
     "AmazonEKSWorkerNodePolicy",
     # Read-only pulls from ECR; the CNI gets its own role through Pod Identity (not the node role).
@@ -90,6 +93,8 @@ class EksClusterArgs:
     """Roles granted cluster-admin besides the deployer: people, the reaper, PR previews. Every one of their grants
     is an ancestor of the kubernetes provider (`access_grants`), so a destroy run by any of them keeps its access
     until the last in-cluster object is gone."""
+    preview_role_arns: list[str] = field(default_factory=list)
+    """Roles that only run `pulumi preview` (PR code runs under them): a read-only grant, never cluster-admin."""
     addon_versions: dict[str, str] = field(default_factory=dict)
     """Add-on builds the stack pins (`cluster.addonVersions`), over the catalog's; an add-on neither pins gets
     EKS's default build for `kubernetes_version`, read at `preview`/`up` (catalog/versions.py
@@ -190,6 +195,9 @@ class EksCluster(pulumi.ComponentResource):
             # before, so the first `up` after the rename updates nothing (run it before reordering the list).
             self.access_grants.append(self._admin_access(name, f"admin-{principal_key(role)}", role,
                                                          previous=f"{name}-admin-{index}"))
+        for role in args.preview_role_arns:
+            self.access_grants.append(self._admin_access(name, f"preview-{principal_key(role)}", role,
+                                                         policy=CLUSTER_VIEW_POLICY))
 
         # --- node role and add-ons needed before nodes --------------------------------------------------------
         self.node_role = aws.iam.Role(f"{name}-node", assume_role_policy=iam.service_trust("ec2.amazonaws.com"),
@@ -239,14 +247,14 @@ class EksCluster(pulumi.ComponentResource):
         ).apply(lambda values: kubeconfig(values[0], values[1], values[2], args.region)))
         self.register_outputs({"clusterName": self.cluster.name, "endpoint": self.cluster.endpoint})
 
-    def _admin_access(self, name: str, role: str, principal_arn: pulumi.Input[str],
-                      previous: str | None = None) -> aws.eks.AccessPolicyAssociation:
+    def _admin_access(self, name: str, role: str, principal_arn: pulumi.Input[str], previous: str | None = None,
+                      policy: str = CLUSTER_ADMIN_POLICY) -> aws.eks.AccessPolicyAssociation:
         aliases = [pulumi.Alias(name=previous)] if previous else None
         entry = aws.eks.AccessEntry(f"{name}-{role}", cluster_name=self.cluster.name, principal_arn=principal_arn,
                                     type="STANDARD", opts=pulumi.ResourceOptions(parent=self, aliases=aliases))
         return aws.eks.AccessPolicyAssociation(
             f"{name}-{role}", cluster_name=self.cluster.name, principal_arn=entry.principal_arn,
-            policy_arn=CLUSTER_ADMIN_POLICY, access_scope={"type": "cluster"},
+            policy_arn=policy, access_scope={"type": "cluster"},
             opts=pulumi.ResourceOptions(parent=self, aliases=aliases))
 
     def _pod_role(self, name: str, role: str, managed: list[str]) -> aws.iam.Role:

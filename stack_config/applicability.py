@@ -133,6 +133,7 @@ APPLIES: dict[type[_Section], dict[str, Where]] = {
         "endpoint_public_access": EKS,
         "public_access_cidrs": EKS,
         "admin_role_arns": EKS,  # EKS access entries
+        "preview_role_arns": EKS,
         "deployer_role_arn": EKS,
         "log_retention_days": EKS,  # the EKS control plane's log group
         "addon_versions": EKS,  # EKS managed add-ons

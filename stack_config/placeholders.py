@@ -73,6 +73,10 @@ def find_placeholders(config: StackConfig) -> Iterator[Problem]:
         if _account(role) in EXAMPLE_ACCOUNTS:
             yield Problem(f"cluster.adminRoleArns[{index}]", f"{role!r} is in an example account: use your "
                           "platform admins' role")
+    for index, role in enumerate(cluster.preview_role_arns):
+        if _account(role) in EXAMPLE_ACCOUNTS:
+            yield Problem(f"cluster.previewRoleArns[{index}]", f"{role!r} is in an example account: use the role "
+                          "your pull requests' `pulumi preview` runs as")
     for name, group in config.gpu_node_groups.items():
         if group.capacity_reservation_id in EXAMPLE_RESERVATIONS:
             yield Problem(f"gpuNodeGroups.{name}.capacityReservationId", f"{group.capacity_reservation_id!r} is AWS's "

@@ -137,9 +137,10 @@ def _check_tags(config: StackConfig) -> Iterator[Problem]:
 def _check_cluster(config: StackConfig) -> Iterator[Problem]:
     cluster = config.cluster
     arn = re.compile(r"^arn:aws[a-z-]*:iam::\d{12}:role/.+$")
-    for index, role in enumerate(cluster.admin_role_arns):
-        if not arn.match(role):
-            yield Problem(f"cluster.adminRoleArns[{index}]", f"{role!r} is not an IAM role ARN")
+    for key, roles in (("adminRoleArns", cluster.admin_role_arns), ("previewRoleArns", cluster.preview_role_arns)):
+        for index, role in enumerate(roles):
+            if not arn.match(role):
+                yield Problem(f"cluster.{key}[{index}]", f"{role!r} is not an IAM role ARN")
     if cluster.deployer_role_arn is not None and not arn.match(cluster.deployer_role_arn):
         yield Problem("cluster.deployerRoleArn", f"{cluster.deployer_role_arn!r} is not an IAM role ARN")
     # EKS keeps one access entry per principal: a second `aws.eks.AccessEntry` for the same ARN fails at `up`
@@ -147,15 +148,17 @@ def _check_cluster(config: StackConfig) -> Iterator[Problem]:
     seen: dict[str, str] = {}
     if cluster.deployer_role_arn is not None:
         seen[cluster.deployer_role_arn] = "cluster.deployerRoleArn"
-    for index, role in enumerate(cluster.admin_role_arns):
+    listed = [(f"cluster.adminRoleArns[{index}]", role) for index, role in enumerate(cluster.admin_role_arns)]
+    listed += [(f"cluster.previewRoleArns[{index}]", role) for index, role in enumerate(cluster.preview_role_arns)]
+    for path, role in listed:
         if role in seen:
-            yield Problem(f"cluster.adminRoleArns[{index}]",
+            yield Problem(path,
                           f"{role!r} is already {seen[role]} and would get a second EKS access entry (one per "
                           "principal); remove it here, the deployer is a cluster admin already"
                           if seen[role] == "cluster.deployerRoleArn" else
                           f"{role!r} is listed twice (also {seen[role]}); EKS allows one access entry per principal")
         else:
-            seen[role] = f"cluster.adminRoleArns[{index}]"
+            seen[role] = path
     for addon, build in cluster.addon_versions.items():
         path = f"cluster.addonVersions.{addon}"
         if addon not in versions.EKS_MANAGED_ADDONS:

@@ -117,8 +117,15 @@ class ClusterConfig(_Section):
     """EKS only. CIDRs allowed to reach a public endpoint. Required when `endpointPublicAccess` is true;
     `0.0.0.0/0` and `::/0` are rejected."""
     admin_role_arns: tuple[str, ...] = ()
-    """IAM role ARNs granted cluster-admin through EKS access entries: people, and every other role that runs the
-    program or destroys the stack (the PR preview's role, the nightly reaper's on bench stacks). Default none."""
+    """IAM role ARNs granted cluster-admin through EKS access entries: people, and every other role that runs
+    `up` or destroys the stack (the nightly reaper's on bench stacks). Default none."""
+    preview_role_arns: tuple[str, ...] = ()
+    """EKS only. IAM role ARNs that only run `pulumi preview` (the PR preview's role, under which a pull request's
+    code runs): a read-only access entry (AmazonEKSAdminViewPolicy: every object, Secrets included, no writes),
+    never cluster-admin. The kubernetes provider's server-side dry-run is then forbidden and it previews
+    client-side (pulumi-kubernetes v4.25.0 provider/pkg/provider/provider.go:1648-1652, 2151-2154; a Helm release
+    is not installed in a preview at all, helm_release.go:879,1055); `up` and `destroy` refuse to run as one.
+    Default none."""
     deployer_role_arn: str | None = None
     """EKS: required. IAM role ARN that runs `pulumi up` in CI; it gets a cluster-admin access entry, and every
     in-cluster resource depends on that entry. `preview`/`up` refuse to run as a role that is neither this one nor

@@ -24,6 +24,13 @@ def caller_access_problem(config: StackConfig, caller_role: str) -> Problem | No
     cluster = config.cluster
     if caller_role == cluster.deployer_role_arn or caller_role in cluster.admin_role_arns:
         return None
+    if caller_role in cluster.preview_role_arns:
+        if pulumi.runtime.is_dry_run():
+            return None
+        return Problem("cluster.previewRoleArns", f"the program runs as {caller_role!r}, a preview role: its access "
+                                                  "entry reads, never writes, so `up` and `destroy` would fail on "
+                                                  "the first in-cluster object; run them as cluster.deployerRoleArn "
+                                                  "or a role in cluster.adminRoleArns")
     return Problem("cluster.adminRoleArns", f"the program runs as {caller_role!r}, which is neither "
                                             f"cluster.deployerRoleArn ({cluster.deployer_role_arn!r}) nor listed "
                                             "here: it has no EKS access entry, so every in-cluster resource (and a "

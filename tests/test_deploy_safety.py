@@ -47,6 +47,7 @@ def _admins(deployer: str | None, admins: list[str]):
     def edit(config: dict[str, Any]) -> None:
         cluster = config.setdefault("gtp:cluster", {})
         cluster["adminRoleArns"] = admins
+        cluster.pop("previewRoleArns", None)
         if deployer is None:
             cluster.pop("deployerRoleArn", None)
         else:
@@ -246,7 +247,9 @@ def test_every_eks_stack_and_the_bench_template_give_ci_roles_an_access_entry() 
 
     for stack in ("dev", "prod"):
         cluster = plan_stack(stack).config.cluster
-        assert cluster.deployer_role_arn and any(role.endswith(":role/gtp-preview") for role in cluster.admin_role_arns)
+        assert cluster.deployer_role_arn and any(role.endswith(":role/gtp-preview") for role in cluster.preview_role_arns)
+        # PR code runs under the preview role: never cluster-admin (issue 41).
+        assert not any(role.endswith(":role/gtp-preview") for role in cluster.admin_role_arns)
     template = yaml.safe_load((ROOT / "stacks" / "templates" / "bench.yaml").read_text())["config"]["gtp:cluster"]
     assert template["deployerRoleArn"].endswith(":role/gtp-bench-deployer")
     assert any(role.endswith(":role/gtp-reaper") for role in template["adminRoleArns"])
@@ -268,6 +271,27 @@ def test_a_caller_without_an_access_entry_is_refused_before_any_cloud_resource(m
     for allowed in ("arn:aws:iam::123456789012:role/gtp-dev-deployer", "arn:aws:iam::123456789012:role/gtp-preview"):
         monkeypatch.setattr(stages.cluster, "caller_role", lambda provider, allowed=allowed: allowed)
         assert gtp_plan.run("dev").by_type("aws:eks/cluster:Cluster")
+
+
+def test_a_preview_role_previews_with_read_only_access_and_may_not_run_up(monkeypatch) -> None:
+    import pulumi
+
+    import stages.cluster
+
+    preview = "arn:aws:iam::123456789012:role/gtp-preview"
+    grants = {r.inputs["principalArn"]: r.inputs["policyArn"] for r in
+              plan_stack("dev").by_type("aws:eks/accessPolicyAssociation:AccessPolicyAssociation")}
+    assert grants[preview] == "arn:aws:eks::aws:cluster-access-policy/AmazonEKSAdminViewPolicy"
+    assert sorted(set(grants.values()) - {grants[preview]}) == [
+        "arn:aws:eks::aws:cluster-access-policy/AmazonEKSClusterAdminPolicy"]
+    monkeypatch.setattr(stages.cluster, "under_mocks", lambda: False)
+    monkeypatch.setattr(stages.cluster, "caller_role", lambda provider: preview)
+    monkeypatch.setattr(pulumi.runtime, "is_dry_run", lambda: False)  # `up`, not `preview`
+    partial = gtp_plan.Plan(project="gtp", stack="dev")
+    with pytest.raises(ConfigError, match=r"cluster\.previewRoleArns: the program runs as 'arn:aws:iam::123456789012:"
+                                          r"role/gtp-preview', a preview role: its access entry reads, never writes"):
+        gtp_plan.run("dev", into=partial)
+    assert {r.type for r in partial.resources} <= {"pulumi:providers:aws", "gtp:cloud:AwsProvider"}
 
 
 def test_a_reserved_group_updates_without_surge_and_others_may_choose(tmp_path: Path) -> None:
@@ -359,7 +383,8 @@ def test_every_access_grant_is_an_ancestor_of_the_kubernetes_provider(stack: str
     ancestors = {r["urn"] for r in index.upstream(provider)}
     grants = [r for r in records if r["type"] in ("aws:eks/accessEntry:AccessEntry",
                                                   "aws:eks/accessPolicyAssociation:AccessPolicyAssociation")]
-    assert len(grants) == 2 * (1 + len(plan.config.cluster.admin_role_arns))
+    cluster = plan.config.cluster
+    assert len(grants) == 2 * (1 + len(cluster.admin_role_arns) + len(cluster.preview_role_arns))
     assert {g["urn"] for g in grants} <= ancestors
 
 
@@ -379,5 +404,5 @@ def test_a_grant_the_provider_does_not_wait_for_fails_the_plan(monkeypatch: pyte
     report = Report()
     run_policy_pack(gtp_plan.run("dev"), report)
     assert [line for line in report.errors if "kubernetes-provider-depends-on-access-entry" in line
-            and "not an ancestor: eks-admin-123456789012-gtp-preview, eks-admin-123456789012-gtp-preview, "
-                "eks-admin-123456789012-platform-admins, eks-admin-123456789012-platform-admins" in line]
+            and "not an ancestor: eks-admin-123456789012-platform-admins, eks-admin-123456789012-platform-admins, "
+                "eks-preview-123456789012-gtp-preview, eks-preview-123456789012-gtp-preview" in line]
