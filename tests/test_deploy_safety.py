@@ -247,7 +247,8 @@ def test_every_eks_stack_and_the_bench_template_give_ci_roles_an_access_entry() 
 
     for stack in ("dev", "prod"):
         cluster = plan_stack(stack).config.cluster
-        assert cluster.deployer_role_arn and any(role.endswith(":role/gtp-preview") for role in cluster.preview_role_arns)
+        assert cluster.deployer_role_arn
+        assert any(role.endswith(":role/gtp-preview") for role in cluster.preview_role_arns)
         # PR code runs under the preview role: never cluster-admin (issue 41).
         assert not any(role.endswith(":role/gtp-preview") for role in cluster.admin_role_arns)
     template = yaml.safe_load((ROOT / "stacks" / "templates" / "bench.yaml").read_text())["config"]["gtp:cluster"]

@@ -45,7 +45,8 @@ def test_the_agent_deploys_unpinned_with_eks_default_build(monkeypatch: pytest.M
     monkeypatch.setattr(stages.config, "find_placeholders", lambda config: iter(()))
     calls: list[dict] = []
     answer = gtp_plan._addon_version_answer
-    monkeypatch.setattr(gtp_plan, "_addon_version_answer", lambda arguments: calls.append(arguments) or answer(arguments))
+    monkeypatch.setattr(gtp_plan, "_addon_version_answer",
+                        lambda arguments: calls.append(arguments) or answer(arguments))
     plan = gtp_plan.run("dev")
     addon = next(r for r in plan.by_type("aws:eks/addon:Addon") if r.inputs.get("addonName") == AGENT)
     assert addon.inputs["addonVersion"] == "eks-default-build-for-1.34"

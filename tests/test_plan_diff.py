@@ -13,10 +13,9 @@ from typing import Any
 import pytest
 
 import verify.plan as gtp_plan
-from verify.plan_diff import PlanDiff
 from tests.conftest import ROOT, plan_modified, plan_stack
 from verify import plan_diff
-from verify.plan_diff import diff_plans
+from verify.plan_diff import PlanDiff, diff_plans
 from verify.render import ClusterObject
 
 URN = "urn:pulumi:dev::gtp::{}::{}"

@@ -5,7 +5,8 @@ reordering an item gives the same name to another item, which the engine reads a
 where AWS makes the resource unique by a field (one EKS access entry per principal), the create-first replacement
 that follows collides with the entry it replaces. Key such resources by that field (a node group by its map key, a
 subnet by its zone, an access entry by its principal). This scan finds the class in every platform module: a call
-with a positional argument (the resource name, or the part of it a helper is given) that is an f-string that formats the index of an enclosing `enumerate` loop.
+that may register a resource with a positional argument (the resource name, or the part of it a helper is given)
+that is an f-string formatting the index of an enclosing `enumerate` (or `range`) loop.
 """
 
 from __future__ import annotations

@@ -414,7 +414,8 @@ def template_changes(diff: PlanDiff) -> dict[str, TemplateChange]:
         if kind is None or urn in diff.replaced:
             continue
         before, after = kind.pod_templates(old), kind.pod_templates(new)
-        if any(_template_parts(before.get(role) or {}) != _template_parts(template) for role, template in after.items()):
+        if any(_template_parts(before.get(role) or {}) != _template_parts(template)
+               for role, template in after.items()):
             why[urn] = "pod template"
         elif builds & upstream(urn) and any(image == COMPUTED for template in after.values()
                                             for image in _images(template)):

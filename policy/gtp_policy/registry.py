@@ -120,7 +120,8 @@ POLICIES: tuple[Rule, ...] = (
     Rule("custom-resources-depend-on-operator", "Custom resources depend on the operator that reconciles them.",
          S, life.custom_resources_depend_on_operator),
     Rule("kubernetes-provider-depends-on-access-entry", "In-cluster resources use a kubernetes provider that "
-         "depends on every EKS access grant (deployer, admins, reaper), so a destroy keeps its own access to the end.", S, life.kubernetes_provider_depends_on_access_entry),
+         "depends on every EKS access grant (deployer, admins, reaper), so a destroy keeps its own access to the end.",
+         S, life.kubernetes_provider_depends_on_access_entry),
 )
 
 POLICY_NAMES = tuple(rule.name for rule in POLICIES)
