@@ -51,8 +51,13 @@ GPU_INSTANCE_TYPES: dict[str, GpuInstanceType] = _types(
         ("g6.xlarge", 1, "L4", 24, "amd64", 0, 4, 16),
         ("g6.2xlarge", 1, "L4", 24, "amd64", 0, 8, 32),
         ("g6.4xlarge", 1, "L4", 24, "amd64", 0, 16, 64),
-        ("g6.12xlarge", 4, "L4", 24, "amd64", 0, 48, 192),
-        ("g6.48xlarge", 8, "L4", 24, "amd64", 0, 192, 768),
+        # EFA on both (they were 0 here, unlike the family's other sizes from 8xlarge): EC2 DescribeInstanceTypes
+        # says EfaSupported, as eksctl's table generated from it records (eksctl-io/eksctl
+        # pkg/utils/instance/instance_types.go at 99984adb, 2026-08-21); one network card, so one EFA interface.
+        # The preflight compares every EFA group's rows with DescribeInstanceTypes at `preview`
+        # (cluster_targets/eks_preflight.py efa_problems).
+        ("g6.12xlarge", 4, "L4", 24, "amd64", 1, 48, 192),
+        ("g6.48xlarge", 8, "L4", 24, "amd64", 1, 192, 768),
         ("g6e.xlarge", 1, "L40S", 48, "amd64", 0, 4, 32),
         ("g6e.12xlarge", 4, "L40S", 48, "amd64", 1, 48, 384),
         ("g6e.48xlarge", 8, "L40S", 48, "amd64", 4, 192, 1536),

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
 
-from cluster_targets.base import AwsNetwork, Cluster, ClusterTarget, Preflight
+from cluster_targets.base import AwsNetwork, Cluster, ClusterTarget
 from cluster_targets.eks import EksTarget
 from cluster_targets.existing import ExistingTarget
 from cluster_targets.swarm import SwarmTarget
@@ -28,7 +28,7 @@ TARGETS: dict[str, ClusterTarget] = {target.mode: target for target in (
 for _target in TARGETS.values():  # what the config rules may ask of each (stack_config/targets.py)
     register(_target.mode, _target.traits)
 
-__all__ = ["RULES", "TARGETS", "AwsNetwork", "Cluster", "ClusterTarget", "Preflight", "check", "for_config"]
+__all__ = ["RULES", "TARGETS", "AwsNetwork", "Cluster", "ClusterTarget", "check", "for_config"]
 
 
 def for_config(config: StackConfig) -> ClusterTarget:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -34,14 +34,6 @@ class AwsNetwork:
     """Add-ons that run pods (CSI drivers) wait for it."""
     training_identity: TrainingIdentity
     """The artifacts bucket and the training pods' Pod Identity role."""
-
-
-@dataclass(frozen=True)
-class Preflight:
-    """What a target learnt from the cloud account before anything was registered (`ClusterTarget.preflight`)."""
-
-    zones: Mapping[str, str] = field(default_factory=dict)
-    """GPU group → the zone chosen for it, for a group that must sit in one zone and names none."""
 
 
 @dataclass
@@ -102,15 +94,13 @@ class ClusterTarget(ABC):
         """Config problems specific to this target (run with every other rule, before anything is registered)."""
         return iter(())
 
-    def preflight(self, config: StackConfig) -> Preflight:
-        """Ask the cloud account what the stack file can't say (zones, quotas), synchronously, before anything is
-        registered; every problem in one `ConfigError`. None to ask by default."""
-        return Preflight()
+    def preflight(self, config: StackConfig) -> None:
+        """Ask the cloud account what the stack file can't say (zone offerings, quotas), synchronously, before
+        anything is registered; every problem in one `ConfigError`. Nothing to ask by default."""
 
     @abstractmethod
-    def provision(self, config: StackConfig, aws_opts: pulumi.ResourceOptions, preflight: Preflight) -> Cluster:
-        """Register the cluster (or what adopting one needs) and return it; `preflight` is what `preflight`
-        answered."""
+    def provision(self, config: StackConfig, aws_opts: pulumi.ResourceOptions) -> Cluster:
+        """Register the cluster (or what adopting one needs) and return it."""
 
     @abstractmethod
     def node_selector(self, config: StackConfig, group: str) -> dict[str, str]:

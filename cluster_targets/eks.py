@@ -20,7 +20,7 @@ from catalog.cpu_instances import CPU_INSTANCE_TYPES
 from catalog.gpu_instances import AMI_TYPE_ARCHITECTURE, GPU_INSTANCE_TYPES, bottlerocket
 from catalog.purchase_options import PURCHASE_OPTIONS, RESERVATION_INSTANCE_TYPES
 from cluster_targets import eks_preflight
-from cluster_targets.base import AwsNetwork, Cluster, ClusterTarget, Preflight
+from cluster_targets.base import AwsNetwork, Cluster, ClusterTarget
 from cluster_targets.eks_network import check_deployer, check_deployer_route, check_vpc
 from components.cluster_access import ClusterAccess, ClusterAccessArgs
 from components.cluster_autoscaler import ClusterAutoscaler, ClusterAutoscalerArgs
@@ -144,9 +144,10 @@ class EksTarget(ClusterTarget):
             yield Problem("storage.kind", f"{config.storage.kind!r} is for a Docker Swarm; on Kubernetes shared "
                                           "storage comes through a StorageClass (efs, fsx-lustre, existing), and Pod "
                                           "Security 'restricted' forbids nfs and hostPath volumes")
+        single_zone = set(eks_preflight.single_zone_groups(config))
         for name, group in config.gpu_node_groups.items():
             yield from check_gpu_node_group(f"gpuNodeGroups.{name}", group)
-            yield from check_zone(f"gpuNodeGroups.{name}", config.region, group)
+            yield from check_zone(f"gpuNodeGroups.{name}", config.region, group, single_zone=name in single_zone)
             full_name = f"{config.cluster_name}-{name}"
             if name == SYSTEM_NODE_GROUP:
                 yield Problem(f"gpuNodeGroups.{name}", f"name {name!r} collides with the system node group "
@@ -159,10 +160,10 @@ class EksTarget(ClusterTarget):
                                   f"so sharing {sharing.mode!r} can't be configured here; use an AL2023 NVIDIA AMI or "
                                   "configure sharing through Bottlerocket settings and set sharing none")
 
-    def preflight(self, config: StackConfig) -> Preflight:
-        return eks_preflight.preflight(config)  # zones by offering, vCPU quotas, EFA, the Transit Gateway
+    def preflight(self, config: StackConfig) -> None:
+        eks_preflight.preflight(config)  # zone offerings, vCPU quotas, EFA, the Transit Gateway
 
-    def provision(self, config: StackConfig, aws_opts: pulumi.ResourceOptions, preflight: Preflight) -> Cluster:
+    def provision(self, config: StackConfig, aws_opts: pulumi.ResourceOptions) -> Cluster:
         lifecycle = config.lifecycle
         deployer = config.cluster.deployer
         assert deployer is not None  # required for mode eks (stack_config.rules._check_deployer)
@@ -211,11 +212,10 @@ class EksTarget(ClusterTarget):
                 cluster_name=eks.cluster.name,
                 cluster_name_plain=config.cluster_name,
                 node_role_arn=eks.node_role.arn,
-                # A reservation's zone, or for a single-zone group (EFA, placement group) the zone the preflight
-                # chose from the type's offerings; otherwise every private subnet.
-                subnet_ids=(network.private_subnets_in(zone)
-                            if (zone := group.availability_zone or preflight.zones.get(group_name)) is not None
-                            else network.private_subnet_ids),
+                # The group's zone (required for a reservation, EFA or a placement group; the preflight checks
+                # that it offers the group's types); otherwise every private subnet.
+                subnet_ids=(network.private_subnet_ids if group.availability_zone is None
+                            else network.private_subnets_in(group.availability_zone)),
                 security_group_id=eks.security_group_id,
                 instance_types=list(group.instance_types),
                 capacity_type=group.capacity_type,
@@ -294,13 +294,22 @@ def check_node_group_names(config: StackConfig) -> Iterator[Problem]:
                           f"use a group name of at most {max(1, room - len(config.cluster_name) - 2)} characters")
 
 
-def check_zone(path: str, region: str, group: GpuNodeGroupConfig) -> Iterator[Problem]:
-    """A reservation's capacity exists in one zone only; EKS places nodes in any subnet it is given."""
+def check_zone(path: str, region: str, group: GpuNodeGroupConfig, single_zone: bool = False) -> Iterator[Problem]:
+    """A reservation's capacity exists in one zone only, and a group with EFA or a cluster placement group must sit
+    in one (`single_zone`): EKS places nodes in any subnet it is given. The zone is the stack's choice, checked by
+    the preflight against the account's offerings (cluster_targets/eks_preflight.py)."""
     if group.availability_zone is None:
         if group.reserved:
             yield Problem(f"{path}.availabilityZone", "is required with a capacity reservation or Capacity Block: "
                           "set the reservation's zone (aws ec2 describe-capacity-reservations "
                           "--capacity-reservation-ids <id> --query 'CapacityReservations[0].AvailabilityZone')")
+        elif single_zone:
+            types = ",".join(group.instance_types)
+            yield Problem(f"{path}.availabilityZone", "is required: the group uses EFA or a cluster placement group, "
+                          "which work within one zone; name a zone of the Region that offers every one of its "
+                          f"instance types (aws ec2 describe-instance-type-offerings --region {region} --location-type "
+                          f"availability-zone --filters Name=instance-type,Values={types}); `preview` checks it "
+                          "against the account's offerings")
         return
     if region not in REGIONS:
         return  # `region` itself is reported; judging the zone against it would only repeat that

@@ -19,7 +19,6 @@ import pulumi_aws as aws
 from catalog.aws_regions import EKS_DISALLOWED_ZONE_IDS
 from catalog.ec2_quotas import SERVICE_CODE, vcpu_quota
 from catalog.gpu_instances import GPU_INSTANCE_TYPES
-from cluster_targets.base import Preflight
 from components.network import control_plane_zones
 from stack_config import ConfigError, Problem, StackConfig, placement_group_enabled
 
@@ -57,41 +56,47 @@ class AccountFacts:
 
 
 def single_zone_groups(config: StackConfig) -> list[str]:
-    """GPU groups that must sit in one zone (EFA traffic and a cluster placement group stay within one,
-    components/gpu_node_group.py) and name none: the preflight chooses theirs."""
-    return [name for name, group in config.gpu_node_groups.items()
-            if group.availability_zone is None
-            and (config.node_facts(name).num_efa_interfaces > 0 or placement_group_enabled(group))]
+    """GPU groups that must sit in one zone: EFA traffic does not cross zones and a cluster placement group lies in
+    one (components/gpu_node_group.py), so their zone is a choice the stack file makes (stack_config rules:
+    `availabilityZone` required), never one the program makes for it: a zone picked from today's offerings could be
+    another at the next `up`, and a node group's subnets change only by replacing it."""
+    groups = []
+    for name, group in config.gpu_node_groups.items():
+        try:
+            efa = config.node_facts(name).num_efa_interfaces > 0
+        except (KeyError, IndexError):
+            efa = False  # an unknown instance type is reported by the config rules
+        if efa or placement_group_enabled(group):
+            groups.append(name)
+    return groups
 
 
-def choose_zones(config: StackConfig, facts: AccountFacts) -> tuple[dict[str, str], list[Problem]]:
-    """Each single-zone group's zone: the first by name among the network's zones that offer *every* one of its
-    instance types (sorted, so a plan is deterministic); a group no zone fits is a problem naming what is offered."""
-    zones: dict[str, str] = {}
-    problems: list[Problem] = []
-    for name in single_zone_groups(config):
-        types = config.gpu_node_groups[name].instance_types
-        fitting = sorted(set(facts.network_zones).intersection(*(facts.offered_in.get(t, frozenset())
-                                                                  for t in types)))
-        if fitting:
-            zones[name] = fitting[0]
+def zone_problems(config: StackConfig, facts: AccountFacts) -> Iterator[Problem]:
+    """A group's named zone (a reservation's, or a single-zone group's) offers every one of its instance types in
+    this account, else the group is created and never gets a node there."""
+    for name, group in config.gpu_node_groups.items():
+        zone = group.availability_zone
+        if zone is None:
             continue
+        missing = [t for t in group.instance_types if zone not in facts.offered_in.get(t, frozenset())]
+        if not missing:
+            continue
+        fitting = sorted(set(facts.network_zones).intersection(*(facts.offered_in.get(t, frozenset())
+                                                                  for t in group.instance_types)))
         offered = "; ".join(f"{t} in {', '.join(sorted(facts.offered_in.get(t, ()))) or 'none of them'}"
-                            for t in types)
-        problems.append(Problem(f"gpuNodeGroups.{name}.instanceTypes",
-                                f"{list(types)}: no zone of the stack's network ({', '.join(facts.network_zones)}) "
-                                f"offers every one in {facts.region} (EC2 DescribeInstanceTypeOfferings: {offered}); "
-                                "the group needs one zone (EFA or a placement group): list types one zone offers, or "
-                                "set availabilityZone to a zone that offers them"))
-    return zones, problems
+                            for t in group.instance_types)
+        yield Problem(f"gpuNodeGroups.{name}.availabilityZone",
+                      f"{zone!r} does not offer {', '.join(missing)} in this account (EC2 DescribeInstanceTypeOfferings "
+                      f"over the stack's zones {', '.join(facts.network_zones)}: {offered}); allowed: a zone that "
+                      f"offers every type of the group ({', '.join(fitting) or 'none of these'})"
+                      + ("" if not group.reserved else ", and the reservation's own zone"))
 
 
 def offering_problems(config: StackConfig, facts: AccountFacts) -> Iterator[Problem]:
     """A multi-zone group's type that no zone of the network offers never gets a node."""
-    single = set(single_zone_groups(config))
     for name, group in config.gpu_node_groups.items():
-        if name in single or group.availability_zone is not None:
-            continue
+        if group.availability_zone is not None:
+            continue  # zone_problems
         for index, instance_type in enumerate(group.instance_types):
             if not facts.offered_in.get(instance_type):
                 yield Problem(f"gpuNodeGroups.{name}.instanceTypes[{index}]",
@@ -247,17 +252,14 @@ def ask_account(config: StackConfig, opts: pulumi.InvokeOptions | None = None) -
                         instance_types=instance_types, quotas=quotas, transit_gateway=transit_gateway)
 
 
-def judge(config: StackConfig, facts: AccountFacts) -> tuple[Preflight, list[Problem]]:
-    """The zones chosen, and every problem the account's answers show."""
-    zones, problems = choose_zones(config, facts)
-    problems += [*offering_problems(config, facts), *quota_problems(config, facts), *efa_problems(config, facts),
-                 *transit_gateway_problems(config, facts)]
-    return Preflight(zones=zones), problems
+def judge(config: StackConfig, facts: AccountFacts) -> list[Problem]:
+    """Every problem the account's answers show."""
+    return [*zone_problems(config, facts), *offering_problems(config, facts), *quota_problems(config, facts),
+            *efa_problems(config, facts), *transit_gateway_problems(config, facts)]
 
 
-def preflight(config: StackConfig, opts: pulumi.InvokeOptions | None = None) -> Preflight:
+def preflight(config: StackConfig, opts: pulumi.InvokeOptions | None = None) -> None:
     """Ask the account, judge, and raise one ConfigError listing every problem."""
-    checked, problems = judge(config, ask_account(config, opts))
+    problems = judge(config, ask_account(config, opts))
     if problems:
         raise ConfigError(config.stack, [Problem(p.path, f"preflight — {p.message}") for p in problems])
-    return checked

@@ -11,7 +11,7 @@ from typing import ClassVar
 
 import pulumi
 
-from cluster_targets.base import Cluster, ClusterTarget, Preflight
+from cluster_targets.base import Cluster, ClusterTarget
 from components.cluster_access import ClusterAccess, ClusterAccessArgs
 from conventions.names import GPU_TAINT_KEY, NODE_GROUP_LABEL
 from stack_config import Problem, StackConfig
@@ -57,8 +57,7 @@ class ExistingTarget(ClusterTarget):
                                               "through a StorageClass (efs, fsx-lustre, existing), and Pod Security "
                                               "'restricted' forbids nfs and hostPath volumes")
 
-    def provision(self, config: StackConfig, aws_opts: pulumi.ResourceOptions,
-                  preflight: Preflight) -> Cluster:
+    def provision(self, config: StackConfig, aws_opts: pulumi.ResourceOptions) -> Cluster:
         access = ClusterAccess("cluster", ClusterAccessArgs(
             kubeconfig=pulumi.Output.secret(config.kubeconfig.get_secret_value()) if config.kubeconfig else None,
             context=config.cluster.context,

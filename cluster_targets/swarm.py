@@ -17,7 +17,7 @@ from typing import ClassVar
 
 import pulumi
 
-from cluster_targets.base import Cluster, ClusterTarget, Preflight
+from cluster_targets.base import Cluster, ClusterTarget
 from components.swarm_access import SwarmAccess, SwarmAccessArgs
 from stack_config import Problem, StackConfig
 from stack_config.derived import configured_pods
@@ -135,8 +135,7 @@ class SwarmTarget(ClusterTarget):
                 yield Problem(f"swarmSecrets.{secret_name}", "is not a secret name (letters, digits, '_', '.', '-'; "
                                                              "at most 64 characters)")
 
-    def provision(self, config: StackConfig, aws_opts: pulumi.ResourceOptions,
-                  preflight: Preflight) -> Cluster:
+    def provision(self, config: StackConfig, aws_opts: pulumi.ResourceOptions) -> Cluster:
         swarm = config.cluster.swarm
         assert swarm is not None and swarm.manager_host  # check() rejects a swarm without a manager
         access = SwarmAccess("swarm", SwarmAccessArgs(manager_host=swarm.manager_host,

@@ -47,7 +47,7 @@ def caller_role(provider: pulumi.ProviderResource) -> str:
 def build_cluster(config: StackConfig) -> Cluster:
     target = cluster_targets.for_config(config)
     # What only the cloud account knows (zone offerings, quotas), asked before anything is registered.
-    preflight = target.preflight(config)
+    target.preflight(config)
     aws_opts = pulumi.ResourceOptions()
     if uses_aws(config):
         provider = AwsProvider("cloud", AwsProviderArgs(region=config.region, tags=config.resource_tags())).provider
@@ -58,7 +58,7 @@ def build_cluster(config: StackConfig) -> Cluster:
             problem = caller_access_problem(config, caller_role(provider))
             if problem is not None:
                 raise ConfigError(config.stack, [problem])
-    cluster = target.provision(config, aws_opts, preflight)
+    cluster = target.provision(config, aws_opts)
     if cluster.target.platform == "kubernetes":
         # Once per cluster, before the GPU and workload stages' controllers that name it.
         cluster.platform_priority = PlatformPriority(

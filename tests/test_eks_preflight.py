@@ -49,22 +49,28 @@ def _facts(**changes: Any) -> preflight.AccountFacts:
     return preflight.AccountFacts(**answers)
 
 
-def test_prod_passes_and_its_efa_group_gets_the_first_zone_by_name_that_offers_its_type() -> None:
-    checked, problems = preflight.judge(_prod(), _facts())
-    assert problems == []
-    # a100 (p4d, EFA, placement group, no zone) is chosen for; h100 names its reservation's zone.
-    assert dict(checked.zones) == {"a100": "us-east-1a"}
+def test_prod_passes() -> None:
+    assert preflight.judge(_prod(), _facts()) == []
 
 
-def test_the_zone_comes_from_the_offerings_not_from_the_first_zone_by_name() -> None:
-    # Before: the first subnet (us-east-1a) whatever EC2 offers there.
+def test_a_zone_that_does_not_offer_the_groups_type_is_refused_naming_the_zones_that_do() -> None:
+    # Before: a single-zone group got the first subnet by zone name, whatever EC2 offers there, and a named zone
+    # (a reservation's) was never checked.
     facts = _facts(offered_in={"p5.48xlarge": frozenset(ZONES), "p4d.24xlarge": frozenset({"us-east-1c",
                                                                                           "us-east-1b"})})
-    checked, problems = preflight.judge(_prod(), facts)
-    assert problems == [] and dict(checked.zones) == {"a100": "us-east-1b"}
+    [problem] = preflight.judge(_prod(), facts)
+    assert problem.path == "gpuNodeGroups.a100.availabilityZone"
+    assert problem.message == (
+        "'us-east-1a' does not offer p4d.24xlarge in this account (EC2 DescribeInstanceTypeOfferings over the "
+        "stack's zones us-east-1a, us-east-1b, us-east-1c: p4d.24xlarge in us-east-1b, us-east-1c); allowed: a zone "
+        "that offers every type of the group (us-east-1b, us-east-1c)")
+    # ...and a reservation's zone too.
+    facts = _facts(offered_in={"p5.48xlarge": frozenset({"us-east-1b"}), "p4d.24xlarge": frozenset(ZONES)})
+    [problem] = preflight.judge(_prod(), facts)
+    assert problem.path == "gpuNodeGroups.h100.availabilityZone" and "and the reservation's own zone" in problem.message
 
 
-def test_no_zone_offering_every_type_of_a_single_zone_group_is_refused_with_the_zones_and_the_offers() -> None:
+def test_no_zone_offering_every_type_of_a_single_zone_group_is_refused_with_the_offers() -> None:
     def two_types(raw: dict[str, Any]) -> None:
         raw["gpuNodeGroups"]["a100"]["instanceTypes"] = ["p4d.24xlarge", "p4de.24xlarge"]
 
@@ -72,24 +78,38 @@ def test_no_zone_offering_every_type_of_a_single_zone_group_is_refused_with_the_
                                "p4de.24xlarge": frozenset({"us-east-1b"})},
                    instance_types={**_facts().instance_types,
                                    "p4de.24xlarge": preflight.InstanceTypeAnswer(True, 4)})
-    checked, problems = preflight.judge(_prod(two_types), facts)
-    assert "a100" not in checked.zones
-    [problem] = problems
-    assert problem.path == "gpuNodeGroups.a100.instanceTypes"
-    assert ("no zone of the stack's network (us-east-1a, us-east-1b, us-east-1c) offers every one in us-east-1 "
-            "(EC2 DescribeInstanceTypeOfferings: p4d.24xlarge in us-east-1a; p4de.24xlarge in us-east-1b)"
-            ) in problem.message
+    [problem] = preflight.judge(_prod(two_types), facts)
+    assert problem.path == "gpuNodeGroups.a100.availabilityZone"
+    assert ("p4d.24xlarge in us-east-1a; p4de.24xlarge in us-east-1b); allowed: a zone that offers every type of the "
+            "group (none of these)") in problem.message
+
+
+def test_a_single_zone_group_names_its_zone_in_the_stack_file() -> None:
+    """The zone is the stack's choice: chosen by the program from today's offerings, it could be another at the
+    next `up`, and a node group's subnets change only by replacing it (its running gang with it)."""
+    def no_zone(raw: dict[str, Any]) -> None:
+        del raw["gpuNodeGroups"]["a100"]["availabilityZone"]
+
+    with pytest.raises(ConfigError, match=r"gpuNodeGroups\.a100\.availabilityZone: is required: the group uses EFA "
+                                          r"or a cluster placement group, which work within one zone; .*"
+                                          r"Values=p4d\.24xlarge\); `preview` checks it"):
+        _prod(no_zone)
 
 
 def test_a_type_offered_in_no_zone_of_the_network_is_refused() -> None:
+    def multi_zone(raw: dict[str, Any]) -> None:
+        del raw["gpuNodeGroups"]["a100"]["availabilityZone"]
+        raw["gpuNodeGroups"]["a100"]["efa"] = False
+        raw["gpuNodeGroups"]["a100"]["placementGroup"] = False
+
     facts = _facts(offered_in={"p5.48xlarge": frozenset(ZONES)})
-    [problem] = preflight.judge(_prod(), facts)[1]
-    assert problem.path == "gpuNodeGroups.a100.instanceTypes"
-    assert "p4d.24xlarge in none of them" in problem.message
+    [problem] = preflight.judge(_prod(multi_zone), facts)
+    assert problem.path == "gpuNodeGroups.a100.instanceTypes[0]"
+    assert "'p4d.24xlarge' is offered in none of the stack's zones" in problem.message
 
 
 def test_a_vcpu_quota_below_the_groups_at_max_size_is_refused_with_the_need_and_the_code() -> None:
-    [problem] = preflight.judge(_prod(), _facts(quotas={"L-417A185B": 512.0}))[1]
+    [problem] = preflight.judge(_prod(), _facts(quotas={"L-417A185B": 512.0}))
     assert problem.path == "gpuNodeGroups.{h100,a100}.maxSize"
     assert problem.message == (
         "needs 960 vCPUs at maxSize (h100 4 × 192 (p5.48xlarge) + a100 2 × 96 (p4d.24xlarge)), but quota "
@@ -103,14 +123,14 @@ def test_spot_and_on_demand_count_against_different_quotas() -> None:
 
     assert preflight.quota_needs(_prod(spot)) == {"L-417A185B": [("h100", 4, "p5.48xlarge", 192)],
                                                   "L-7212CCBC": [("a100", 2, "p4d.24xlarge", 96)]}
-    [problem] = preflight.judge(_prod(spot), _facts(quotas={"L-417A185B": 768.0, "L-7212CCBC": 64.0}))[1]
+    [problem] = preflight.judge(_prod(spot), _facts(quotas={"L-417A185B": 768.0, "L-7212CCBC": 64.0}))
     assert problem.path == "gpuNodeGroups.a100.maxSize"
     assert "quota L-7212CCBC (All P Spot Instance Requests) is 64 vCPUs" in problem.message
 
 
 def test_a_quota_service_quotas_does_not_answer_is_refused_naming_the_code() -> None:
     facts = _facts(quotas={"L-417A185B": "AccessDeniedException: not authorized to perform GetServiceQuota"})
-    [problem] = preflight.judge(_prod(), facts)[1]
+    [problem] = preflight.judge(_prod(), facts)
     assert "Service Quotas has no value for quota L-417A185B" in problem.message
     assert "servicequotas:GetServiceQuota" in problem.message
 
@@ -118,7 +138,7 @@ def test_a_quota_service_quotas_does_not_answer_is_refused_naming_the_code() -> 
 def test_the_catalogs_efa_count_disagreeing_with_ec2_is_refused_naming_the_catalog_row() -> None:
     facts = _facts(instance_types={"p5.48xlarge": preflight.InstanceTypeAnswer(True, 32),
                                    "p4d.24xlarge": preflight.InstanceTypeAnswer(False, 0)})
-    [problem] = preflight.judge(_prod(), facts)[1]
+    [problem] = preflight.judge(_prod(), facts)
     assert problem.path == "gpuNodeGroups.a100.instanceTypes[0]"
     assert problem.message.startswith("'p4d.24xlarge': catalog/gpu_instances.py says 4 EFA interface(s), EC2 "
                                       "DescribeInstanceTypes in us-east-1 says efaSupported=false, "
@@ -126,28 +146,29 @@ def test_the_catalogs_efa_count_disagreeing_with_ec2_is_refused_naming_the_catal
 
 
 def test_a_type_the_catalog_says_lacks_efa_but_ec2_supports_is_refused_unless_efa_is_off() -> None:
-    # g6.12xlarge: the catalog says 0; if EC2 says otherwise, a default group silently runs without EFA.
+    # The catalog said 0 for g6.12xlarge, which EC2 says has EFA (now corrected): a default group silently ran
+    # without it. Planted here on g6.4xlarge, which the catalog says has none.
     def g6(raw: dict[str, Any]) -> None:
-        raw["gpuNodeGroups"]["a100"]["instanceTypes"] = ["g6.12xlarge"]
+        raw["gpuNodeGroups"]["a100"]["instanceTypes"] = ["g6.4xlarge"]
         del raw["workloads"]["gpt-finetune"]  # sized for p4d
 
-    facts = _facts(offered_in={"p5.48xlarge": frozenset(ZONES), "g6.12xlarge": frozenset(ZONES)},
+    facts = _facts(offered_in={"p5.48xlarge": frozenset(ZONES), "g6.4xlarge": frozenset(ZONES)},
                    instance_types={"p5.48xlarge": preflight.InstanceTypeAnswer(True, 32),
-                                   "g6.12xlarge": preflight.InstanceTypeAnswer(True, 1)},
+                                   "g6.4xlarge": preflight.InstanceTypeAnswer(True, 1)},
                    quotas={"L-417A185B": 4096.0, "L-DB2E81BA": 4096.0})
-    [problem] = preflight.judge(_prod(g6), facts)[1]
+    [problem] = preflight.judge(_prod(g6), facts)
     assert "catalog/gpu_instances.py says 0 EFA interface(s)" in problem.message
 
     def g6_without_efa(raw: dict[str, Any]) -> None:
         g6(raw)
         raw["gpuNodeGroups"]["a100"]["efa"] = False
 
-    assert preflight.judge(_prod(g6_without_efa), facts)[1] == []
+    assert preflight.judge(_prod(g6_without_efa), facts) == []
 
 
 def test_a_transit_gateway_not_found_is_refused_naming_the_key() -> None:
     facts = _facts(transit_gateway=("tgw-0123456789abcdef0", "not found: no matching EC2 Transit Gateway found"))
-    [problem] = preflight.judge(_prod(), facts)[1]
+    [problem] = preflight.judge(_prod(), facts)
     assert problem.path == "cluster.deployer.transitGatewayId"
     assert problem.message.startswith("'tgw-0123456789abcdef0' is not an available Transit Gateway in us-east-1 "
                                       "(EC2 DescribeTransitGateways: not found: no matching EC2 Transit Gateway "
@@ -184,10 +205,10 @@ def test_the_program_refuses_every_planted_problem_at_once_before_any_resource(
     with pytest.raises(ConfigError) as refused:
         gtp_plan.run("prod", into=plan)
     paths = [problem.path for problem in refused.value.problems]
-    assert paths == ["gpuNodeGroups.a100.instanceTypes", "gpuNodeGroups.{h100,a100}.maxSize",
+    assert paths == ["gpuNodeGroups.a100.availabilityZone", "gpuNodeGroups.{h100,a100}.maxSize",
                      "gpuNodeGroups.h100.instanceTypes[0]", "cluster.deployer.transitGatewayId"]
     message = str(refused.value)
-    assert "preflight — ['p4d.24xlarge']: no zone of the stack's network" in message
+    assert "preflight — 'us-east-1a' does not offer p4d.24xlarge in this account" in message
     assert "is 256 vCPUs in us-east-1" in message
     assert "EC2 DescribeInstanceTypes in us-east-1 says efaSupported=true, maximumEfaInterfaces=16" in message
     assert "not found: invoke of aws:ec2transitgateway/getTransitGateway:getTransitGateway failed" in message
@@ -207,8 +228,12 @@ def test_a_transit_gateway_that_is_not_available_is_refused(tmp_path: Path, monk
         gtp_plan.run("prod")
 
 
-def test_the_efa_group_lands_in_the_zone_ec2_offers_its_type(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_efa_group_lands_in_its_zone_and_a_zone_without_its_type_is_refused(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # Before: its nodes got the first private subnet (us-east-1a) whether or not EC2 offers p4d there.
+    a100 = next(r for r in gtp_plan.run("prod").by_type("aws:eks/nodeGroup:NodeGroup") if r.name == "a100-nodes")
+    assert [urn.rsplit("::", 1)[1] for urn in a100.depends_on if "aws:ec2/subnet:Subnet" in urn] == [
+        "network-private-us-east-1a"]
     offerings = gtp_plan.FAKE_INVOKES[OFFERINGS]
 
     def p4d_not_in_a(region: str, arguments: dict[str, Any]) -> dict[str, Any]:
@@ -219,7 +244,7 @@ def test_the_efa_group_lands_in_the_zone_ec2_offers_its_type(tmp_path: Path, mon
                              for key in ("instanceTypes", "locations", "locationTypes")}}
 
     _plant(monkeypatch, OFFERINGS, p4d_not_in_a)
-    plan = plan_modified(tmp_path, "prod", lambda config: None)
-    a100 = next(r for r in plan.by_type("aws:eks/nodeGroup:NodeGroup") if r.name == "a100-nodes")
-    subnets = [urn for urn in a100.depends_on if "aws:ec2/subnet:Subnet" in urn]
-    assert [urn.rsplit("::", 1)[1] for urn in subnets] == ["network-private-us-east-1b"]
+    with pytest.raises(ConfigError, match=r"gpuNodeGroups\.a100\.availabilityZone: preflight — 'us-east-1a' does not "
+                                          r"offer p4d\.24xlarge .* allowed: a zone that offers every type of the group "
+                                          r"\(us-east-1b, us-east-1c\)"):
+        plan_modified(tmp_path, "prod", lambda config: None)

@@ -78,7 +78,7 @@ from typing import ClassVar
 
 import pulumi
 
-from cluster_targets.base import Cluster, ClusterTarget, Preflight
+from cluster_targets.base import Cluster, ClusterTarget
 from components.cluster_access import ClusterAccess, ClusterAccessArgs
 from stack_config import StackConfig
 from stack_config.targets import TargetTraits
@@ -94,8 +94,7 @@ class ThrowawayTarget(ClusterTarget):
     def tolerations(self, config: StackConfig, group: str) -> list[dict[str, str]]:
         return []
 
-    def provision(self, config: StackConfig, aws_opts: pulumi.ResourceOptions,
-                  preflight: Preflight) -> Cluster:
+    def provision(self, config: StackConfig, aws_opts: pulumi.ResourceOptions) -> Cluster:
         kubeconfig = config.kubeconfig.get_secret_value() if config.kubeconfig else None
         access = ClusterAccess("cluster", ClusterAccessArgs(
             kubeconfig=pulumi.Output.secret(kubeconfig) if kubeconfig else None, context=config.cluster.context))
