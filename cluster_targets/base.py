@@ -97,6 +97,7 @@ class ClusterTarget(ABC):
     def preflight(self, config: StackConfig) -> None:
         """Ask the cloud account what the stack file can't say (zone offerings, quotas), synchronously, before
         anything is registered; every problem in one `ConfigError`. Nothing to ask by default."""
+        return None
 
     @abstractmethod
     def provision(self, config: StackConfig, aws_opts: pulumi.ResourceOptions) -> Cluster:

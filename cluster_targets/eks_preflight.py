@@ -86,9 +86,9 @@ def zone_problems(config: StackConfig, facts: AccountFacts) -> Iterator[Problem]
         offered = "; ".join(f"{t} in {', '.join(sorted(facts.offered_in.get(t, ()))) or 'none of them'}"
                             for t in group.instance_types)
         yield Problem(f"gpuNodeGroups.{name}.availabilityZone",
-                      f"{zone!r} does not offer {', '.join(missing)} in this account (EC2 DescribeInstanceTypeOfferings "
-                      f"over the stack's zones {', '.join(facts.network_zones)}: {offered}); allowed: a zone that "
-                      f"offers every type of the group ({', '.join(fitting) or 'none of these'})"
+                      f"{zone!r} does not offer {', '.join(missing)} in this account (EC2 "
+                      f"DescribeInstanceTypeOfferings over the stack's zones {', '.join(facts.network_zones)}: "
+                      f"{offered}); allowed: a zone that offers every type of the group ({', '.join(fitting) or 'none of these'})"
                       + ("" if not group.reserved else ", and the reservation's own zone"))
 
 
@@ -202,10 +202,11 @@ def transit_gateway_state(gateway_id: str, region: str, opts: pulumi.InvokeOptio
     """`available`, or why not. The data source has no `state` attribute, and fails when nothing matches ("no
     matching EC2 Transit Gateway found"): asked once by id, then with DescribeTransitGateways' `state` filter
     (https://docs.aws.amazon.com/AWSEC2/latest/APIReference/API_DescribeTransitGateways.html)."""
-    for filters, missing in (([], "not found"), ([{"name": "state", "values": ["available"]}], "not available")):
+    state_filter: list[aws.ec2transitgateway.GetTransitGatewayFilterArgsDict] = [
+        {"name": "state", "values": ["available"]}]
+    for filters, missing in ((None, "not found"), (state_filter, "not available")):
         try:
-            aws.ec2transitgateway.get_transit_gateway(id=gateway_id, filters=filters or None, region=region,
-                                                      opts=opts)
+            aws.ec2transitgateway.get_transit_gateway(id=gateway_id, filters=filters, region=region, opts=opts)
         except Exception as error:  # the provider's error is the answer
             return f"{missing}: {_invoke_error(error)}"
     return "available"

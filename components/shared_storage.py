@@ -277,7 +277,7 @@ class SharedStorage(pulumi.ComponentResource):
             f"{name}-egress", security_group_id=security_group.id, ip_protocol="-1",
             referenced_security_group_id=args.cluster_security_group_id, description="replies to cluster nodes",
             opts=child))
-        subnet_ids = pulumi.Output.from_input(args.private_subnet_ids)
+        subnet_ids = pulumi.Output.from_input(args.private_subnet_ids or [])
         if args.kind == "efs":
             file_system = aws.efs.FileSystem(
                 f"{name}-efs", encrypted=True, performance_mode="generalPurpose", throughput_mode="elastic",

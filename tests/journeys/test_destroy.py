@@ -130,7 +130,7 @@ def test_cli_wires_runner_audit_and_retries(monkeypatch, capsys):
     monkeypatch.setattr(destroy_module, "state_resources", lambda cwd: lambda stack: [])
     monkeypatch.setattr(destroy_module, "delete_control_plane_log_group", lambda cluster, region: lambda stack: [])
     monkeypatch.setattr(destroy_module, "results_keeper", lambda args, region, env=None, bucket_of=None: lambda s: [])
-    monkeypatch.setattr(destroy_module, "artifacts_bucket_preflight", lambda bucket_of, force_of, region: lambda s: [])
+    monkeypatch.setattr(destroy_module, "artifacts_bucket_preflight", lambda *arguments: lambda s: [])
     assert destroy_module.main(["bench-x", "--yes", "--retries", "1", "--cwd", "/proj"]) == 0
     assert seen["cwd"] == "/proj"
     assert "[bench-x] destroyed after 2 attempt(s)" in capsys.readouterr().out

@@ -186,9 +186,10 @@ def _subnet_zones(plan: Plan, node_group: Resource) -> tuple[str, ...]:
     are not); a subnet whose zone the plan doesn't know makes the whole answer unknown (empty)."""
     recorded = {resource.urn: resource for resource in plan.by_type(SUBNET_TYPE)}
     zones = [recorded[urn].inputs.get("availabilityZone") for urn in node_group.depends_on if urn in recorded]
-    if not zones or not all(isinstance(zone, str) and zone and zone != COMPUTED for zone in zones):
+    known = {zone for zone in zones if isinstance(zone, str) and zone and zone != COMPUTED}
+    if not zones or len(known) != len(set(zones)):
         return ()
-    return tuple(sorted(set(zones)))
+    return tuple(sorted(known))
 
 
 # --- existing clusters from the stack config ------------------------------------------------------------------
