@@ -88,7 +88,8 @@ def zone_problems(config: StackConfig, facts: AccountFacts) -> Iterator[Problem]
         yield Problem(f"gpuNodeGroups.{name}.availabilityZone",
                       f"{zone!r} does not offer {', '.join(missing)} in this account (EC2 "
                       f"DescribeInstanceTypeOfferings over the stack's zones {', '.join(facts.network_zones)}: "
-                      f"{offered}); allowed: a zone that offers every type of the group ({', '.join(fitting) or 'none of these'})"
+                      f"{offered}); allowed: a zone that offers every type of the group "
+                      f"({', '.join(fitting) or 'none of these'})"
                       + ("" if not group.reserved else ", and the reservation's own zone"))
 
 
