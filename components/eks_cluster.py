@@ -184,7 +184,7 @@ class EksCluster(pulumi.ComponentResource):
         # --- access entries ---------------------------------------------------------------------------------
         # Every grant a destroy may run under (the deployer's, people's, the reaper's, PR previews') is returned in
         # `access_grants`, which the kubernetes provider depends on: Pulumi deletes in dependency order, everything
-        # nothing depends on in the first wave (pkg/v3 resource/deploy/step_generator.go ScheduleDeletes, v3.274.0),
+        # nothing depends on in the first wave (pkg/v3 resource/deploy/step_generator.go:2730-2747 ScheduleDeletes),
         # so a grant outside the provider's ancestors would be deleted before the in-cluster objects, and the rest of
         # that principal's destroy would get 403 (policy rule kubernetes-provider-depends-on-access-entry).
         deployer = args.deployer_role_arn or _caller_role_arn(self)

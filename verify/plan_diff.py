@@ -210,7 +210,7 @@ class PlanDiff:
         self.new = {r["urn"]: r for r in self.head.get("resources", [])}
         # A resource known by another URN in the base (its `aliases` option) is the same resource to the engine: its
         # old URN is read as its new one, so a rename with an alias shows as no change (pkg/v3
-        # resource/deploy/step_generator.go: a new resource's aliases are looked up in the old state).
+        # resource/deploy/step_generator.go:671-680 at 1b594989: the URN first, then its aliases, in the old state).
         for urn, resource in self.new.items():
             for alias in (resource.get("options") or {}).get("aliases") or []:
                 if alias in self.old and alias not in self.new and urn not in self.old:
