@@ -178,8 +178,9 @@ def custom_resources_depend_on_operator(stack: StackIndex, facts: Facts) -> Iter
 def kubernetes_provider_depends_on_access_entry(stack: StackIndex, facts: Facts) -> Iterator[Finding]:
     """Every EKS access grant (entry and policy association) is an ancestor of the kubernetes provider. A destroy
     runs under one of them (the deployer, an admin, the reaper) and Pulumi deletes in dependency order, everything
-    nothing depends on in the first wave (pkg/v3 resource/deploy/step_generator.go:2730-2747 ScheduleDeletes, pulumi/pulumi at 1b594989): a
-    grant outside the provider's ancestors goes first, and every later in-cluster delete by its principal gets 403."""
+    nothing depends on in the first wave (pkg/v3 resource/deploy/step_generator.go:2730-2747 ScheduleDeletes,
+    pulumi/pulumi at 1b594989): a grant outside the provider's ancestors goes first, and every later in-cluster
+    delete by its principal gets 403."""
     if not stack.of_type(CLUSTER):
         return  # kubeconfig-only stacks (edge) have no access entries
     grants = stack.of_type(ACCESS_ENTRY, ACCESS_POLICY_ASSOCIATION)
