@@ -475,8 +475,9 @@ def test_a_new_image_restarts_prods_running_gangs_and_says_so_under_destructive_
     diff = PlanDiff(base, _with_new_image(base))
     changes = template_changes(diff)
     assert {diff.new[urn]["inputs"]["kind"] for urn in changes} == {"PyTorchJob", "TrainJob"}
-    assert sorted(change.why for change in changes.values()) == ["new image",
-                                                                "new image of trainjob-runtime-gpt-finetune"]
+    # The TrainJob carries the image itself (workload_kinds/trainjob.py trainjob_body: a runtime-only change left
+    # the running TrainJob untouched in `make cluster-test`'s day two).
+    assert [change.why for change in changes.values()] == ["new image", "new image"]
     assert all(change.restarts for change in changes.values())
     text = "\n".join(destructive_section(diff).lines)
     assert "job-gpt-pretrain-pytorchjob  running job restarts (new image)" in text
@@ -524,3 +525,15 @@ def test_a_changed_container_restarts_a_queued_job_and_is_unknown_without_kueue(
 def test_the_scaled_job_rolls_out_gradually() -> None:
     scaled = plan_stack("dev").one("kubernetes:keda.sh/v1alpha1:ScaledJob")
     assert scaled.inputs["spec"]["rollout"] == {"strategy": "gradual"}
+
+
+def test_a_changed_trainer_block_replaces_the_trainjob_deleting_it_first() -> None:
+    """Trainer v2.3.0's CRD makes a TrainJob's `spec.trainer` immutable: an update would be refused by the API server
+    and fail `up`, so the kind replaces it (replace_on_changes, delete-before-replace), and plan-diff says so."""
+    base = json.loads(gtp_plan.render(plan_stack("prod"))[0])
+    head = json.loads(json.dumps(base))
+    trainjob = next(r for r in head["resources"] if r["type"].endswith(":TrainJob"))
+    trainjob["inputs"]["spec"]["trainer"]["numNodes"] = 3
+    diff = PlanDiff(base, head)
+    assert diff.replaced == {trainjob["urn"]: ["spec.trainer.numNodes"]}
+    assert diff.delete_first[trainjob["urn"]] == "deleteBeforeReplace option"

@@ -248,6 +248,9 @@ def _make_monitor(region: str, plan: Plan, known_outputs: bool = False):
                         # The URNs this resource was known by (the `aliases` option): plan-diff pairs them with the
                         # base's resources as the engine does, so a rename with an alias is no delete and create.
                         **({"aliases": aliases} if (aliases := self._alias_urns(request, response.urn)) else {}),
+                        # Input paths whose change replaces the resource (the `replace_on_changes` option).
+                        **({"replaceOnChanges": sorted(request.replaceOnChanges)} if request.replaceOnChanges
+                           else {}),
                     },
                     inputs=clean(raw),
                 ))

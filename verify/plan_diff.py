@@ -225,7 +225,8 @@ class PlanDiff:
             changes = [c for c in field_changes(self.old[urn], self.new[urn]) if not _ignored(c[0], ignore)]
             if changes:
                 self.changed.append((urn, changes))
-        replaced = {urn: forcing(self.new[urn]["type"], [path for path, _, _ in changes])
+        replaced = {urn: [*forcing(self.new[urn]["type"], [path for path, _, _ in changes]),
+                          *_replaced_on(self.new[urn], [path for path, _, _ in changes])]
                     for urn, changes in self.changed if self.new[urn].get("custom", True)}
         self.replaced = {urn: props for urn, props in replaced.items() if props}
         self.delete_first = self._delete_first()
@@ -254,6 +255,13 @@ class PlanDiff:
         return (f"stack {self.head.get('stack')}: {len(self.added)} to add, "
                 f"{len(self.changed) - len(self.replaced)} to change, {len(self.replaced)} to replace, "
                 f"{len(self.removed)} to delete{renamed}")
+
+
+def _replaced_on(resource: Mapping[str, Any], paths: list[str]) -> list[str]:
+    """The changed input paths under the resource's own `replaceOnChanges` option (the engine replaces it)."""
+    props = (resource.get("options") or {}).get("replaceOnChanges") or []
+    bare = [path.removeprefix("inputs.") for path in paths if path.startswith("inputs.")]
+    return [path for path in bare if any(path == p or path.startswith((p + ".", p + "[")) for p in props)]
 
 
 def _renames(old: Mapping[str, Mapping[str, Any]], new: Mapping[str, Mapping[str, Any]]) -> list[tuple[str, str]]:
@@ -386,15 +394,11 @@ class TemplateChange:
     effect: str
 
 
-def _template_parts(template: Mapping[str, Any]) -> Any:
-    """What Kueue compares of a running job's pod template with its Workload (podset.go:41-52)."""
-    spec = template.get("spec") or {}
-    return [spec.get("initContainers"), spec.get("containers"), spec.get("tolerations")]
-
-
-def _images(template: Mapping[str, Any]) -> list[Any]:
-    spec = template.get("spec") or {}
-    return [c.get("image") for c in [*(spec.get("initContainers") or []), *(spec.get("containers") or [])]]
+def _template_parts(kind: Any, body: Mapping[str, Any]) -> Any:
+    """What Kueue compares of a running job's pod sets with its Workload (podset.go:41-52): the containers (with
+    what the kind overrides them with) and the tolerations."""
+    return [kind.containers(body), [((t or {}).get("spec") or {}).get("tolerations")
+                                    for t in kind.pod_templates(body).values()]]
 
 
 def template_changes(diff: PlanDiff) -> dict[str, TemplateChange]:
@@ -413,12 +417,9 @@ def template_changes(diff: PlanDiff) -> dict[str, TemplateChange]:
         kind = kind_of_resource(new)
         if kind is None or urn in diff.replaced:
             continue
-        before, after = kind.pod_templates(old), kind.pod_templates(new)
-        if any(_template_parts(before.get(role) or {}) != _template_parts(template)
-               for role, template in after.items()):
+        if _template_parts(kind, old) != _template_parts(kind, new):
             why[urn] = "pod template"
-        elif builds & upstream(urn) and any(image == COMPUTED for template in after.values()
-                                            for image in _images(template)):
+        elif builds & upstream(urn) and any(c.get("image") == COMPUTED for c in kind.containers(new)):
             why[urn] = "new image"
     found: dict[str, TemplateChange] = {}
     for urn in sorted(set(diff.old) & set(diff.new)):

@@ -171,6 +171,10 @@ class KubernetesWorkloadKind(WorkloadKind):
     template_update: ClassVar[TemplateUpdate | None] = None
     """What a changed container in its pod templates does to a running job of this kind; None: not known here
     (plan-diff says so rather than calling the change harmless)."""
+    immutable_paths: ClassVar[tuple[str, ...]] = ()
+    """Paths of its resource the API server refuses to change (the CRD's `self == oldSelf` rules): the kind
+    deploys it with `replace_on_changes` on them (and delete-before-replace, its name being fixed), so a change
+    there replaces the job instead of failing `up`; plan-diff and `make cluster-test`'s day two read them too."""
 
     @property
     def traits(self) -> KindTraits:
@@ -186,6 +190,13 @@ class KubernetesWorkloadKind(WorkloadKind):
     @abstractmethod
     def pod_templates(self, body: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:
         """Role → pod template of every replica in one of this kind's custom resources."""
+
+    def containers(self, body: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+        """Every container-like mapping of `body` that names an image (its pod templates' init and main
+        containers, and whatever else the kind overrides them with): what a new image changes."""
+        return [container for template in self.pod_templates(body).values()
+                for container in [*(((template or {}).get("spec") or {}).get("initContainers") or []),
+                                  *(((template or {}).get("spec") or {}).get("containers") or [])]]
 
 
 @dataclass

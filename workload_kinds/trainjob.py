@@ -95,13 +95,20 @@ def runtime_body(name: str, shape: PodShape, *, num_nodes: int, backoff_limit: i
 
 def trainjob_body(name: str, namespace: str, runtime: str, shape: PodShape, *, num_nodes: int,
                   labels: Mapping[str, str] | None = None) -> dict[str, Any]:
-    """The TrainJob: every request of the pod in `resourcesPerNode` (see the module docstring)."""
+    """The TrainJob: every request of the pod in `resourcesPerNode` (see the module docstring), and the image.
+
+    The image is the runtime's too, but the TrainJob carries it (`trainer.image`, applied to the `node` container:
+    builder.go:113-158) so that a new image changes the TrainJob itself: Kueue reconciles a TrainJob when it or
+    its Workload changes, not when its runtime does, and reads the runtime only then (kueue v0.19.2
+    pkg/controller/jobs/trainjob/trainjob_controller.go:155,199-209). `make cluster-test` saw a new image in the
+    runtime alone leave the running TrainJob untouched, a restart deferred to whatever next reconciles it; with
+    the image here it is stopped and requeued at once, like a PyTorchJob (`KUEUE_REQUEUE`, day two `new image`)."""
     return {
         "apiVersion": API_VERSION, "kind": "TrainJob",
         "metadata": {"name": name, "namespace": namespace, "labels": {**app_labels(name), **(labels or {})}},
         "spec": {
             "runtimeRef": {"apiGroup": "trainer.kubeflow.org", "kind": "ClusterTrainingRuntime", "name": runtime},
-            "trainer": {"numNodes": num_nodes, "numProcPerNode": shape.num_gpus,
+            "trainer": {"image": shape.image, "numNodes": num_nodes, "numProcPerNode": shape.num_gpus,
                         "resourcesPerNode": resources(shape)},
         },
     }
@@ -133,7 +140,13 @@ class TrainJobKind(KubernetesWorkloadKind):
     name: ClassVar[str] = "trainjob"
     resource_kind: ClassVar[str] = "TrainJob"
     kueue_integration: ClassVar[str | None] = "trainer.kubeflow.org/trainjob"
-    template_update: ClassVar[TemplateUpdate | None] = KUEUE_REQUEUE
+    template_update: ClassVar[TemplateUpdate | None] = TemplateUpdate(
+        restarts=True, needs_queue=False,
+        effect="the TrainJob is replaced (its spec.trainer and spec.runtimeRef are immutable: `self == oldSelf` in "
+               "Trainer v2.3.0's TrainJob CRD, vendor/operators/kubeflow-trainer-v2.3.0.yaml): deleted first (its "
+               "name is fixed), so its pods stop, then created again, admitted by Kueue as a new Workload and "
+               "resumed from the last complete checkpoint: the steps since are lost")
+    immutable_paths: ClassVar[tuple[str, ...]] = ("spec.trainer", "spec.runtimeRef")
     template_kinds: ClassVar[frozenset[str]] = frozenset({"ClusterTrainingRuntime", "TrainingRuntime"})
     operators: ClassVar[frozenset[str]] = frozenset({"trainer"})
     pod_label: ClassVar[str] = POD_LABEL
@@ -164,7 +177,9 @@ class TrainJobKind(KubernetesWorkloadKind):
         k8s.apiextensions.CustomResource(
             context.resource_name("trainjob"), api_version=API_VERSION, kind="TrainJob", metadata=body["metadata"],
             spec=body["spec"], opts=context.opts("trainjob", provider=context.provider,
-                                                 depends_on=[operator, runtime_cr, *context.ready]))
+                                                 depends_on=[operator, runtime_cr, *context.ready],
+                                                 replace_on_changes=list(self.immutable_paths),
+                                                 delete_before_replace=True))
         return Deployment(watch={
             "jobs": f"kubectl -n {namespace} get trainjobs,jobsets {workload.name}",
             "pods": f"kubectl -n {namespace} get pods -l {POD_LABEL}={workload.name} -o wide",
@@ -176,3 +191,8 @@ class TrainJobKind(KubernetesWorkloadKind):
         if body.get("kind") in self.template_kinds:
             return runtime_templates(body)
         return {}
+
+    def containers(self, body: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+        """A runtime's containers; a TrainJob's `trainer` block, which overrides the `node` container's image."""
+        trainer = (body.get("spec") or {}).get("trainer") if body.get("kind") == self.resource_kind else None
+        return [*super().containers(body), *([trainer] if trainer and trainer.get("image") else [])]

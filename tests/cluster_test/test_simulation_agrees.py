@@ -27,3 +27,16 @@ def test_simulation_agrees_with_the_real_run(stack):
     # what every stack's real run covers (edge has no PodDisruptionBudget; dev's queued job is a ScaledJob)
     assert {"admitted", "priority classes", "scheduled"} <= set(compared)
     assert real["checks"]["scheduled"]["total"] >= 1
+
+
+def test_day_two_a_new_image_does_to_each_running_job_what_its_kind_declares():
+    """Day two on the real control plane: prod's two gangs, one per Kueue-admitted kind, each really stopped and
+    admitted again after a new image (tools/cluster_test/day_two.py), as `template_update` (plan-diff) says."""
+    from tools.cluster_test.compare import day_two_disagreements
+
+    real = json.loads((PLAN_DIR / "prod" / "cluster-run.json").read_text())
+    jobs = real["day_two"]["new image"]
+    assert set(jobs) == {"PyTorchJob training-prod/gpt-pretrain", "TrainJob training-prod/gpt-finetune"}
+    assert {entry["observed"] for entry in jobs.values()} == {"requeued"}
+    assert all(entry["admitted_again_after_s"] is not None for entry in jobs.values())
+    assert day_two_disagreements("prod", real) == []

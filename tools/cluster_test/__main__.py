@@ -83,7 +83,7 @@ def main(argv: list[str] | None = None) -> int:
 def compare(stacks: list[str]) -> int:
     import json
 
-    from tools.cluster_test.compare import coverage, disagreements
+    from tools.cluster_test.compare import coverage, day_two_disagreements, disagreements
     from tools.cluster_test.run import PLAN_DIR
 
     problems = []
@@ -96,6 +96,13 @@ def compare(stacks: list[str]) -> int:
               f"{len(found)} disagreement(s); simulation only: {', '.join(covered['simulation only'])}; "
               f"not run (simulated): {', '.join(real['not_run']) or 'nothing'}")
         problems += found
+        for event, jobs in sorted((real.get("day_two") or {}).items()):
+            for who, entry in sorted(jobs.items()):
+                timing = (f" after {entry['requeued_after_s']} s, admitted again after "
+                          f"{entry.get('admitted_again_after_s')} s" if "requeued_after_s" in entry else "")
+                print(f"cluster-test: {stack}: day two, {event}: {who}: {entry['observed']}{timing} (declared: "
+                      f"{entry['declared']})")
+        problems += day_two_disagreements(stack, real)
     for line in problems:
         print(f"  - {line}", file=sys.stderr)
     return 1 if problems else 0

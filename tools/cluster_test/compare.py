@@ -8,7 +8,8 @@ Per check:
 - `scheduled`: the node group each workload's pods really run on must be one the simulation says it fits
   (`<owner> ×N: fits a, b`), and "runs on no node group" must agree;
 - `queued`: the flavor and ClusterQueue Kueue really admitted each job into must be the one the simulation chose;
-- objects the real run did not cover (their controller is not run: `not_run`) are not compared.
+- objects the real run did not cover (their controller is not run: `not_run`) are not compared;
+- day two (`day_two`, no simulation check): each event's real outcome against what the job's kind declares.
 """
 
 from __future__ import annotations
@@ -98,6 +99,21 @@ def _queued(where: str, sim_check: dict[str, Any], real_check: dict[str, Any]) -
         if (match["flavor"], match["queue"]) != chosen[who]:
             problems.append(f"{where}: {who}: Kueue admitted it into flavor {match['flavor']} of {match['queue']}; "
                             f"the simulation chose {chosen[who][0]} of {chosen[who][1]}")
+    return problems
+
+
+def day_two_disagreements(stack: str, real: dict[str, Any]) -> list[str]:
+    """Each day-two event's real outcome against what the job's kind declares (`workload_kinds` `template_update`,
+    what plan-diff prints): a declared restart must be a real requeue, a job declared to keep running must not be
+    requeued, and a change the API refused is a disagreement whatever was declared."""
+    problems = []
+    for event, jobs in sorted((real.get("day_two") or {}).items()):
+        for who, entry in sorted(jobs.items()):
+            declared, observed = entry["declared"], entry["observed"]
+            expected = {"restart": "requeued", "keeps running": "kept running"}.get(declared)
+            if observed.startswith("refused") or (expected is not None and observed != expected):
+                problems.append(f"{stack}: day two, {event}: {who}: its kind declares {declared!r} (what plan-diff "
+                                f"says); the real run: {observed}")
     return problems
 
 
