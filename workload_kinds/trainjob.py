@@ -48,7 +48,7 @@ import pulumi_kubernetes as k8s
 from components.training_pod import CONTAINER_NAME, EFA_RESOURCE, PodShape, pod_template, resources, torchrun_args
 from conventions.kubernetes import app_labels
 from stack_config import Problem, StackConfig, WorkloadConfig
-from workload_kinds.base import KUEUE_REQUEUE, Deployment, KubernetesWorkloadKind, TemplateUpdate, WorkloadContext
+from workload_kinds.base import Deployment, KubernetesWorkloadKind, TemplateUpdate, WorkloadContext
 
 API_VERSION = "trainer.kubeflow.org/v1alpha1"
 NODE = "node"
