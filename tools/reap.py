@@ -5,31 +5,37 @@
 Rules (:func:`decide`, pure; each stack gets exactly one decision):
 
 - a production stack (``prod``, ``production``, ``prod-*``) → ``keep``, whatever its config says;
-- a ``bench-*`` stack whose ``gtp:lifecycle`` can't be read (its file isn't on main, the backend's config has
-  none) → its TTL tags in the state (``gtp:lifecycle``/``gtp:expires-at`` on its AWS resources), else ``problem``:
-  never kept forever in silence;
-- no ``gtp:lifecycle`` or ``ephemeral: false``  → ``keep``: persistent stacks are never touched;
-- ephemeral but not named ``bench-*``           → ``keep``: both marks are required, so one mistyped flag on
-  another stack cannot get it destroyed;
-- any resource in the state with ``protect``    → ``keep``: Pulumi would refuse, and it is someone's intent;
-- ephemeral with ``protect: true``              → ``problem``: Pulumi refuses to delete protected resources;
-- ephemeral without ``ttlHours``/``createdAt``  → ``problem``: never destroyed, fix its config;
-- ephemeral, ``createdAt + ttlHours > now``     → ``keep``;
-- ephemeral, expired, no resources left         → ``keep`` (already destroyed);
-- ephemeral, expired                            → ``destroy`` through :func:`tools.destroy.destroy_stack`
-  (retries, orphan audit).
+- not named ``bench-*`` → ``keep`` (its ``gtp:lifecycle`` only words the reason): both marks are required, so one
+  mistyped flag on another stack cannot get it destroyed;
+- a ``bench-*`` stack is decided only on what could be read; every unknown is a ``problem`` (the run exits 1):
+  its config unreadable or unparseable, its state unreadable (``pulumi stack export`` failed), no
+  ``gtp:lifecycle`` anywhere (not in its stack file, not in its last deployment's config, no TTL tags
+  ``gtp:lifecycle``/``gtp:expires-at`` on its resources in the state), ``protect: true``, no or an invalid
+  ``ttlHours``/``createdAt``;
+- ``bench-*`` with ``ephemeral: false``         → ``keep``: persistent stacks are never touched;
+- ``bench-*``, ``createdAt + ttlHours > now``   → ``keep``;
+- expired, with protected resources in its state → ``problem``: Pulumi would refuse, and it is someone's intent;
+- expired, no resources left in its state     → ``remove`` (``pulumi stack rm``, which refuses a stack that still
+  has resources), so empty stacks are not left behind;
+- expired                                    → ``destroy`` through :func:`tools.destroy.destroy_stack`
+  (retries, orphan audit); the next run removes the then empty stack.
 
 Each stack's benchmark results are kept before its destroy (``--keep-results DIR``, ``--results-archive s3://...``;
 see :func:`tools.destroy.keep_bench_results`): the bucket that holds them is force-deleted with the stack.
-A failed destroy is reported and the other stacks are still processed. Exit status: 0 when every destroy
-succeeded and no stack has a problem; 1 otherwise. ``--dry-run`` prints the decisions and destroys nothing.
+A failed destroy is reported and the other stacks are still processed. Exit status: 0 when every destroy and
+removal succeeded and no stack has a problem; 1 otherwise.
+
+``--dry-run`` writes nothing: it runs only the commands in :data:`READ_ONLY_COMMANDS` (the workspace refuses any
+other), prints the decisions, and destroys and removes nothing. Deciding never writes either: the config of a
+stack with no stack file here is read from its last deployment (``pulumi stack history``); only a real run writes
+that file (``pulumi config refresh``), just before it destroys the stack.
 
 The adapter (:class:`CliWorkspace`, :func:`read_stack_states`) drives the ``pulumi`` CLI and never decrypts a
-secret: the TTL is read with ``pulumi config --json`` *without* ``--show-secrets`` (the CLI then uses a blinding
-decrypter: secret values come back as ``[secret]``, see pulumi/pulumi ``pkg/cmd/pulumi/config.go``), and protection
-with ``pulumi stack export`` (also without ``--show-secrets``). So one stack whose secrets this runner cannot
-decrypt is still decided on its own lifecycle instead of failing the nightly run. The orphan audit of each stack
-runs in the stack's own region (``gtp:region``). Run it where the CLI is installed and logged in to the backend
+secret: the TTL is read with ``pulumi config --json`` (or ``pulumi stack history --json``) *without*
+``--show-secrets`` (secret values then come back without a value, see pulumi/pulumi ``pkg/cmd/pulumi/config.go``),
+and the state with ``pulumi stack export`` (also without ``--show-secrets``). So one stack whose secrets this runner
+cannot decrypt is still decided on its own lifecycle instead of failing the nightly run. The orphan audit of each
+stack runs in the stack's own region (``gtp:region``). Run it where the CLI is installed and logged in to the backend
 (``--backend-url`` or ``PULUMI_BACKEND_URL``), from the project directory (``Pulumi.yaml``), with AWS credentials
 for the orphan audit.
 """
@@ -62,7 +68,8 @@ from tools.destroy import (
 
 LIFECYCLE_KEY = "gtp:lifecycle"
 
-Action = Literal["keep", "destroy", "problem"]
+Action = Literal["keep", "destroy", "remove", "problem"]
+ACTIONS: tuple[Action, ...] = ("keep", "destroy", "remove", "problem")
 
 
 @dataclass(frozen=True)
@@ -78,6 +85,12 @@ class StackState:
     """Some resource in the stack's state has ``protect: true``."""
     region: str | None = None
     """The stack's AWS region (``gtp:region``), where its orphans are audited."""
+    config_error: str | None = None
+    """Why its config could not be read or parsed (None: it was)."""
+    state_error: str | None = None
+    """Why its state could not be read (None: it was, or it wasn't needed)."""
+    config_from_backend: bool = False
+    """Its ``gtp:lifecycle`` came from its last deployment: no stack file here, written only before a destroy."""
 
 
 @dataclass(frozen=True)
@@ -108,24 +121,41 @@ def is_production(name: str) -> bool:
     return name in PRODUCTION_NAMES or name.startswith(tuple(f"{n}-" for n in PRODUCTION_NAMES))
 
 
+def is_reapable(name: str) -> bool:
+    return name.startswith(REAPABLE_PREFIX) and not is_production(name)
+
+
 def decide_one(state: StackState, now: datetime) -> Decision:
     lifecycle = state.lifecycle
     if is_production(state.name):
         return Decision(state.name, "keep", "production stack, never reaped")
-    if lifecycle is None and state.name.startswith(REAPABLE_PREFIX):
+    if not is_reapable(state.name):
+        if state.config_error is not None:
+            reason = f"not named {REAPABLE_PREFIX}*, never reaped (its config could not be read: {state.config_error})"
+        elif lifecycle is None:
+            reason = f"no {LIFECYCLE_KEY} config: persistent, never reaped"
+        elif not lifecycle.get("ephemeral", False):
+            reason = "persistent (ephemeral: false), never reaped"
+        else:
+            reason = f"ephemeral but not named {REAPABLE_PREFIX}*, never reaped"
+        return Decision(state.name, "keep", reason)
+    if state.config_error is not None:
+        return Decision(state.name, "problem",
+                        f"cannot read its config ({state.config_error}); its TTL is unknown: fix its stack file or "
+                        "the backend's access, or decide by hand")
+    if lifecycle is not None and not lifecycle.get("ephemeral", False):
+        return Decision(state.name, "keep", "persistent (ephemeral: false), never reaped")
+    if state.state_error is not None:
+        return Decision(state.name, "problem",
+                        f"cannot read its state ({state.state_error}); whether it is protected or empty is unknown: "
+                        "check the backend (pulumi stack export), or decide by hand")
+    if lifecycle is None:
         # A bench stack is ephemeral by construction (tools.bench_stack): no readable lifecycle is a fault (its
         # file never reached main, or the backend lost its config), not a persistent stack.
         return Decision(state.name, "problem",
-                        f"a {REAPABLE_PREFIX}* stack with no readable {LIFECYCLE_KEY} (no stack file here, none in the "
-                        f"backend's config, no {TTL_TAG} tag in its state); decide by hand, or restore its stack file")
-    if lifecycle is None:
-        return Decision(state.name, "keep", f"no {LIFECYCLE_KEY} config: persistent, never reaped")
-    if not lifecycle.get("ephemeral", False):
-        return Decision(state.name, "keep", "persistent (ephemeral: false), never reaped")
-    if not state.name.startswith(REAPABLE_PREFIX):
-        return Decision(state.name, "keep", f"ephemeral but not named {REAPABLE_PREFIX}*, never reaped")
-    if state.protected:
-        return Decision(state.name, "keep", "has protected resources in its state, never reaped")
+                        f"a {REAPABLE_PREFIX}* stack with no readable {LIFECYCLE_KEY} (no stack file here, none in its "
+                        f"last deployment's config, no {TTL_TAG} tag in its state); decide by hand, or restore its "
+                        "stack file")
     if lifecycle.get("protect"):
         return Decision(
             state.name, "problem",
@@ -156,14 +186,19 @@ def decide_one(state: StackState, now: datetime) -> Decision:
 
 
 def _expiry(state: StackState, now: datetime, expires_at: datetime, source: str = "") -> Decision:
+    expired = f"expired at {_format_time(expires_at)}{source}"
     if now < expires_at:
         remaining_hours = (expires_at - now).total_seconds() / 3600
         return Decision(
             state.name, "keep", f"expires at {_format_time(expires_at)} (in {remaining_hours:.1f} h){source}"
         )
+    if state.protected:
+        return Decision(state.name, "problem",
+                        f"{expired}, but its state has protected resources (Pulumi refuses to destroy them): "
+                        "unprotect them (pulumi state unprotect) or decide by hand")
     if state.resource_count == 0:
-        return Decision(state.name, "keep", f"expired at {_format_time(expires_at)}, already has no resources")
-    return Decision(state.name, "destroy", f"expired at {_format_time(expires_at)}{source}")
+        return Decision(state.name, "remove", f"{expired}, no resources left: the empty stack is removed")
+    return Decision(state.name, "destroy", expired)
 
 
 def decide(states: Iterable[StackState], now: datetime) -> list[Decision]:
@@ -177,17 +212,28 @@ def reap(
     decisions: Sequence[Decision],
     *,
     destroy: Callable[[str], DestroyOutcome],
+    remove: Callable[[str], None],
     dry_run: bool = False,
     log: Callable[[str], None] = print,
 ) -> int:
-    """Carry out the decisions; returns the exit status."""
+    """Carry out the decisions; returns the exit status. Under ``dry_run`` neither ``destroy`` nor ``remove`` runs."""
     failed: list[str] = []
     for decision in decisions:
-        prefix = "would destroy" if dry_run and decision.action == "destroy" else decision.action
+        prefix = f"would {decision.action}" if dry_run and decision.action in ("destroy", "remove") else decision.action
         log(f"{decision.stack}: {prefix}: {decision.reason}")
         if decision.action == "problem":
             failed.append(f"{decision.stack} (problem: {decision.reason})")
-        elif decision.action == "destroy" and not dry_run:
+        elif dry_run:
+            continue
+        elif decision.action == "remove":
+            try:
+                remove(decision.stack)
+            except Exception as exc:
+                log(f"{decision.stack}: ERROR: pulumi stack rm raised {type(exc).__name__}: {exc}")
+                failed.append(f"{decision.stack} (stack rm raised {type(exc).__name__})")
+                continue
+            log(f"{decision.stack}: removed the empty stack")
+        elif decision.action == "destroy":
             try:
                 outcome = destroy(decision.stack)
             except Exception as exc:
@@ -197,10 +243,11 @@ def reap(
             log(report(outcome))
             if not outcome.ok:
                 failed.append(f"{decision.stack} ({outcome.error or 'orphaned resources remain'})")
-    counts = {action: sum(d.action == action for d in decisions) for action in ("keep", "destroy", "problem")}
+    counts = {action: sum(d.action == action for d in decisions) for action in ACTIONS}
     log(
-        f"{len(decisions)} stack(s): {counts['destroy']} to destroy, {counts['keep']} kept, "
-        f"{counts['problem']} with problems{' (dry run: nothing destroyed)' if dry_run else ''}"
+        f"{len(decisions)} stack(s): {counts['destroy']} to destroy, {counts['remove']} empty to remove, "
+        f"{counts['keep']} kept, {counts['problem']} with problems"
+        f"{' (dry run: nothing destroyed or removed)' if dry_run else ''}"
     )
     if failed:
         log("FAILED: " + "; ".join(failed))
@@ -208,17 +255,25 @@ def reap(
     return 0
 
 
-# --- Automation API adapter --------------------------------------------------------------------------------------
+# --- pulumi CLI adapter --------------------------------------------------------------------------------------------
 
 
 class Workspace(Protocol):
-    """The part of ``pulumi.automation.LocalWorkspace`` the reaper uses."""
+    """What the reaper reads about the project's stacks; every method only reads."""
 
     def list_stacks(self) -> Sequence[Any]: ...
 
-    def get_all_config(self, stack_name: str) -> Mapping[str, Any]: ...
+    def get_all_config(self, stack_name: str) -> Mapping[str, Any]:
+        """The config in the stack's file here (empty when it has none)."""
+        ...
 
-    def refresh_config(self, stack_name: str) -> None: ...
+    def backend_config(self, stack_name: str) -> Mapping[str, Any]:
+        """The config of the stack's last deployment, as the backend recorded it."""
+        ...
+
+    def resources(self, stack_name: str) -> Sequence[Mapping[str, Any]]:
+        """The resources in the stack's exported state."""
+        ...
 
 
 def lifecycle_from_config(config: Mapping[str, Any]) -> Mapping[str, Any] | None:
@@ -251,46 +306,74 @@ def lifecycle_from_state(resources: Iterable[Mapping[str, Any]]) -> Mapping[str,
     return None
 
 
-def read_stack_states(workspace: Workspace, log: Callable[[str], None] = print,
-                      protected: Callable[[str], bool] | None = None,
-                      state_lifecycle: Callable[[str], Mapping[str, Any] | None] | None = None) -> list[StackState]:
-    """Every stack of the project with its lifecycle.
+def _error_text(exc: Exception) -> str:
+    return f"{type(exc).__name__}: {exc}"
 
-    A stack created elsewhere (a bench run in CI) may have no ``stacks/Pulumi.<stack>.yaml`` here; then its config is
-    pulled from the backend's last deployment (``pulumi config refresh``), which only writes that missing file.
-    A config that cannot be read or parsed becomes a lifecycle of ``{"ephemeral": True}`` with nothing else, so the
-    stack is reported as a problem instead of being skipped silently or destroyed.
-    """
-    states = []
-    for summary in workspace.list_stacks():
-        name = summary.name
-        try:
-            config = workspace.get_all_config(name)
-            if LIFECYCLE_KEY not in config:
-                workspace.refresh_config(name)
-                config = workspace.get_all_config(name)
-            lifecycle = lifecycle_from_config(config)
-            if lifecycle is None and name.startswith(REAPABLE_PREFIX) and state_lifecycle is not None:
-                lifecycle = state_lifecycle(name)
-                if lifecycle is not None:
-                    log(f"{name}: no {LIFECYCLE_KEY} config; using the TTL tags in its state")
-            region_entry = config.get(REGION_KEY)
-            region = getattr(region_entry, "value", region_entry)
-        except Exception as exc:
-            log(f"{name}: cannot read {LIFECYCLE_KEY}: {type(exc).__name__}: {exc}")
-            lifecycle = {"ephemeral": True, "protect": False, "ttlHours": None, "createdAt": None}
-            region = None
-        try:
-            is_protected = bool(protected(name)) if protected else False
-        except Exception as exc:
-            log(f"{name}: cannot read its state ({type(exc).__name__}: {exc}); treated as protected")
-            is_protected = True
-        states.append(StackState(name, lifecycle, getattr(summary, "resource_count", None), is_protected,
-                                 region if isinstance(region, str) else None))
-    return states
+
+def read_stack_state(workspace: Workspace, name: str, resource_count: int | None = None,
+                     log: Callable[[str], None] = print) -> StackState:
+    """One stack as the reaper sees it; what cannot be read is recorded (``config_error``, ``state_error``), never
+    guessed, so :func:`decide_one` reports it as a problem. Only ``bench-*`` stacks' states are read."""
+    if is_production(name):
+        return StackState(name, None, resource_count)  # kept on its name alone: nothing else is read
+    lifecycle = region = config_error = None
+    config_from_backend = False
+    try:
+        config = workspace.get_all_config(name)
+        if LIFECYCLE_KEY not in config and is_reapable(name):
+            # A bench stack created elsewhere (a bench run in CI) has no stack file here: its last deployment's
+            # config, read without writing the file (`pulumi config refresh` would write it).
+            config = workspace.backend_config(name)
+            config_from_backend = LIFECYCLE_KEY in config
+        lifecycle = lifecycle_from_config(config)
+        region_entry = config.get(REGION_KEY)
+        region = getattr(region_entry, "value", region_entry)
+    except Exception as exc:
+        config_error = _error_text(exc)
+        log(f"{name}: cannot read {LIFECYCLE_KEY}: {config_error}")
+    if not is_reapable(name):
+        return StackState(name, lifecycle, resource_count, config_error=config_error)
+    protected, state_error = False, None
+    try:
+        resources = workspace.resources(name)
+        resource_count, protected = len(resources), any(r.get("protect") for r in resources)
+        if lifecycle is None and config_error is None:
+            lifecycle = lifecycle_from_state(resources)
+            if lifecycle is not None:
+                log(f"{name}: no {LIFECYCLE_KEY} config; using the TTL tags in its state")
+    except Exception as exc:
+        state_error = _error_text(exc)
+        log(f"{name}: cannot read its state: {state_error}")
+    return StackState(name, lifecycle, resource_count, protected, region if isinstance(region, str) else None,
+                      config_error, state_error, config_from_backend)
+
+
+def read_stack_states(workspace: Workspace, log: Callable[[str], None] = print) -> list[StackState]:
+    """Every stack of the project, read with :func:`read_stack_state` (which never writes)."""
+    return [read_stack_state(workspace, summary.name, getattr(summary, "resource_count", None), log)
+            for summary in workspace.list_stacks()]
 
 
 REGION_KEY = "gtp:region"
+
+READ_ONLY_COMMANDS = frozenset({("stack", "ls"), ("config",), ("stack", "history"), ("stack", "export"),
+                                ("stack", "output")})
+"""The ``pulumi`` commands (their leading words) that only read. Every other one the reaper runs writes stack
+config or state (``config refresh`` the stack file, ``destroy``, ``stack rm``): never under ``--dry-run``."""
+
+
+def command_words(args: Sequence[str]) -> tuple[str, ...]:
+    """The leading words of a ``pulumi`` command line, up to its first flag: ``("config", "refresh")``."""
+    words: list[str] = []
+    for arg in args:
+        if arg.startswith("-"):
+            break
+        words.append(arg)
+    return tuple(words)
+
+
+def is_read_only(args: Sequence[str]) -> bool:
+    return command_words(args) in READ_ONLY_COMMANDS
 
 
 @dataclass(frozen=True)
@@ -300,12 +383,18 @@ class CliStackSummary:
 
 
 class CliWorkspace:
-    """The Workspace the reaper needs, on the ``pulumi`` CLI, never with ``--show-secrets``."""
+    """The Workspace the reaper needs, on the ``pulumi`` CLI, never with ``--show-secrets``.
 
-    def __init__(self, cwd: str, env: Mapping[str, str] | None = None) -> None:
-        self.cwd, self.env = cwd, {**os.environ, **(env or {})}
+    With ``dry_run`` it refuses every command that is not in :data:`READ_ONLY_COMMANDS`.
+    """
+
+    def __init__(self, cwd: str, env: Mapping[str, str] | None = None, *, dry_run: bool = False) -> None:
+        self.cwd, self.env, self.dry_run = cwd, {**os.environ, **(env or {})}, dry_run
+        self._exported: dict[str, list[dict[str, Any]]] = {}
 
     def _run(self, *args: str) -> str:
+        if self.dry_run and not is_read_only(args):
+            raise RuntimeError(f"refusing `pulumi {' '.join(args)}` under --dry-run: it writes stack config or state")
         result = subprocess.run(["pulumi", *args, "--non-interactive"], cwd=self.cwd, env=self.env,
                                 capture_output=True, text=True, check=False, timeout=300)
         if result.returncode:
@@ -316,32 +405,44 @@ class CliWorkspace:
         return [CliStackSummary(item["name"], item.get("resourceCount"))
                 for item in json.loads(self._run("stack", "ls", "--json") or "[]")]
 
-    def get_all_config(self, stack_name: str) -> dict[str, Any]:
-        entries = json.loads(self._run("config", "--json", "--stack", stack_name) or "{}")
+    @staticmethod
+    def _values(entries: Mapping[str, Any]) -> dict[str, Any]:
         # Secret entries carry no value without --show-secrets (nothing is decrypted); objects come as JSON text.
         return {key: entry.get("value") for key, entry in entries.items() if not entry.get("secret")}
 
-    def refresh_config(self, stack_name: str) -> None:
+    def get_all_config(self, stack_name: str) -> dict[str, Any]:
+        return self._values(json.loads(self._run("config", "--json", "--stack", stack_name) or "{}"))
+
+    def backend_config(self, stack_name: str) -> dict[str, Any]:
+        # The newest update first; its config is what `pulumi config refresh` would write to the stack file.
+        updates = json.loads(self._run("stack", "history", "--json", "--page-size", "1", "--stack", stack_name)
+                             or "[]")
+        return self._values((updates[0].get("config") or {}) if updates else {})
+
+    def resources(self, stack_name: str) -> list[dict[str, Any]]:
+        if stack_name not in self._exported:
+            exported = json.loads(self._run("stack", "export", "--stack", stack_name) or "{}")
+            self._exported[stack_name] = (exported.get("deployment") or {}).get("resources") or []
+        return self._exported[stack_name]
+
+    def write_config_file(self, stack_name: str) -> None:
+        """Writes the stack file from its last deployment, for the destroy (writes: never under --dry-run)."""
         self._run("config", "refresh", "--force", "--stack", stack_name)
 
-    def _resources(self, stack_name: str) -> list[dict[str, Any]]:
-        exported = json.loads(self._run("stack", "export", "--stack", stack_name) or "{}")
-        return (exported.get("deployment") or {}).get("resources") or []
-
-    def protected(self, stack_name: str) -> bool:
-        return any(r.get("protect") for r in self._resources(stack_name))
-
-    def state_lifecycle(self, stack_name: str) -> Mapping[str, Any] | None:
-        return lifecycle_from_state(self._resources(stack_name))
+    def remove_stack(self, stack_name: str) -> None:
+        """``pulumi stack rm``, which refuses a stack that still has resources (no ``--force``); the stack file
+        here, if any, is left to git (``--preserve-config``)."""
+        self._run("stack", "rm", "--yes", "--preserve-config", "--stack", stack_name)
 
 
-def open_workspace(work_dir: str, backend_url: str | None) -> CliWorkspace:
-    return CliWorkspace(work_dir, {"PULUMI_BACKEND_URL": backend_url} if backend_url else None)
+def open_workspace(work_dir: str, backend_url: str | None, *, dry_run: bool = False) -> CliWorkspace:
+    return CliWorkspace(work_dir, {"PULUMI_BACKEND_URL": backend_url} if backend_url else None, dry_run=dry_run)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tools.reap", description=__doc__.splitlines()[0])
-    parser.add_argument("--dry-run", action="store_true", help="print the decisions, destroy nothing")
+    parser.add_argument("--dry-run", action="store_true",
+                        help="print the decisions; run only read-only pulumi commands, destroy and remove nothing")
     parser.add_argument("--now", help="evaluate TTLs at this ISO-8601 time instead of the current time")
     parser.add_argument("--backend-url", default=os.environ.get("PULUMI_BACKEND_URL"),
                         help="Pulumi backend (default: $PULUMI_BACKEND_URL, else the CLI's login)")
@@ -357,9 +458,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ValueError as exc:
         parser.error(f"--now: {exc}")
     try:
-        workspace = open_workspace(args.cwd, args.backend_url)
-        states = read_stack_states(workspace, protected=workspace.protected,
-                                   state_lifecycle=workspace.state_lifecycle)
+        workspace = open_workspace(args.cwd, args.backend_url, dry_run=args.dry_run)
+        states = read_stack_states(workspace)
     except Exception as exc:
         print(f"error: cannot list the project's stacks ({type(exc).__name__}: {exc}); the reaper needs the "
               "pulumi CLI on PATH, logged in to the backend (--backend-url), run from the project directory",
@@ -367,9 +467,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     decisions = decide(states, now)
     env = {"PULUMI_BACKEND_URL": args.backend_url} if args.backend_url else None
+    by_name = {state.name: state for state in states}
     regions = {state.name: args.region or state.region for state in states}
 
     def destroy(stack: str) -> DestroyOutcome:
+        if by_name[stack].config_from_backend:
+            workspace.write_config_file(stack)  # the destroy reads the stack file (decided without it)
         deadline = time.monotonic() + args.timeout_minutes * 60
         return destroy_stack(stack, runner=subprocess_runner(args.cwd, env, deadline=deadline),
                              keep=results_keeper(args, regions[stack], env),
@@ -377,7 +480,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                              remaining=state_resources(args.cwd, env),
                              cleanup=delete_control_plane_log_group(region=regions[stack]))
 
-    return reap(decisions, destroy=destroy, dry_run=args.dry_run)
+    return reap(decisions, destroy=destroy, remove=workspace.remove_stack, dry_run=args.dry_run)
 
 
 if __name__ == "__main__":
