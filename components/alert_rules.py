@@ -50,6 +50,32 @@ IDLE_FOR = "15m"
 THROTTLE_FRACTION = 0.1
 """Thermal or power throttling for more than this fraction of the time (over 5 minutes, held 10 minutes) alerts."""
 
+XID_COUNT_METRIC = "DCGM_EXP_XID_ERRORS_COUNT"
+"""dcgm-exporter's windowed XID count (tag 4.4.1-4.6.0, the chart's appVersion): one series per GPU and XID seen in
+the last window, XID in label `xid`, value = how often (internal/pkg/collector/xid_collector.go:68-72,
+expcollector.go:47-95); a GPU with none has one series without `xid`, value 0 (expcollector.go:96-99). Unlike
+`DCGM_FI_DEV_XID_ERRORS` (the last XID, held until the exporter restarts) it returns to healthy by itself."""
+XID_COUNT_WINDOW_MINUTES = 5
+"""The count's window, passed as `DCGM_EXPORTER_XID_COUNT_WINDOW_SIZE` in ms (pkg/cmd/app.go:234-240, default 5
+minutes): the alert resolves this long after the last hardware XID."""
+HARDWARE_XIDS: Mapping[int, str] = {
+    48: "double-bit ECC error",
+    63: "ECC page retirement or row remap recorded",
+    64: "ECC page retirement or row remap failed",
+    74: "NVLink error",
+    79: "GPU has fallen off the bus",
+    92: "high single-bit ECC error rate",
+    94: "contained ECC error",
+    95: "uncontained ECC error",
+    119: "GSP RPC timeout",
+    120: "GSP error",
+}
+"""XIDs that mean the GPU itself (memory, NVLink, bus, GSP firmware) is at fault: NVIDIA's Xid catalog
+(docs.nvidia.com/deploy/xid-errors/analyzing-xid-catalog.html, resolution buckets reset/drain/RMA rather than
+restart the application). Application and driver-side XIDs are left out on purpose: 13, 31, 43, 45, 68, 109, which
+NVIDIA/k8s-device-plugin v0.20.0 internal/rm/health.go:229-240 also ignores ("Application errors: the GPU should
+still be healthy"); 45 comes with every killed CUDA process."""
+
 
 @dataclass(frozen=True)
 class GpuGroupExpectation:
@@ -118,14 +144,18 @@ def _alert(name: str, expr: str, *, severity: str, summary: str, description: st
 def gpu_rules(inputs: AlertInputs) -> list[dict[str, Any]]:
     """Hardware faults dcgm-exporter sees: XID, uncorrectable ECC, retired/remapped memory, throttling, a GPU gone."""
     extra = inputs.extra_labels
+    hardware_xids = "|".join(str(xid) for xid in sorted(HARDWARE_XIDS))
+    meanings = ", ".join(f"{xid} {meaning}" for xid, meaning in sorted(HARDWARE_XIDS.items()))
     rules = [
-        # DCGM_FI_DEV_XID_ERRORS is the value of the last XID seen (0: none); any non-zero value in the window.
-        _alert("GpuXidError", "max_over_time(DCGM_FI_DEV_XID_ERRORS[5m]) > 0", severity="critical", labels=extra,
-               summary="GPU {{ $labels.gpu }} on {{ $labels.node }} reported XID {{ $value }}",
-               description="An XID is the driver's report of a GPU error (NVIDIA XID catalog: 48 is a double-bit "
-                           "ECC error, 79 a GPU fallen off the bus, 13/31/43 usually the application). Drain the "
+        _alert("GpuXidError", f'{XID_COUNT_METRIC}{{xid=~"{hardware_xids}"}} > 0', severity="critical",
+               labels=extra,
+               summary="GPU {{ $labels.gpu }} on {{ $labels.node }} reported hardware XID {{ $labels.xid }} "
+                       f"({{{{ $value }}}} times in the last {XID_COUNT_WINDOW_MINUTES} minutes)",
+               description=f"A hardware XID ({meanings}; NVIDIA Xid catalog) means this GPU is faulty: drain the "
                            "node if it repeats; EKS node auto-repair acts on the node monitoring agent's "
-                           "AcceleratedHardwareReady condition."),
+                           "AcceleratedHardwareReady condition. Application XIDs (13, 31, 43, 45 for a killed "
+                           f"process) never fire this; it resolves {XID_COUNT_WINDOW_MINUTES} minutes after the "
+                           "last hardware XID."),
         _alert("GpuUncorrectableEccErrors", "increase(DCGM_FI_DEV_ECC_DBE_VOL_TOTAL[10m]) > 0", severity="critical",
                labels=extra,
                summary="GPU {{ $labels.gpu }} on {{ $labels.node }}: uncorrectable (double-bit) ECC errors",

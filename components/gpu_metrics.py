@@ -29,7 +29,7 @@ import pulumi_kubernetes as k8s
 import yaml
 
 from catalog import versions
-from components.alert_rules import ALERT_RULES_FILE
+from components.alert_rules import ALERT_RULES_FILE, XID_COUNT_WINDOW_MINUTES
 from components.helm import pinned_release
 from conventions.kubernetes import platform_labels, pod_security_labels, restricted_container, restricted_pod
 from conventions.names import METRICS_NAMESPACE, PLATFORM_PRIORITY_CLASS, PROMETHEUS_RELEASE, PROMETHEUS_URL
@@ -45,7 +45,8 @@ RESTRICTED_CONTAINER = restricted_container()
 
 DCGM_COUNTERS = """\
 # The dcgm-exporter 4.6.0 chart's default list (templates/metrics-configmap.yaml), plus what the alert rules need
-# (components/alert_rules.py): throttling, ECC and retired pages. Format: DCGM field, Prometheus type, help.
+# (components/alert_rules.py): throttling, ECC, retired pages, the windowed XID count. Format: DCGM field (or
+# exporter counter DCGM_EXP_*), Prometheus type, help (no commas: a record has exactly 3 fields).
 DCGM_FI_DEV_SM_CLOCK,  gauge, SM clock frequency (in MHz).
 DCGM_FI_DEV_MEM_CLOCK, gauge, Memory clock frequency (in MHz).
 DCGM_FI_DEV_MEMORY_TEMP, gauge, Memory temperature (in C).
@@ -58,6 +59,9 @@ DCGM_FI_DEV_MEM_COPY_UTIL, gauge, Memory utilization (in %).
 DCGM_FI_DEV_ENC_UTIL,      gauge, Encoder utilization (in %).
 DCGM_FI_DEV_DEC_UTIL ,     gauge, Decoder utilization (in %).
 DCGM_FI_DEV_XID_ERRORS,            gauge,   Value of the last XID error encountered.
+# Commented out in dcgm-exporter's own defaults (etc/default-counters.csv:40, as `counter`): a gauge here, since
+# it falls as XIDs leave the window. The GpuXidError alert reads it (the value above never resets).
+DCGM_EXP_XID_ERRORS_COUNT,         gauge,   Number of each XID (label xid) in the last window.
 DCGM_FI_DEV_POWER_VIOLATION,       counter, Throttling duration due to power constraints (in us).
 DCGM_FI_DEV_THERMAL_VIOLATION,     counter, Throttling duration due to thermal constraints (in us).
 DCGM_FI_DEV_FB_FREE, gauge, Framebuffer memory free (in MiB).
@@ -114,7 +118,7 @@ def estimated_series(gpus: int, trainer_pods: int, counters: int | None = None) 
     """Active series at the stack's largest size: each GPU's dcgm-exporter counters, each trainer pod's metrics,
     and BASE_SERIES."""
     per_gpu = counters if counters is not None else sum(1 for line in DCGM_COUNTERS.splitlines()
-                                                        if line.startswith("DCGM_FI_"))
+                                                        if line.startswith(("DCGM_FI_", "DCGM_EXP_")))
     return gpus * per_gpu + trainer_pods * TRAINER_SERIES + BASE_SERIES
 
 
@@ -230,6 +234,9 @@ def dcgm_exporter_values(affinity: Mapping[str, Any], node_tolerations: list[Map
         "serviceMonitor": {"enabled": False},
         # Not the chart's default list: the alert rules need throttling, ECC and retired-page counters too.
         "customMetrics": DCGM_COUNTERS,
+        # The window of DCGM_EXP_XID_ERRORS_COUNT, stated so the alert's text can't drift from the exporter's
+        # default (dcgm-exporter 4.4.1-4.6.0 pkg/cmd/app.go:234-240; chart templates/daemonset.yaml:160-162).
+        "extraEnv": [{"name": "DCGM_EXPORTER_XID_COUNT_WINDOW_SIZE", "value": str(XID_COUNT_WINDOW_MINUTES * 60_000)}],
         "service": {"annotations": {"prometheus.io/scrape": "true", "prometheus.io/port": str(DCGM_EXPORTER_PORT)}},
         "resources": {"requests": {"cpu": "200m", "memory": "512Mi"}, "limits": {"cpu": "200m", "memory": "512Mi"}},
         # The chart's default (root, SYS_ADMIN for DCGM's profiling metrics) stated in full, plus NET_RAW dropped:

@@ -129,8 +129,9 @@ def trainer_up_labels(objects: Sequence[ClusterObject], workload: str, namespace
 
 
 def dcgm_series_labels(objects: Sequence[ClusterObject], use: queries.GpuUse, node: str,
-                       model_name: str | None = None) -> dict[str, str]:
-    """A dcgm-exporter GPU series' stored labels (node `node`), as the scraping job keeps them."""
+                       model_name: str | None = None, extra: Mapping[str, str] | None = None) -> dict[str, str]:
+    """A dcgm-exporter GPU series' stored labels (node `node`), as the scraping job keeps them. `extra`: labels
+    the exporter adds after the GPU's own (an exporter counter's `xid`, `window_size_in_ms`)."""
     config, exporter = queries.prometheus_config(objects), queries.dcgm_exporter(objects)
     assert config is not None and exporter is not None
     pod = queries.ExporterPod(name=f"dcgm-exporter-{node}", ip="10.0.1.17", node=node,
@@ -142,6 +143,7 @@ def dcgm_series_labels(objects: Sequence[ClusterObject], use: queries.GpuUse, no
     exposed = use.labels(node)
     if model_name:
         exposed["modelName"] = model_name
+    exposed.update(extra or {})
     return dict(queries.scraped_labels(target, exposed, bool(job.get("honor_labels", False)),
                                        job.get("metric_relabel_configs") or []) or {})
 

@@ -5,7 +5,9 @@ whose names come from what is exported (dcgm-exporter's rendered counters file, 
 metrics) and whose labels are what the rendered scrape jobs store (tests/gpu/alert_series.py), then checks which
 series fire (`ALERTS{alertstate="firing"}`) and which don't. Thresholds the test expects come from the stack file
 and the instance catalog, not from the code under test. A planted wrong metric name fails both the export check
-and promtool.
+and promtool. Every rendered alert rule also has a recovery scenario (`RECOVERIES`): it fires, its input returns to
+healthy, and promtool's `alert_rule_test` finds no such alert afterwards; `missing_resolve_cases` refuses a rule
+without one, so a new alert can't be added without proving it clears.
 
 Needs `promtool` (Debian's `prometheus` package; `make test` installs it as root, else `make prometheus-local`).
 """
@@ -13,8 +15,10 @@ Needs `promtool` (Debian's `prometheus` package; `make test` installs it as root
 from __future__ import annotations
 
 import copy
+import re
 import shutil
 import subprocess
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +26,15 @@ import pytest
 import yaml
 
 from catalog.gpu_instances import GPU_INSTANCE_TYPES
-from components.alert_rules import AlertInputs, metric_names, model_regex, unexported
+from components.alert_rules import (
+    HARDWARE_XIDS,
+    XID_COUNT_METRIC,
+    XID_COUNT_WINDOW_MINUTES,
+    AlertInputs,
+    metric_names,
+    model_regex,
+    unexported,
+)
 from components.kueue import cluster_queue_name
 from conventions.names import training_namespace
 from tests.conftest import ROOT, plan_stack
@@ -70,18 +82,42 @@ def _expect(alert: str, at: str, fires: bool, **labels: str) -> dict[str, Any]:
             "exp_samples": [{"labels": "{}", "value": 1}] if fires else []}
 
 
-def _gpu(node: str, gpu: int, pod: str = "", namespace: str = NS, model: str | None = None) -> dict[str, str]:
+def _resolved(alert: str, at: str) -> dict[str, Any]:
+    """promtool's alert_rule_test: no `alert` of any labels firing at `at`."""
+    return {"eval_time": at, "alertname": alert, "exp_alerts": []}
+
+
+def _gpu(node: str, gpu: int, pod: str = "", namespace: str = NS, model: str | None = None,
+         **extra: str) -> dict[str, str]:
     use = queries.GpuUse(gpu, 0.0, namespace if pod else "", pod, "pytorch" if pod else "")
-    return alerts.dcgm_series_labels(objects(), use, node, MODEL_NAMES.get(model or ""))
+    return alerts.dcgm_series_labels(objects(), use, node, MODEL_NAMES.get(model or ""), extra)
+
+
+def _xid_count(node: str, gpu: int, xid: int | None, values: str) -> dict[str, str]:
+    """dcgm-exporter's windowed XID count of one GPU: per XID seen in the window a series labelled `xid`, and one
+    without `xid` (value 0) while none is (expcollector.go:85-99 at tag 4.4.1-4.6.0)."""
+    window = {"window_size_in_ms": str(XID_COUNT_WINDOW_MINUTES * 60_000)}
+    labels = _gpu(node, gpu, **window, **({"xid": str(xid)} if xid is not None else {}))
+    return {"series": alerts.series(XID_COUNT_METRIC, labels), "values": values}
+
+
+def _last_xid(node: str, gpu: int, values: str) -> dict[str, str]:
+    return {"series": alerts.series("DCGM_FI_DEV_XID_ERRORS", _gpu(node, gpu)), "values": values}
 
 
 def xid() -> dict[str, Any]:
-    return {"name": "GpuXidError", "series": [
-        {"series": alerts.series("DCGM_FI_DEV_XID_ERRORS", _gpu("n0", 0)), "values": "0 0 79 79 79"},
-        {"series": alerts.series("DCGM_FI_DEV_XID_ERRORS", _gpu("n0", 1)), "values": "0x6"}],
-        "checks": [_expect("GpuXidError", "3m", True, node="n0", gpu="0"),
-                   _expect("GpuXidError", "3m", False, gpu="1"),
-                   _expect("GpuXidError", "1m", False)]}
+    """GPU 0 reports XID 79 (fallen off the bus) and then 45s as its processes are killed: fires, naming 79 only.
+    GPU 1 sees only application XIDs, a storm of 45s (killed processes) and 13/31/43, for 20 minutes, with the
+    last-XID gauge stuck at 45: never fires."""
+    alert, idle = "GpuXidError", "0 _x20"
+    return {"name": alert, "series": [
+        _xid_count("n0", 0, None, "0 0 _x19"), _xid_count("n0", 0, 79, "_ _ 1x5"),
+        _xid_count("n0", 0, 45, "_ _ 4x5"), _last_xid("n0", 0, "0 0 79 45x18"),
+        _xid_count("n0", 1, 45, "_ 3x20"), _xid_count("n0", 1, 13, "_ 1x20"), _xid_count("n0", 1, 31, "_ 2x20"),
+        _xid_count("n0", 1, 43, "_ 1x20"), _xid_count("n0", 1, None, idle), _last_xid("n0", 1, "0 45x20")],
+        "checks": [_expect(alert, "3m", True, node="n0", gpu="0", xid="79"),
+                   _expect(alert, "3m", False, xid="45"), _expect(alert, "1m", False),
+                   *(_expect(alert, at, False, gpu="1") for at in ("2m", "10m", "20m"))]}
 
 
 def ecc() -> dict[str, Any]:
@@ -230,14 +266,181 @@ SCENARIOS = (xid, ecc, retired, lambda: throttling("Thermal", "DCGM_FI_DEV_THERM
              gpu_idle, checkpoint_age, kueue_pending)
 
 
-def run_promtool(rules: dict[str, Any], directory: Path) -> subprocess.CompletedProcess[str]:
+# ---------------------------------------------------------------- recoveries: fires, then healthy again, then gone
+
+
+def _recovery(alert: str, series: list[dict[str, str]], fired: list[dict[str, Any]], resolved_at: str
+              ) -> dict[str, Any]:
+    return {"name": f"{alert} resolves", "series": series, "checks": fired,
+            "alert_checks": [_resolved(alert, resolved_at)]}
+
+
+def xid_recovers() -> dict[str, Any]:
+    """XID 79 enters the window at minute 2 and leaves it 5 minutes later; the last-XID gauge keeps 79 for good
+    (the issue: an alert on it never resolves)."""
+    alert = "GpuXidError"
+    return _recovery(alert, [_xid_count("n0", 0, None, "0 0 _x5 0x10"), _xid_count("n0", 0, 79, "_ _ 1x4 stale"),
+                             _last_xid("n0", 0, "0 0 79x15")],
+                     [_expect(alert, "3m", True, gpu="0", xid="79")], f"{XID_COUNT_WINDOW_MINUTES + 4}m")
+
+
+def ecc_recovers() -> dict[str, Any]:
+    """Two double-bit errors at minute 2, none after: clear once they leave the 10-minute increase window."""
+    alert = "GpuUncorrectableEccErrors"
+    return _recovery(alert, [{"series": alerts.series("DCGM_FI_DEV_ECC_DBE_VOL_TOTAL", _gpu("n0", 0)),
+                              "values": "0 0 2x20"}],
+                     [_expect(alert, "4m", True, gpu="0")], "14m")
+
+
+def retired_recovers() -> dict[str, Any]:
+    """A GPU reset at minute 6 applies the pending retirement and clears the failed remap."""
+    alert = "GpuMemoryRetirementPending"
+    return _recovery(alert, [
+        {"series": alerts.series("DCGM_FI_DEV_RETIRED_PENDING", _gpu("n0", 0)), "values": "0 1x4 0x10"},
+        {"series": alerts.series("DCGM_FI_DEV_ROW_REMAP_FAILURE", _gpu("n0", 1)), "values": "0 1x4 0x10"}],
+        [_expect(alert, "3m", True, gpu="0"), _expect(alert, "3m", True, gpu="1")], "8m")
+
+
+def throttling_recovers(kind: str, metric: str) -> dict[str, Any]:
+    """Throttled 30 % of the time for 20 minutes, then not at all."""
+    alert = f"Gpu{kind}Throttling"
+    return _recovery(alert, [{"series": alerts.series(metric, _gpu("n0", 0)),
+                              "values": "0+18000000x20 360000000x20"}],
+                     [_expect(alert, "18m", True, gpu="0")], "28m")
+
+
+def gpu_missing_recovers() -> dict[str, Any]:
+    """Per GPU group of the stack file: a node's last GPU is missing for 10 minutes, then back."""
+    items, fired = [], []
+    for name, group in sorted(stack_file()["gtp:gpuNodeGroups"].items()):
+        types = [GPU_INSTANCE_TYPES[t] for t in group["instanceTypes"]]
+        expected, model = min(t.num_gpus for t in types), types[0].gpu_model
+        for gpu in range(expected):
+            items.append({"series": alerts.series("DCGM_FI_DEV_GPU_TEMP", _gpu(f"{name}-0", gpu, model=model)),
+                          "values": "40x20" if gpu < expected - 1 else "_x10 40x10"})
+        fired.append(_expect("GpuMissingFromNode", "8m", True, node=f"{name}-0", node_group=name))
+    return _recovery("GpuMissingFromNode", items, fired, "12m")
+
+
+def exporter_down_recovers() -> dict[str, Any]:
+    alert = "DcgmExporterDown"
+    return _recovery(alert, [{"series": alerts.series("up", alerts.dcgm_up_labels(objects(), "n0")),
+                              "values": "1 1 0x10 1x10"}],
+                     [_expect(alert, "9m", True, node="n0")], "14m")
+
+
+def stalled_recovers() -> dict[str, Any]:
+    """A step a minute, no step from minute 10 to 21 (fires after the 5-minute floor), then steps again."""
+    alert, workload = "TrainingStepStalled", sorted(stack_file()["gtp:workloads"])[0]
+    labels = _trainer(workload, "p-0")
+    return _recovery(alert, [
+        {"series": alerts.series("trainer_last_step_timestamp_seconds", labels),
+         "values": "0+60x10 600x10 1260+60x10"},
+        {"series": alerts.series("trainer_step_time_seconds", labels), "values": "2x32"},
+        {"series": alerts.series("up", alerts.trainer_up_labels(objects(), workload, NS, "p-0")), "values": "1x32"}],
+        [_expect(alert, "16m", True, pod="p-0")], "24m")
+
+
+def gpu_idle_recovers() -> dict[str, Any]:
+    alert = "TrainingGpuIdle"
+    return _recovery(alert, [{"series": alerts.series("DCGM_FI_DEV_GPU_UTIL", _gpu("n0", 0, "idle-0")),
+                              "values": "1x20 90x10"}],
+                     [_expect(alert, "18m", True, pod="idle-0")], "23m")
+
+
+def checkpoint_recovers() -> dict[str, Any]:
+    """Per trainer workload: checkpoints stuck at step 0 (fires), then a checkpoint a minute from minute 13."""
+    alert, items, fired = "TrainingCheckpointTooOld", [], []
+    for name, workload in sorted(stack_file()["gtp:workloads"].items()):
+        every = int(workload.get("checkpointEvery", 100))
+        labels = _trainer(name, f"{name}-0")
+        items += [{"series": alerts.series("trainer_step", labels), "values": f"0+{every}x30"},
+                  {"series": alerts.series("trainer_last_checkpoint_step", labels),
+                   "values": f"0x12 {13 * every}+{every}x17"}]
+        fired.append(_expect(alert, "11m", True, pod=f"{name}-0", workload=name))
+    return _recovery(alert, items, fired, "15m")
+
+
+def kueue_recovers() -> dict[str, Any]:
+    """The gang waits past the admission budget, then is admitted (pending 0, one more admission)."""
+    alert = "KueueGangPendingTooLong"
+    budget = _minutes((stack_file().get("gtp:kueue") or {}).get("admissionBudget", "30m"))
+    queue = cluster_queue_name(STACK)
+
+    def kueue(metric: str, **extra: str) -> str:
+        return alerts.series(metric, alerts.kueue_series_labels(
+            objects(), {"cluster_queue": queue, "replica_role": "leader", **extra}))
+
+    return _recovery(alert, [
+        {"series": kueue("kueue_pending_workloads", status="active"), "values": f"1x{budget + 10} 0x{budget}"},
+        {"series": kueue("kueue_admitted_workloads_total", priority_class="gtp-training"),
+         "values": f"5x{budget + 10} 6x{budget}"}],
+        [_expect(alert, f"{budget + 5}m", True, cluster_queue=queue)], f"{budget + 13}m")
+
+
+RECOVERIES = (xid_recovers, ecc_recovers, retired_recovers,
+              lambda: throttling_recovers("Thermal", "DCGM_FI_DEV_THERMAL_VIOLATION"),
+              lambda: throttling_recovers("Power", "DCGM_FI_DEV_POWER_VIOLATION"), gpu_missing_recovers,
+              exporter_down_recovers, stalled_recovers, gpu_idle_recovers, checkpoint_recovers, kueue_recovers)
+
+
+def promtool_tests(scenarios: Sequence[Callable[[], dict[str, Any]]] = SCENARIOS + RECOVERIES
+                   ) -> list[dict[str, Any]]:
+    """The `tests:` of promtool's test file, one per scenario."""
+    tests = []
+    for scenario in (make() for make in scenarios):
+        test = {"name": scenario["name"], "interval": "1m", "input_series": scenario["series"],
+                "promql_expr_test": scenario["checks"]}
+        if scenario.get("alert_checks"):
+            test["alert_rule_test"] = scenario["alert_checks"]
+        tests.append(test)
+    return tests
+
+
+def run_promtool(rules: dict[str, Any], directory: Path, tests: list[dict[str, Any]] | None = None
+                 ) -> subprocess.CompletedProcess[str]:
     (directory / "rules.yml").write_text(yaml.safe_dump(rules, sort_keys=False))
-    tests = [{"name": s["name"], "interval": "1m", "input_series": s["series"], "promql_expr_test": s["checks"]}
-             for s in (scenario() for scenario in SCENARIOS)]
     (directory / "tests.yml").write_text(yaml.safe_dump(
-        {"rule_files": ["rules.yml"], "evaluation_interval": "1m", "tests": tests}, sort_keys=False))
+        {"rule_files": ["rules.yml"], "evaluation_interval": "1m",
+         "tests": promtool_tests() if tests is None else tests}, sort_keys=False))
     return subprocess.run([promtool(), "test", "rules", str(directory / "tests.yml")], capture_output=True,
                           text=True, timeout=120, check=False)
+
+
+def _seconds(duration: str) -> int:
+    from stack_config.derived import duration_seconds
+
+    return duration_seconds(duration)
+
+
+def missing_resolve_cases(rules: dict[str, Any], tests: list[dict[str, Any]]) -> list[str]:
+    """One line per rendered alert rule that no promtool test shows firing and then gone: a test whose
+    `promql_expr_test` finds the rule firing (its alertname and the labels that tell it from same-named rules) and
+    whose `alert_rule_test` expects no such alert (`exp_alerts: []`) at a later time."""
+    all_rules = [rule for group in rules["groups"] for rule in group["rules"] if "alert" in rule]
+    common = set.intersection(*(set(rule.get("labels", {}).items()) for rule in all_rules)) if all_rules else set()
+    problems = []
+    for rule in all_rules:
+        alert = rule["alert"]
+        own = {k: v for k, v in rule.get("labels", {}).items() if (k, v) not in common and k != "severity"}
+        covered = False
+        for test in tests:
+            fired = [_seconds(c["eval_time"]) for c in test.get("promql_expr_test") or []
+                     if c.get("exp_samples") and _fires(c["expr"], alert, own)]
+            gone = [_seconds(c["eval_time"]) for c in test.get("alert_rule_test") or []
+                    if c.get("alertname") == alert and c.get("exp_alerts") == []]
+            covered = covered or any(after > before for before in fired for after in gone)
+        if not covered:
+            problems.append(f"{alert} {own or ''}".rstrip() + ": no promtool test shows it firing and then resolved "
+                            "(add a scenario to RECOVERIES: its series fire, return to healthy, and an "
+                            "alert_rule_test with exp_alerts: [] after)")
+    return problems
+
+
+def _fires(expr: str, alert: str, labels: dict[str, str]) -> bool:
+    matchers = dict(re.findall(r'(\w+)="([^"]*)"', expr))
+    return (expr.startswith("count(ALERTS{") and matchers.get("alertname") == alert
+            and matchers.get("alertstate") == "firing" and labels.items() <= matchers.items())
 
 
 @pytest.fixture(scope="module")
@@ -260,22 +463,23 @@ def test_the_issue_s_alerts_are_rendered_and_each_has_a_scenario(rules: dict[str
               "KueueGangPendingTooLong", "TrainingCheckpointTooOld"}
     assert wanted <= _alert_names(rules)
     assert {scenario()["name"] for scenario in SCENARIOS} == _alert_names(rules)  # no rule without a test
+    assert {scenario()["name"] for scenario in RECOVERIES} == {f"{name} resolves" for name in _alert_names(rules)}
 
 
 def test_every_rule_selects_only_exported_metrics(rules: dict[str, Any]) -> None:
     exported = alerts.exported_metric_names(objects())
     assert {"trainer_step", "trainer_last_step_timestamp_seconds", "trainer_samples_total"} <= exported
-    assert {"DCGM_FI_DEV_XID_ERRORS", "DCGM_FI_DEV_THERMAL_VIOLATION", "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL"} <= exported
+    assert {"DCGM_EXP_XID_ERRORS_COUNT", "DCGM_FI_DEV_THERMAL_VIOLATION", "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL"} <= exported
     assert unexported(rules, exported) == []
 
 
 def test_a_planted_wrong_metric_name_is_refused(rules: dict[str, Any]) -> None:
     planted = copy.deepcopy(rules)
     planted["groups"][0]["rules"][0]["expr"] = planted["groups"][0]["rules"][0]["expr"].replace(
-        "DCGM_FI_DEV_XID_ERRORS", "DCGM_FI_DEV_XID_ERROR")
+        "DCGM_EXP_XID_ERRORS_COUNT", "DCGM_EXP_XID_ERRORS_COUNTS")
     problems = unexported(planted, alerts.exported_metric_names(objects()))
     assert len(problems) == 1
-    assert problems[0] == ("gtp-gpu/GpuXidError: ['DCGM_FI_DEV_XID_ERROR'] exported by nobody (not in "
+    assert problems[0] == ("gtp-gpu/GpuXidError: ['DCGM_EXP_XID_ERRORS_COUNTS'] exported by nobody (not in "
                            "dcgm-exporter's counters, the trainer's metrics, Kueue's or Prometheus' own)")
 
 
@@ -309,6 +513,49 @@ def test_promtool_fails_on_a_planted_wrong_metric_name(rules: dict[str, Any], tm
     result = run_promtool(planted, tmp_path)
     assert result.returncode != 0
     assert "TrainingStepStalled" in result.stdout + result.stderr
+
+
+def test_every_rendered_alert_rule_has_a_resolve_case(rules: dict[str, Any]) -> None:
+    assert missing_resolve_cases(rules, promtool_tests()) == []
+
+
+def test_an_alert_added_without_a_resolve_case_is_refused(rules: dict[str, Any]) -> None:
+    planted = copy.deepcopy(rules)
+    new_rule = {**planted["groups"][1]["rules"][0], "alert": "TrainingSomethingNew"}
+    planted["groups"][1]["rules"].append(new_rule)
+    problems = missing_resolve_cases(planted, promtool_tests())
+    assert problems == ["TrainingSomethingNew: no promtool test shows it firing and then resolved (add a scenario "
+                        "to RECOVERIES: its series fire, return to healthy, and an alert_rule_test with "
+                        "exp_alerts: [] after)"]
+    # A check that only ever says "not firing" (or says "gone" before it fired) is no resolve case either.
+    never_fired = [{**t, "promql_expr_test": [c for c in t["promql_expr_test"] if not c["exp_samples"]]}
+                   for t in promtool_tests()]
+    assert any(p.startswith("GpuXidError:") for p in missing_resolve_cases(rules, never_fired))
+
+
+def test_promtool_sees_every_alert_resolve(rules: dict[str, Any], tmp_path: Path) -> None:
+    result = run_promtool(rules, tmp_path, promtool_tests(RECOVERIES))
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "SUCCESS" in result.stdout
+
+
+def test_an_alert_on_the_last_xid_gauge_never_resolves_and_fires_on_xid_45(rules: dict[str, Any],
+                                                                          tmp_path: Path) -> None:
+    """The rule issue 42 replaced: `DCGM_FI_DEV_XID_ERRORS` keeps the last XID until the exporter restarts, so an
+    alert on it still fires after the XID left the window, and fires on a killed process's XID 45."""
+    planted = copy.deepcopy(rules)
+    planted["groups"][0]["rules"][0]["expr"] = "max_over_time(DCGM_FI_DEV_XID_ERRORS[5m]) > 0"
+    result = run_promtool(planted, tmp_path, promtool_tests([xid, xid_recovers]))
+    output = result.stdout + result.stderr
+    assert result.returncode != 0
+    assert "GpuXidError resolves" in output and 'alertname: GpuXidError' in output
+    assert re.search(r'gpu=\\"1\\"\}\)", time: 10m', output), output  # the application-XID GPU fired
+
+
+def test_hardware_xids_leave_out_application_xids() -> None:
+    """NVIDIA/k8s-device-plugin v0.20.0 internal/rm/health.go:229-240 ignores these as application errors."""
+    assert not {13, 31, 43, 45, 68, 109} & set(HARDWARE_XIDS)
+    assert {48, 79, 94, 95} <= set(HARDWARE_XIDS)
 
 
 def test_thresholds_follow_the_stack(rules: dict[str, Any]) -> None:

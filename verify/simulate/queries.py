@@ -412,7 +412,7 @@ def dcgm_exporter(objects: Sequence[ClusterObject]) -> Exporter | None:
             if config.kind == "ConfigMap" and config.namespace == item.namespace and config.source == item.source:
                 for text in (config.obj.get("data") or {}).values():
                     counters.update(line.split(",")[0].strip() for line in str(text).splitlines()
-                                    if line.strip().startswith("DCGM_FI_"))
+                                    if line.strip().startswith(("DCGM_FI_", "DCGM_EXP_")))
         return Exporter(service=services[0].obj, daemonset=item.obj, counters=frozenset(counters))
     return None
 
