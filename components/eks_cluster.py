@@ -16,6 +16,9 @@ from conventions import iam
 from conventions.names import SYSTEM_ROLE_LABEL
 
 CONTROL_PLANE_LOG_TYPES = ["api", "audit", "authenticator", "controllerManager", "scheduler"]
+SUPPORT_TYPE = "STANDARD"
+"""The cluster's upgrade policy: STANDARD, so EKS upgrades it when its version's standard support ends instead of
+billing extended support ($0.60 instead of $0.10 per hour, catalog/fixed_prices.py; verify/cost.py prices it)."""
 CLUSTER_ADMIN_POLICY = "arn:aws:eks::aws:cluster-access-policy/AmazonEKSClusterAdminPolicy"
 # Read every object, Secrets included (a preview reads the live state of what the stack manages, Helm releases'
 # Secrets among them), write none (EKS user guide, "Review access policy permissions": AmazonEKSAdminViewPolicy).
@@ -165,7 +168,7 @@ class EksCluster(pulumi.ComponentResource):
             access_config={"authentication_mode": "API", "bootstrap_cluster_creator_admin_permissions": False},
             # The core add-ons are installed below as pinned managed add-ons instead.
             bootstrap_self_managed_addons=False,
-            upgrade_policy={"support_type": "STANDARD"},
+            upgrade_policy={"support_type": SUPPORT_TYPE},
             opts=pulumi.ResourceOptions(parent=self, protect=args.protect, depends_on=[log_group, cluster_policy]),
         )
         self.security_group_id = self.cluster.vpc_config.cluster_security_group_id

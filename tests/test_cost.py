@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 import yaml
 
-from catalog import ec2_offerings, ec2_prices
+from catalog import ec2_offerings, ec2_prices, fixed_prices
 from catalog.aws_regions import AWS_REGIONS, REGIONS, partition
 from catalog.cpu_instances import CPU_INSTANCE_TYPES
 from catalog.gpu_instances import GPU_INSTANCE_TYPES
@@ -41,6 +41,10 @@ KARPENTER_DATE = ec2_prices.SOURCES["karpenter-aws"][3][:10]
 SECRETS = ("kubeconfig", "registryPassword", "swarmSecrets")
 IMAGE = "registry.example/gtp-trainer@sha256:" + "ab" * 32
 BENCH_CREATED = datetime(2026, 12, 2, 13, 0, tzinfo=UTC)
+EKS_STANDARD = fixed_prices.EKS_CONTROL_PLANE["aws"]["STANDARD"]
+REAP_CRON = yaml.safe_load((ROOT / ".github" / "workflows" / "reap.yml").read_text())[True]["schedule"][0]["cron"]
+REAP_INTERVAL_HOURS = 24.0
+"""reap.yml runs once a day (`test_the_reapers_interval_is_read_from_its_workflow` holds this to its cron)."""
 
 
 def stack_raw(stack: str) -> dict[str, Any]:
@@ -266,9 +270,12 @@ def test_dev_in_us_west_2_its_gpu_group_at_us_west_2s_price_its_system_group_at_
     assert doc["atMax"] == pytest.approx(2 * system + 2 * gpu)
     assert (doc["spotAtMin"], doc["spotAtMax"]) == (False, True)  # the spot group scales to zero
     assert g6["purchase"] == "spot" and g6["pricedType"] == "g6.2xlarge"
-    first, groups = cost.summary(doc)
-    assert first.startswith(f"cost: {cost.money(system, 'USD')}/h at min, ≤ {cost.money(2 * system + 2 * gpu, 'USD')}"
-                            "/h at max (spot: at most on-demand)")
+    first, groups, *_ = cost.summary(doc)
+    fixed = EKS_STANDARD.hourly  # dev's NAT gateway, EFS and Prometheus volume have no cited us-west-2 rate
+    assert first.startswith(f"cost: {cost.money(system + fixed, 'USD')}/h at min, "
+                            f"≤ {cost.money(2 * system + 2 * gpu + fixed, 'USD')}/h at max (nodes "
+                            f"{cost.money(system, 'USD')}..{cost.money(2 * system + 2 * gpu, 'USD')}/h + fixed "
+                            f"{cost.unit_price(fixed, 'USD')}) (spot: at most on-demand)")
     assert first.endswith(f"; on-demand prices: us-east-1 of {KARPENTER_DATE} (system; no us-west-2 data), "
                           f"us-west-2 of {GPU_FILES_DATE} (g6)")
     assert groups == (f"node groups: system 1..2 × m7i.large {cost.unit_price(system, 'USD')}, us-east-1 price "
@@ -281,7 +288,7 @@ def test_dev_moved_to_eu_central_1_prices_its_gpus_with_eu_central_1s_own_prices
     assert gpu != max(US_EAST_1["g6.xlarge"], US_EAST_1["g6.2xlarge"])  # the Region's own price matters here
     system = US_EAST_1["m7i.large"]
     assert doc["atMax"] == pytest.approx(2 * system + 2 * gpu)
-    first, groups = cost.summary(doc)
+    first, groups, *_ = cost.summary(doc)
     assert first.endswith(f"us-east-1 of {KARPENTER_DATE} (system; no eu-central-1 data), "
                           f"eu-central-1 of {GPU_FILES_DATE} (g6)")
     assert f"g6 0..2 × g6.2xlarge spot: ≤ on-demand {cost.unit_price(gpu, 'USD')}" in groups
@@ -294,7 +301,7 @@ def test_a_reserved_group_is_billed_by_its_reservation_and_shown_at_on_demand_fo
     assert doc["atMin"] == pytest.approx(2 * system)  # h100's 2 reserved nodes are not in the total
     assert doc["atMax"] == pytest.approx(4 * system + 2 * p4d)
     assert (doc["reservedAtMin"], doc["reservedAtMax"]) == (pytest.approx(2 * p5), pytest.approx(4 * p5))
-    first, groups = cost.summary(doc)
+    first, groups, *_ = cost.summary(doc)
     assert f"+ reserved (billed by the reservation): on-demand {cost.money(2 * p5, 'USD')}.." in first
     # us-east-1's own prices throughout, from two sources of two dates
     assert first.endswith(f"; on-demand prices: us-east-1 of {KARPENTER_DATE} (system), "
@@ -326,7 +333,7 @@ def test_a_region_without_data_is_priced_by_its_partitions_reference_region_and_
     assert doc["currency"] == "CNY" and {g["pricesOf"] for g in doc["groups"]} == {"cn-north-1"}  # CNY stays CNY
     assert doc["atMin"] == pytest.approx(cn["m6i.large"])
     assert doc["atMax"] == pytest.approx(2 * cn["m6i.large"] + 2 * cn["g5.xlarge"])
-    first, groups = cost.summary(doc)
+    first, groups, *_ = cost.summary(doc)
     assert first.endswith("; on-demand prices: cn-north-1 of 2024-11-06 (no cn-northwest-1 data)")
     assert groups.count("cn-north-1 price (no cn-northwest-1 data)") == 2
     assert cost.money(1234.5, "CNY") == "CNY 1,234.50"
@@ -340,7 +347,7 @@ def test_a_type_not_sold_on_demand_in_the_region_leaves_its_group_unpriced_and_n
     doc = cost.stack_cost(parse(edited(stack_raw("prod"), a100=block), "prod"))
     assert doc["unpriced"] == ["a100"]
     assert doc["atMax"] == pytest.approx(4 * US_EAST_1["m7i.xlarge"])
-    first, groups = cost.summary(doc)
+    first, groups, *_ = cost.summary(doc)
     assert "; without a100 (no price)" in first
     assert "a100 0..2 × p5e.48xlarge no on-demand price in us-east-1" in groups
 
@@ -429,7 +436,7 @@ def test_plan_diff_cost_of_a_stack_on_your_own_servers_and_of_a_move_out_of_aws(
     dev = cost.stack_cost(parse(stack_raw("dev"), "dev"))
     assert cost.delta(edge, edge) == ["cost: not priced (your own servers)"]
     [line] = cost.delta(dev, edge)
-    assert line.startswith(f"cost: {cost.money(dev['atMin'], 'USD')}/h at min") and line.endswith(
+    assert line.startswith(f"cost: {cost.money(dev['totalAtMin'], 'USD')}/h at min") and line.endswith(
         "-> not priced (your own servers)")
 
 
@@ -452,18 +459,143 @@ def test_plan_diff_cli_prints_the_cost_section(monkeypatch: pytest.MonkeyPatch,
     assert out[2].startswith("    at min") and f"(+{cost.unit_price(g6, 'USD').removesuffix('/h')})" in out[2]
 
 
+# --- fixed charges ---------------------------------------------------------------------------------------------
+
+
+def golden_resources(stack: str) -> list[dict[str, Any]]:
+    return json.loads((ROOT / "tests" / "golden" / stack / "resources.json").read_text())["resources"]
+
+
+def test_prod_counts_the_eks_fee_and_three_nat_gateways_and_names_fsx_and_prometheus_as_not_counted() -> None:
+    doc = cost.stack_cost(parse(stack_raw("prod"), "prod"))
+    nat = fixed_prices.NAT_GATEWAY["us-east-1"]
+    fixed = EKS_STANDARD.amount + 3 * nat.amount
+    assert [(item["item"], item["count"], item["hourly"]) for item in doc["fixed"]] == [
+        ("eksControlPlane", 1, pytest.approx(EKS_STANDARD.amount)), ("natGateways", 3, pytest.approx(3 * nat.amount)),
+        ("fsxLustre", 4800, None), ("prometheusVolume", doc["fixed"][3]["count"], None)]
+    assert doc["fixedHourly"] == pytest.approx(fixed)
+    assert (doc["totalAtMin"], doc["totalAtMax"]) == (pytest.approx(doc["atMin"] + fixed),
+                                                      pytest.approx(doc["atMax"] + fixed))
+    assert doc["atMin"] == pytest.approx(2 * US_EAST_1["m7i.xlarge"])  # the nodes' key keeps its meaning
+    assert doc["fixed"][0]["source"] == EKS_STANDARD.source and doc["fixed"][1]["asOf"] == nat.as_of
+    assert {"FSx for Lustre 4800 GiB PERSISTENT_2 250 MB/s/TiB", "data transfer", "CloudWatch logs", "ECR storage",
+            "S3"} <= set(doc["notCounted"])
+    first, _, fixed_line, not_counted = cost.summary(doc)
+    assert first.startswith(f"cost: {cost.money(doc['atMin'] + fixed, 'USD')}/h at min, "
+                            f"{cost.money(doc['atMax'] + fixed, 'USD')}/h at max (nodes "
+                            f"{cost.money(doc['atMin'], 'USD')}..{cost.money(doc['atMax'], 'USD')}/h + fixed "
+                            f"{cost.unit_price(fixed, 'USD')}); ")
+    assert fixed_line == (f"fixed: {cost.unit_price(fixed, 'USD')}: EKS control plane (standard support) "
+                          f"{cost.unit_price(EKS_STANDARD.amount, 'USD')} · 3 NAT gateways "
+                          f"{cost.unit_price(3 * nat.amount, 'USD')} (3 × {cost.unit_price(nat.amount, 'USD')})")
+    assert not_counted.startswith("not counted: FSx for Lustre 4800 GiB PERSISTENT_2 250 MB/s/TiB, Prometheus volume ")
+    assert "(no cited rate for us-east-1); node root volumes, NAT gateway data processing, data transfer" in not_counted
+
+
+def test_the_counted_nat_gateways_and_support_type_are_what_the_golden_plan_creates() -> None:
+    """The cost's model of the network and the cluster, held to what the program registers (one oracle)."""
+    doc = cost.stack_cost(parse(stack_raw("prod"), "prod"))
+    resources = golden_resources("prod")
+    nat_gateways = [r for r in resources if r["type"] == "aws:ec2/natGateway:NatGateway"]
+    [cluster] = [r for r in resources if r["type"] == "aws:eks/cluster:Cluster"]
+    assert next(i["count"] for i in doc["fixed"] if i["item"] == "natGateways") == len(nat_gateways)
+    support_type = cluster["inputs"]["upgradePolicy"]["supportType"]
+    assert doc["fixed"][0]["what"] == f"EKS control plane ({support_type.lower()} support)"
+
+
+def test_nat_gateways_follow_network_nat_gateways_and_an_adopted_vpc_has_none_of_ours() -> None:
+    raw = stack_raw("prod")
+    single = cost.stack_cost(parse({**raw, "network": {**raw["network"], "natGateways": "single"}}, "prod"))
+    four = cost.stack_cost(parse({**raw, "network": {**raw["network"], "numAvailabilityZones": 4}}, "prod"))
+    in_vpc = {**raw["cluster"], "deployer": {"access": "in-vpc", "runnerLabels": ["self-hosted"],
+                                             "cidrs": ["192.0.2.0/24"]}}
+    adopted = cost.stack_cost(parse({**raw, "cluster": in_vpc, "network": {
+        "existingVpcId": "vpc-0123456789abcdef0", "existingPrivateSubnetIds": ["subnet-0a", "subnet-0b"]}}, "prod"))
+    rate = fixed_prices.NAT_GATEWAY["us-east-1"].amount
+
+    def nat(doc: dict[str, Any]) -> tuple[int, float] | None:
+        return next(((i["count"], i["hourly"]) for i in doc["fixed"] if i["item"] == "natGateways"), None)
+
+    assert nat(single) == (1, pytest.approx(rate)) and nat(four) == (4, pytest.approx(4 * rate))
+    assert nat(adopted) is None
+    # plan-diff says what the fixed charges did
+    assert cost.delta(single, cost.stack_cost(parse(raw, "prod")))[-1].startswith(
+        f"  fixed charges: {cost.unit_price(EKS_STANDARD.amount + rate, 'USD')} -> "
+        f"{cost.unit_price(EKS_STANDARD.amount + 3 * rate, 'USD')}: EKS control plane")
+
+
+def test_extended_support_is_priced_at_its_own_rate(monkeypatch: pytest.MonkeyPatch) -> None:
+    from components import eks_cluster
+
+    monkeypatch.setattr(eks_cluster, "SUPPORT_TYPE", "EXTENDED")
+    doc = cost.stack_cost(parse(stack_raw("prod"), "prod"))
+    extended = fixed_prices.EKS_CONTROL_PLANE["aws"]["EXTENDED"]
+    assert (doc["fixed"][0]["what"], doc["fixed"][0]["hourly"]) == ("EKS control plane (extended support)",
+                                                                    pytest.approx(extended.amount))
+
+
+def test_efs_is_counted_per_gb_month_where_a_rate_is_cited_and_named_where_none_is() -> None:
+    raw = {**stack_raw("prod"), "storage": {"kind": "efs", "sizeGib": 100}}
+    rate = fixed_prices.EFS_STANDARD["us-east-1"]
+    [efs] = [i for i in cost.stack_cost(parse(raw, "prod"))["fixed"] if i["item"] == "efs"]
+    assert (efs["hourly"], efs["unit"]) == (pytest.approx(100 * rate.amount / fixed_prices.HOURS_PER_MONTH, abs=1e-6),
+                                          "GB-month")
+    dev = cost.stack_cost(parse(stack_raw("dev"), "dev"))  # EFS in us-west-2: no cited rate
+    assert {"item": "efs", "what": "EFS 100 GiB (billed by use)", "count": 100, "hourly": None,
+            "note": "not counted (no cited rate for us-west-2)"} in dev["fixed"]
+
+
+def test_every_cited_rate_names_its_page_and_date() -> None:
+    rates = [*fixed_prices.NAT_GATEWAY.values(), *fixed_prices.EFS_STANDARD.values(),
+             *fixed_prices.FSX_LUSTRE.values(), *fixed_prices.EBS_GP3.values(),
+             *(rate for types in fixed_prices.EKS_CONTROL_PLANE.values() for rate in types.values())]
+    for rate in rates:
+        assert rate.source.startswith("https://") and rate.as_of and rate.unit in ("hour", "GB-month")
+
+
+# --- the reaper's schedule ------------------------------------------------------------------------------------
+
+
+def test_the_reapers_interval_is_read_from_its_workflow() -> None:
+    assert cost.reap_cron() == REAP_CRON
+    assert cost.reap_interval_hours(REAP_CRON) == REAP_INTERVAL_HOURS
+
+
+@pytest.mark.parametrize(("cron", "hours"), [("17 3 * * *", 24), ("0 */6 * * *", 6), ("30 1,5 * * *", 20),
+                                             ("0,30 * * * *", 0.5), ("0 8-10 * * *", 22)])
+def test_the_longest_wait_between_two_runs_of_a_daily_cron(cron: str, hours: float) -> None:
+    assert cost.reap_interval_hours(cron) == hours
+
+
+def test_a_cron_that_names_days_is_refused_rather_than_guessed() -> None:
+    with pytest.raises(ValueError, match="only schedules that run every day are understood"):
+        cost.reap_interval_hours("17 3 * * 1")
+
+
+def test_a_bench_stack_expires_at_its_ttl_and_is_reaped_at_the_next_run() -> None:
+    doc = cost.stack_cost(parse(bench_raw(ttl_hours=6), "bench-x"))
+    assert doc["lifetime"] == {"ttlHours": 6, "reapCron": REAP_CRON, "reapIntervalHours": REAP_INTERVAL_HOURS,
+                               "boundHours": 6 + REAP_INTERVAL_HOURS, "expiresAt": "2026-12-02T19:00:00Z",
+                               "reapedBy": "2026-12-03T03:17:00Z"}
+    assert cost.summary(doc)[-1].startswith("lifetime: expires 2026-12-02T19:00:00Z (6 h TTL)")
+    assert cost.next_reap("17 3 * * *", datetime(2026, 12, 3, 3, 17, tzinfo=UTC)) == datetime(
+        2026, 12, 3, 3, 17, tzinfo=UTC)
+    assert cost.stack_cost(parse(stack_raw("prod"), "prod"))["lifetime"] is None
+
+
 # --- the plan and the bench stack -----------------------------------------------------------------------------
 
 
 @pytest.mark.slow
-def test_the_plan_writes_cost_json_and_prints_two_lines(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+def test_the_plan_writes_cost_json_and_prints_its_lines(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     from verify import plan as gtp_plan
 
     assert gtp_plan.plan_one("dev", out=tmp_path, quiet=True) == 0
     written = json.loads((tmp_path / "dev" / cost.FILE).read_text())
     assert written == cost.stack_cost(parse(stack_raw("dev"), "dev"))
     err = capsys.readouterr().err.splitlines()
-    lines = [line for line in err if line.startswith(("plan: dev: cost: ", "plan: dev: node groups:"))]
+    shown = ("plan: dev: cost: ", "plan: dev: node groups:", "plan: dev: fixed:", "plan: dev: not counted:")
+    lines = [line for line in err if line.startswith(shown)]
     assert [line.removeprefix("plan: dev: ") for line in lines] == cost.summary(written)
 
 
@@ -472,12 +604,20 @@ def test_bench_cap_in_money_beside_node_hours() -> None:
     assert config.lifecycle.max_gpu_node_hours == 48
     assert config.region == "us-west-2"
     price, system = US_WEST_2["g6.12xlarge"], US_EAST_1["m7i.large"]
-    cap, stack = cost.bench_cap(config)
+    cap, stack, not_counted, life = cost.bench_cap(config)
     assert cap == (f"cost cap: 48 GPU node-hours, spot: ≤ {cost.money(48 * price, 'USD')} at g6.12xlarge on-demand "
                    f"{cost.unit_price(price, 'USD')}; on-demand prices: us-east-1 of {KARPENTER_DATE} "
                    f"(system; no us-west-2 data), us-west-2 of {GPU_FILES_DATE} (bench)")
-    assert stack == (f"this stack at most: 12 GPU node-hours (maxSize × 6 h), spot: ≤ "
-                     f"{cost.money(2 * 6 * price, 'USD')}, + system group ≤ {cost.money(2 * system * 6, 'USD')}")
+    # Until the reaper's first run after the TTL: 6 h + up to the cron's 24 h.
+    hours = 6 + REAP_INTERVAL_HOURS
+    assert stack == (f"this stack at most: {2 * hours:g} GPU node-hours (maxSize × {hours:g} h: 6 h TTL + up to "
+                     f"{REAP_INTERVAL_HOURS:g} h until the reaper runs), spot: ≤ {cost.money(2 * hours * price, 'USD')}"
+                     f", + system group ≤ {cost.money(2 * system * hours, 'USD')}, + fixed "
+                     f"{cost.money(EKS_STANDARD.hourly * hours, 'USD')}")
+    assert not_counted.startswith("not counted: NAT gateway, Prometheus volume 10 GiB gp3 (no cited rate for "
+                                  "us-west-2)")
+    assert life == (f'lifetime: expires 2026-12-02T19:00:00Z (6 h TTL); reaped at the first reap.yml run after it '
+                    f'("{REAP_CRON}", every {REAP_INTERVAL_HOURS:g} h): 2026-12-03T03:17:00Z')
 
 
 def test_bench_cap_of_an_on_demand_and_a_reserved_group() -> None:
@@ -485,11 +625,13 @@ def test_bench_cap_of_an_on_demand_and_a_reserved_group() -> None:
     raw["gpuNodeGroups"]["bench"].update(capacityType="ON_DEMAND")
     raw["gpuNodeGroups"]["held"] = {"instanceTypes": ["g6.12xlarge"], "capacityReservationId": "cr-0fedcba9876543210",
                                     "availabilityZone": "us-west-2a", "maxSize": 1}
-    cap, stack = cost.bench_cap(parse(raw, "bench-x"))
-    price = US_WEST_2["g6.12xlarge"]
+    cap, stack, *_ = cost.bench_cap(parse(raw, "bench-x"))
+    price, hours = US_WEST_2["g6.12xlarge"], 4 + REAP_INTERVAL_HOURS
+    assert price is not None
     assert cap.startswith(f"cost cap: 48 GPU node-hours, ≤ {cost.money(48 * price, 'USD')} at g6.12xlarge")
-    assert stack.startswith(f"this stack at most: 12 GPU node-hours (maxSize × 4 h), "
-                            f"≤ {cost.money(8 * price, 'USD')}")
+    assert stack.startswith(f"this stack at most: {3 * hours:g} GPU node-hours (maxSize × {hours:g} h: 4 h TTL + up "
+                            f"to {REAP_INTERVAL_HOURS:g} h until the reaper runs), "
+                            f"≤ {cost.money(2 * hours * price, 'USD')}")
     assert stack.endswith("; held reserved (billed by the reservation)")
 
 
@@ -503,7 +645,7 @@ def test_bench_stack_prints_its_cap_in_money(tmp_path: Path, monkeypatch: pytest
     out = capsys.readouterr().out.splitlines()
     price = US_WEST_2["g6.12xlarge"]
     assert out[1].startswith(f"cost cap: 48 GPU node-hours, spot: ≤ {cost.money(48 * price, 'USD')}")
-    assert out[2].startswith("this stack at most: 12 GPU node-hours")
+    assert out[2].startswith(f"this stack at most: {2 * (6 + REAP_INTERVAL_HOURS):g} GPU node-hours")
 
 
 def test_docs_cost_examples_are_what_the_tools_print() -> None:
