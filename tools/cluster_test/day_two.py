@@ -14,12 +14,14 @@ from __future__ import annotations
 
 import copy
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from components.kueue import QUEUE_LABEL
+from tools.cluster_test.objects import OPERATOR_KINDS, identity
 from workload_kinds import kind_of_resource
 
-if TYPE_CHECKING:
-    from tools.cluster_test.run import Run
+Run = Any
+"""tools/cluster_test/run.py's `Run` (not imported: run.py calls this module)."""
 
 NEW_IMAGE = "registry.invalid/gtp/trainer@sha256:" + "1" * 64
 """Another digest of the trainer image: kwok starts no container, so no registry needs to hold it."""
@@ -78,8 +80,6 @@ def _evicted(workload: dict[str, Any]) -> bool:
 
 def new_image(run: Run) -> dict[str, dict[str, Any]]:
     """Job (`Kind namespace/name`) → what it declared, what really happened, and when."""
-    from tools.cluster_test.run import OPERATOR_KINDS, QUEUE_LABEL, identity
-
     jobs = {}
     for item in run.objects:
         kind = kind_of_resource(item.obj)

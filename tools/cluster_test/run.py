@@ -46,12 +46,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from components.kueue import PROVISIONING_CONTROLLER
+from components.kueue import PROVISIONING_CONTROLLER, QUEUE_LABEL
 from stack_config.targets import ADOPTED_KUBERNETES
 from tools.cluster_test import day_two
 from tools.cluster_test import nodes as kwok_nodes
 from tools.cluster_test.api import Api
 from tools.cluster_test.control_plane import ROOT, Cluster
+from tools.cluster_test.objects import OPERATOR_KINDS, identity, subject
 from tools.cluster_test.operators import (
     WEBHOOK_KINDS,
     JobSet,
@@ -72,8 +73,6 @@ WORKLOADS = ("Deployment", "DaemonSet", "StatefulSet", "Job", "ReplicaSet", "Pod
              "JobSet", "ScaledJob", "ElasticJob")
 CORE_CONTROLLED = ("Deployment", "DaemonSet", "StatefulSet", "Job", "ReplicaSet", "Pod")
 """Workloads whose pods the real kube-controller-manager creates."""
-OPERATOR_KINDS = {"PyTorchJob": "training-operator", "TrainJob": "kubeflow-trainer", "JobSet": "jobset",
-                  "ScaledJob": "keda", "ElasticJob": "dlrover"}
 PLACEHOLDER = base64.b64encode(b"cluster-test placeholder").decode()
 PROVISIONING_API = "autoscaling.x-k8s.io/v1"
 PROVISION_SECONDS = 90
@@ -95,18 +94,7 @@ def provisioned_status(request: dict[str, Any]) -> dict[str, Any]:
          "cluster-autoscaler: the group already has its maxSize nodes", "lastTransitionTime": now,
          "observedGeneration": generation}
         for kind, reason in (("Accepted", "Accepted"), ("Provisioned", "Provisioned"))]}}
-QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 SETTLE_SECONDS = 90.0
-
-
-def subject(kind: str, namespace: str | None, name: str) -> str:
-    return f"{kind} {namespace + '/' if namespace else ''}{name}"
-
-
-def identity(item: ClusterObject) -> str:
-    metadata = item.obj.get("metadata") or {}
-    name = metadata.get("name") or "<auto-named>"
-    return subject(item.kind, item.namespace, name)
 
 
 def _served_by(item: ClusterObject, operators: list) -> Any:
