@@ -46,7 +46,8 @@ def test_quota_of_shared_gpus_counts_slices_of_the_renamed_resource(mode: str, r
 
 
 def test_quota_counts_efa_devices_of_efa_groups() -> None:
-    raw = with_(BASE, "gpuNodeGroups", {"train": {"instanceTypes": ["p5.48xlarge"], "maxSize": 3}})
+    raw = with_(BASE, "gpuNodeGroups", {"train": {"instanceTypes": ["p5.48xlarge"], "maxSize": 3,
+                                                   "availabilityZone": "us-west-2a"}})
     quota = group_quota(parse(with_(raw, "workloads.train.cpu", "8")), "train")
     assert quota[WHOLE_GPU_RESOURCE] == 24 and quota[EFA_RESOURCE] == 96
 

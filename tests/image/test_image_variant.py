@@ -10,7 +10,7 @@ from stack_config.derived import image_variant
 from tests.conftest import ROOT
 from tests.test_config import BASE, EXISTING, parse, with_
 
-P5 = {"instanceTypes": ["p5.48xlarge"], "minSize": 0, "maxSize": 2}
+P5 = {"instanceTypes": ["p5.48xlarge"], "minSize": 0, "maxSize": 2, "availabilityZone": "us-west-2a"}
 
 
 def test_no_efa_groups_build_the_default_variant():
