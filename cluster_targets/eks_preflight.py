@@ -20,7 +20,7 @@ from catalog.aws_regions import EKS_DISALLOWED_ZONE_IDS
 from catalog.ec2_quotas import SERVICE_CODE, vcpu_quota
 from catalog.gpu_instances import GPU_INSTANCE_TYPES
 from components.network import control_plane_zones
-from stack_config import ConfigError, Problem, StackConfig, placement_group_enabled
+from stack_config import ConfigError, Problem, StackConfig
 
 # The API is DescribeInstanceTypeOfferings: "Lists the instance types that are offered for the specified location
 # type [...] You can also filter the results by location" (EC2 API Reference,
@@ -62,11 +62,14 @@ def single_zone_groups(config: StackConfig) -> list[str]:
     another at the next `up`, and a node group's subnets change only by replacing it."""
     groups = []
     for name, group in config.gpu_node_groups.items():
-        try:
-            efa = config.node_facts(name).num_efa_interfaces > 0
-        except (KeyError, IndexError):
-            efa = False  # an unknown instance type is reported by the config rules
-        if efa or placement_group_enabled(group):
+        rows = [GPU_INSTANCE_TYPES.get(t) for t in group.instance_types]
+        # EFA as the catalog says the types have it (`efa: true` on a type without it is its own problem), unless off
+        efa = group.efa is not False and bool(rows) and all(row is not None and row.num_efa_interfaces > 0
+                                                            for row in rows)
+        # ...and a placement group as the group decides it, by default with such EFA (placement_group_enabled)
+        placement = (group.placement_group if group.placement_group is not None
+                     else efa and group.capacity_reservation_id is None)
+        if efa or placement:
             groups.append(name)
     return groups
 

@@ -19,6 +19,9 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 TOOLS = ROOT / "tools"
 MALFORMED = "__malformed__"
+NOT_YAML = (f":{1 + (ROOT / 'stacks' / 'Pulumi.dev.yaml').read_text().split(chr(10)).index('      minSize: 0')}:6: "
+            "not valid YAML")
+"""Where the malformed copy of dev's stack file (`_run`: its first `minSize: 0` indented one space less) breaks."""
 """Stands for the path of a stack file with an indentation error (dev's, one key shifted)."""
 BAD_VALUE = "__bad_value__"
 """Stands for the path of dev's stack file with a node group's maxSize of -2 (a config error, after the mocks start)."""
@@ -49,7 +52,7 @@ class Case:
 CASES: dict[str, list[Case]] = {
     "plan": [
         Case(("--stack", "no-such-stack", "--quiet"), "no stack file"),
-        Case(("--stack", "dev", "--quiet", "--stack-file", MALFORMED), ":36:6: not valid YAML"),
+        Case(("--stack", "dev", "--quiet", "--stack-file", MALFORMED), NOT_YAML),
         Case(("--stack", "dev", "--quiet", "--stack-file", "/nonexistent/Pulumi.x.yaml"), "no stack file"),
         Case(("--stack", "dev", "--quiet", "--stack-file", BAD_VALUE), "gpuNodeGroups.g6.maxSize: -2 is out of range"),
         Case(("--stack", "dev", "--stack", "prod", "--stack-file", MALFORMED), "exactly one --stack"),
@@ -70,7 +73,7 @@ CASES: dict[str, list[Case]] = {
     "orphans": [Case(("dev", "--region", "us-west-2"), "no usable AWS credentials", (NO_AWS,))],
     "mirror": [
         Case(("--stack", "edge"), "install skopeo", (EMPTY_PATH,)),
-        Case(("--stack", "edge", "--list", "--stack-file", MALFORMED), ":36:6: not valid YAML"),
+        Case(("--stack", "edge", "--list", "--stack-file", MALFORMED), NOT_YAML),
         Case(("--stack", "no-such-stack", "--list"), "no stack file"),
     ],
     "bench_report": [
@@ -84,7 +87,7 @@ CASES: dict[str, list[Case]] = {
     ],
     "submit": [
         Case(("--stack", "dev", "--workload", "/nonexistent/job.yaml"), "/nonexistent/job.yaml"),
-        Case(("--stack", "dev", "--workload", MALFORMED), ":36:6: not valid YAML"),
+        Case(("--stack", "dev", "--workload", MALFORMED), NOT_YAML),
     ],
     "deployer": [
         Case(("no-such-stack",), "no stack file"),

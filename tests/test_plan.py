@@ -27,7 +27,10 @@ def test_plan_renders_and_is_deterministic(stack: str) -> None:
     for resource in document["resources"]:
         assert set(resource) == {"urn", "type", "name", "custom", "parent", "provider", "dependsOn", "options",
                                  "inputs"}
-        assert set(resource["options"]) == {"protect", "retainOnDelete", "deleteBeforeReplace", "ignoreChanges"}
+        options = set(resource["options"])
+        assert {"protect", "retainOnDelete", "deleteBeforeReplace", "ignoreChanges"} <= options
+        assert options <= {"protect", "retainOnDelete", "deleteBeforeReplace", "ignoreChanges", "aliases",
+                           "replaceOnChanges"}  # the last two only where set
 
 
 def test_secrets_are_masked_and_computed_values_marked() -> None:
