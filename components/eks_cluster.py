@@ -97,7 +97,8 @@ class EksClusterArgs:
     is an ancestor of the kubernetes provider (`access_grants`), so a destroy run by any of them keeps its access
     until the last in-cluster object is gone."""
     preview_role_arns: list[str] = field(default_factory=list)
-    """Roles that only run `pulumi preview` (PR code runs under them): a read-only grant, never cluster-admin."""
+    """Roles that only run `pulumi preview` (PR code runs under them): a read-only grant, never cluster-admin.
+    (Listed among `admin_role_arns`, after the others, before this field existed: `access_grants` adopts that.)"""
     addon_versions: dict[str, str] = field(default_factory=dict)
     """Add-on builds the stack pins (`cluster.addonVersions`), over the catalog's; an add-on neither pins gets
     EKS's default build for `kubernetes_version`, read at `preview`/`up` (catalog/versions.py
@@ -193,14 +194,15 @@ class EksCluster(pulumi.ComponentResource):
         deployer = args.deployer_role_arn or _caller_role_arn(self)
         self.deployer_access = self._admin_access(name, "deployer", deployer)
         self.access_grants = [self.deployer_access]
-        for index, role in enumerate(args.admin_role_arns):
-            # Keyed by principal (principal_key); the alias adopts the entry a stack created under its list index
-            # before, so the first `up` after the rename updates nothing (run it before reordering the list).
-            self.access_grants.append(self._admin_access(name, f"admin-{principal_key(role)}", role,
-                                                         previous=f"{name}-admin-{index}"))
-        for role in args.preview_role_arns:
-            self.access_grants.append(self._admin_access(name, f"preview-{principal_key(role)}", role,
-                                                         policy=CLUSTER_VIEW_POLICY))
+        # Keyed by principal (principal_key) whatever the grant, so moving a role between the lists changes its
+        # policy, never its entry (a new entry for the same principal, created before the old one is deleted, would
+        # collide). Before, admins were named by list position, preview roles listed among them after the others:
+        # the alias adopts that entry on the first `up` after the rename (run it before reordering the lists).
+        listed = [*[(role, CLUSTER_ADMIN_POLICY) for role in args.admin_role_arns],
+                  *[(role, CLUSTER_VIEW_POLICY) for role in args.preview_role_arns]]
+        for index, (role, policy) in enumerate(listed):
+            self.access_grants.append(self._admin_access(name, f"access-{principal_key(role)}", role,
+                                                         previous=f"{name}-admin-{index}", policy=policy))
 
         # --- node role and add-ons needed before nodes --------------------------------------------------------
         self.node_role = aws.iam.Role(f"{name}-node", assume_role_policy=iam.service_trust("ec2.amazonaws.com"),

@@ -357,7 +357,7 @@ def test_the_index_named_entries_of_a_stack_before_are_adopted_by_alias() -> Non
     base = json.loads(json.dumps(head))
     for resource in base["resources"]:
         for index, role in enumerate(plan_stack("dev").config.cluster.admin_role_arns):
-            if resource["name"] == f"eks-admin-{principal_key(role)}":
+            if resource["name"] == f"eks-access-{principal_key(role)}":
                 resource["urn"] = resource["urn"].replace(resource["name"], f"eks-admin-{index}")
                 resource["name"] = f"eks-admin-{index}"
                 resource["options"].pop("aliases")
@@ -405,5 +405,28 @@ def test_a_grant_the_provider_does_not_wait_for_fails_the_plan(monkeypatch: pyte
     report = Report()
     run_policy_pack(gtp_plan.run("dev"), report)
     assert [line for line in report.errors if "kubernetes-provider-depends-on-access-entry" in line
-            and "not an ancestor: eks-admin-123456789012-platform-admins, eks-admin-123456789012-platform-admins, "
-                "eks-preview-123456789012-gtp-preview, eks-preview-123456789012-gtp-preview" in line]
+            and "not an ancestor: eks-access-123456789012-gtp-preview, eks-access-123456789012-gtp-preview, "
+                "eks-access-123456789012-platform-admins, eks-access-123456789012-platform-admins" in line]
+
+
+def test_dev_as_deployed_before_moves_its_preview_role_to_read_only_without_a_new_entry() -> None:
+    """dev as committed before issue 41 (its golden plan at d83b049) named `gtp-preview` `eks-admin-1`, an admin.
+    Now a preview role: the same entry is adopted (an entry created beside it for the same principal would collide,
+    one entry per principal) and only its policy association is replaced, the new one created first."""
+    import subprocess
+
+    from tests.conftest import ROOT
+    from verify.plan_diff import PlanDiff
+
+    before = subprocess.run(["git", "show", "d83b049:tests/golden/dev/resources.json"], cwd=ROOT, check=True,
+                            capture_output=True, text=True).stdout
+    access = ("aws:eks/accessEntry:AccessEntry", "aws:eks/accessPolicyAssociation:AccessPolicyAssociation")
+
+    def grants(document: dict[str, Any]) -> dict[str, Any]:
+        return {**document, "resources": [r for r in document["resources"] if r["type"] in access]}
+
+    diff = PlanDiff(grants(json.loads(before)), grants(json.loads(gtp_plan.render(plan_stack("dev"))[0])))
+    assert (diff.added, diff.removed, diff.renamed) == ([], [], [])
+    [(urn, props)] = diff.replaced.items()
+    assert urn.endswith("AccessPolicyAssociation::eks-access-123456789012-gtp-preview") and props == ["policyArn"]
+    assert urn not in diff.delete_first
