@@ -53,18 +53,24 @@ def with_new_image(body: dict[str, Any], images: set[str]) -> dict[str, Any] | N
     return changed if found else None
 
 
-def replace(run: Run, obj: dict[str, Any], seconds: float = 30.0) -> None:
-    """Delete `obj` (foreground: its children first) and wait until it is gone."""
+DELETE_SECONDS = 300.0
+"""How long the harness waits for a replaced job to be gone. Pulumi waits for the deletion too, up to its own
+timeout (10 minutes); a foreground deletion waits for the job's pods and Workload."""
+
+
+def replace(run: Run, obj: dict[str, Any], seconds: float = DELETE_SECONDS) -> float:
+    """Delete `obj` as pulumi-kubernetes does (foreground: its children first; v4.25.0
+    provider/pkg/metadata/overrides.go:76) and wait until it is gone; the seconds it took."""
     metadata = obj["metadata"]
     path = run.api.path(obj["apiVersion"], obj["kind"], metadata.get("namespace"), metadata["name"])
     run.api.request("DELETE", path, {"kind": "DeleteOptions", "apiVersion": "v1",
                                      "propagationPolicy": "Foreground"})
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
+    began = time.monotonic()
+    while time.monotonic() - began < seconds:
         if not any(o["metadata"]["name"] == metadata["name"]
                    and o["metadata"].get("namespace") == metadata.get("namespace")
                    for o in run.api.items(obj["apiVersion"], obj["kind"])):
-            return
+            return time.monotonic() - began
         time.sleep(0.5)
     raise RuntimeError(f"{obj['kind']} {metadata['name']} was not deleted within {seconds:.0f} s")
 
@@ -104,27 +110,30 @@ def new_image(run: Run) -> dict[str, dict[str, Any]]:
     images = {container["image"] for item in run.objects if (kind := kind_of_resource(item.obj)) is not None
               for container in kind.containers(item.obj) if container.get("image")}
     refused: dict[str, str] = {}
-    applied = []
-    for item in run.objects:
-        changed = with_new_image(item.obj, images)
-        if changed is None:
-            continue
+    deleted: dict[str, float] = {}
+    changed_at: dict[str, float] = {}
+    """When each object's change began: a job's requeue is timed from its own change."""
+    changes = [(item, changed) for item in run.objects if (changed := with_new_image(item.obj, images)) is not None]
+    # What `pulumi up` does with a kind's replace_on_changes and delete-before-replace: the old job goes first (the
+    # API server refuses the update itself). Done before the in-place changes, so each of those is timed alone.
+    for item, changed in changes:
         kind = kind_of_resource(item.obj)
         if kind is not None and item.kind == kind.resource_kind and kind.immutable_paths:
-            # What `pulumi up` does with the kind's replace_on_changes and delete-before-replace: the old job
-            # goes, then the new one is created (the API server refuses the update itself).
-            replace(run, changed)
+            changed_at[identity(item)] = time.monotonic()
+            deleted[identity(item)] = round(replace(run, changed), 1)
+    for item, changed in changes:
+        changed_at.setdefault(identity(item), time.monotonic())
         message = run.api.apply(changed)
-        applied.append(identity(item))
         if message is not None:
             refused[identity(item)] = message
+    applied = [identity(item) for item, _ in changes]
     started = time.monotonic()
     requeued: dict[str, float] = {}
     readmitted: dict[str, float] = {}
     while time.monotonic() - started < NEW_IMAGE_SECONDS:
         for who, found in workloads().items():
             old = before[who]
-            now = time.monotonic() - started
+            now = time.monotonic() - changed_at.get(who, started)
             gone = old and not any(w["metadata"]["uid"] in old and not _evicted(w) for w in found)
             if gone and who not in requeued:
                 requeued[who] = now
@@ -137,6 +146,8 @@ def new_image(run: Run) -> dict[str, dict[str, Any]]:
     result: dict[str, dict[str, Any]] = {}
     for who, kind in sorted(jobs.items()):
         entry: dict[str, Any] = {"declared": declared(kind), "changed objects": sorted(applied)}
+        if who in deleted:
+            entry["deleted_after_s"] = deleted[who]
         if refused:
             entry["observed"] = "refused: " + "; ".join(f"{k}: {v}" for k, v in sorted(refused.items()))
         elif not before[who]:
