@@ -410,7 +410,12 @@ def template_changes(diff: PlanDiff) -> dict[str, TemplateChange]:
     from workload_kinds import kind_of_resource
 
     builds = {urn for urn, _ in diff.changed if diff.new[urn]["type"] in IMAGE_BUILD_TYPES}
-    upstream = _upstream(diff.new)
+    from policy.gtp_policy.graph import StackIndex
+
+    index = StackIndex(list(diff.new.values()))  # the engine's order: dependsOn (components expanded), parents
+
+    def upstream(urn: str) -> set[str]:
+        return {str(record.get("urn")) for record in index.upstream(diff.new[urn])}
     why: dict[str, str] = {}
     for urn in sorted(set(diff.old) & set(diff.new)):
         old, new = diff.old[urn].get("inputs") or {}, diff.new[urn].get("inputs") or {}
@@ -440,29 +445,6 @@ def template_changes(diff: PlanDiff) -> dict[str, TemplateChange]:
         else:
             found[urn] = TemplateChange(reason, update.restarts, update.effect)
     return found
-
-
-def _upstream(resources: Mapping[str, Mapping[str, Any]]) -> Callable[[str], set[str]]:
-    """URN → every URN it transitively depends on (dependsOn, and a component's children through their parent)."""
-    children: dict[str, list[str]] = {}
-    for urn, resource in resources.items():
-        if resource.get("parent"):
-            children.setdefault(resource["parent"], []).append(urn)
-    cache: dict[str, set[str]] = {}
-
-    def walk(urn: str) -> set[str]:
-        if urn not in cache:
-            cache[urn] = set()
-            todo = list((resources.get(urn) or {}).get("dependsOn") or [])
-            while todo:
-                dep = todo.pop()
-                if dep in cache[urn]:
-                    continue
-                cache[urn].add(dep)
-                todo.extend((resources.get(dep) or {}).get("dependsOn") or [])
-                todo.extend(children.get(dep, []))
-        return cache[urn]
-    return walk
 
 
 def destructive_section(diff: PlanDiff) -> Section | None:
