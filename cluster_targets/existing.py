@@ -13,7 +13,7 @@ import pulumi
 
 from cluster_targets.base import Cluster, ClusterTarget
 from components.cluster_access import ClusterAccess, ClusterAccessArgs
-from conventions.names import GPU_TAINT_KEY, NODE_GROUP_LABEL
+from conventions.names import GPU_TAINT_KEY, NODE_GROUP_LABEL, NVIDIA_RUNTIME_HANDLER
 from stack_config import Problem, StackConfig
 from stack_config.storage_kinds import STORAGE_KINDS, kinds_on
 from stack_config.targets import IN_AWS, TargetTraits
@@ -24,7 +24,10 @@ class ExistingTarget(ClusterTarget):
     traits: ClassVar[TargetTraits] = TargetTraits(
         platform="kubernetes", air_gap=True,
         # k3s keeps runc as containerd's default (k3s-io/k3s#8700): GPU pods need the nvidia RuntimeClass.
-        node_default_runtime="runc")
+        node_default_runtime="runc",
+        # k3s ships RuntimeClass `nvidia` with handler `nvidia` (k3s-io/k3s manifests/runtimes.yaml), the site
+        # precondition of docs/edge.md, "Edge on k3s / Jetson".
+        site_runtime_classes=((NVIDIA_RUNTIME_HANDLER, NVIDIA_RUNTIME_HANDLER),))
 
     def node_selector(self, config: StackConfig, group: str) -> dict[str, str]:
         return dict(config.gpu_node_groups[group].node_selector) or {NODE_GROUP_LABEL: group}

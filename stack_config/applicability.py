@@ -15,7 +15,7 @@ group), or from the field's own section (`.mode`). `SET`/`UNSET` test whether an
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
@@ -67,14 +67,40 @@ UNSET = _Marker("UNSET")
 
 @dataclass(frozen=True)
 class Where:
-    """The contexts in which a field has an effect: every `(path, allowed values)` condition holds. No
-    condition: everywhere. `why` says what happens elsewhere, when that isn't obvious from the condition."""
+    """Who reads a field and the contexts in which it has an effect: every `(path, allowed values)` condition holds
+    (no condition: everywhere), or, for alternatives joined with `|`, any one of `any_of` does. `why` says what
+    happens elsewhere, when that isn't obvious from the condition."""
 
     conditions: tuple[tuple[str, tuple[Any, ...]], ...] = ()
     why: str = ""
+    any_of: tuple[Where, ...] = ()
+    """Alternatives (`a | b`): the field applies where any of them applies; `conditions` is then empty."""
+    reader: str = ""
+    """The part that reads the field: the component, chart value, program or check it becomes (the config
+    reference's "read by" column). Every entry names one (tests/test_config_readers.py): a key nothing reads has
+    no place in the schema."""
+    rules: str = ""
+    """Whose rules check the value beyond the schema's own type and range, when it is handed to another program
+    (its grammar, its API's limits); empty: the schema's."""
 
     def __and__(self, other: Where) -> Where:
-        return Where(self.conditions + other.conditions, "; ".join(w for w in (self.why, other.why) if w))
+        if self.any_of or other.any_of:
+            raise ValueError("`&` of alternatives: write each alternative's conditions in full")
+        return Where(self.conditions + other.conditions, "; ".join(w for w in (self.why, other.why) if w),
+                     reader=self.reader or other.reader, rules=self.rules or other.rules)
+
+    def __or__(self, other: Where) -> Where:
+        return Where(any_of=(*(self.any_of or (self,)), *(other.any_of or (other,))),
+                     why="; ".join(w for w in (self.why, other.why) if w),
+                     reader=self.reader or other.reader, rules=self.rules or other.rules)
+
+    def read_by(self, reader: str, rules: str = "") -> Where:
+        """This condition, read by `reader` (checked by `rules`)."""
+        return replace(self, reader=reader, rules=rules)
+
+    def all_conditions(self) -> tuple[tuple[str, tuple[Any, ...]], ...]:
+        """Every condition, of every alternative."""
+        return self.conditions + tuple(c for alternative in self.any_of for c in alternative.conditions)
 
 
 ANYWHERE = Where()
@@ -110,148 +136,257 @@ KUBERNETES = on(ON_KUBERNETES)
 ADOPTED = on(ADOPTED_NODES, why="EKS nodes' facts come from the instance types")
 WHOLE_SERVERS = ("a Swarm task owns whole servers (no MPS, no time-slicing: the NVIDIA runtime shows every GPU to "
                  "every container)")
+NEW_VPC = on(IN_AWS, why="the network section describes the VPC of an EKS cluster") & when(
+    "network.existingVpcId", UNSET, why="an adopted VPC keeps its own CIDR, zones and NAT gateways")
+PROMETHEUS = when("gpu.metrics.prometheus", True, why="the stack installs no Prometheus")
 OUR_TRAINER = when("@image", UNSET, why="it is an argument of our trainer, and `image` runs your own code (pass "
                                         "your program's flags in `command`)")
 
+PROMETHEUS_DURATION_RULES = "Prometheus' duration grammar (prometheus/common model.ParseDuration)"
+GO_DURATION_RULES = "Go's duration grammar (time.ParseDuration), as Kueue decodes a metav1.Duration"
+QUANTITY_RULES = "the Kubernetes quantity grammar (apimachinery resource.ParseQuantity)"
+TRAINER_RULES = "the trainer's own argument parser (images/trainer/trainer/config.py `build_parser`)"
+LABEL_RULES = "Kubernetes' label grammar and the kubelet's `--node-labels` rules"
+ECR = when("image.registry", "ecr") & when("image.build", True, why="the stack creates an ECR repository only for "
+                                                                    "an image it builds")
+KMS_KEYS = EKS | ECR
+"""Where the stack creates KMS keys: the EKS cluster's secrets key, and the key of the ECR repository it builds into."""
+
 APPLIES: dict[type[_Section], dict[str, Where]] = {
     SystemNodeGroupConfig: {  # the section itself applies to EKS only (ClusterConfig.system_node_group)
-        "instance_types": ANYWHERE, "min_size": ANYWHERE, "desired_size": ANYWHERE, "max_size": ANYWHERE,
-        "disk_size_gib": ANYWHERE,
+        "instance_types": ANYWHERE.read_by("the system managed node group (components/eks_cluster.py)"),
+        "min_size": ANYWHERE.read_by("the system node group's scaling config"),
+        "desired_size": ANYWHERE.read_by("the system node group's scaling config"),
+        "max_size": ANYWHERE.read_by("the system node group's scaling config"),
+        "disk_size_gib": ANYWHERE.read_by("the system node group's launch template (root volume)"),
     },
     SwarmConfig: {  # the section itself applies to a Swarm only (ClusterConfig.swarm)
-        "manager_host": ANYWHERE, "ssh_options": ANYWHERE, "gpu_resource_name": ANYWHERE,
-        "converge_timeout_seconds": ANYWHERE, "encrypt_overlay": ANYWHERE, "cpu_stand_in": ANYWHERE,
+        "manager_host": ANYWHERE.read_by("the Docker provider's SSH endpoint (cluster_targets/swarm.py)",
+                                         "an `ssh://user@host[:port]` URL"),
+        "ssh_options": ANYWHERE.read_by("the Docker provider's `ssh` options"),
+        "gpu_resource_name": ANYWHERE.read_by("each service's generic-resource reservation "
+                                              "(components/swarm_training.py)"),
+        "converge_timeout_seconds": ANYWHERE.read_by("each service's converge timeout (components/swarm_training.py)"),
+        "encrypt_overlay": ANYWHERE.read_by("the job's overlay network (`encrypted` option)"),
+        "cpu_stand_in": ANYWHERE.read_by("the Swarm task's launcher, node check and reservations"),
     },
     DeployerConfig: {
-        "access": EKS,
-        "runner_labels": ANYWHERE,  # the workflows run every stack's jobs on them
-        "cidrs": EKS,
-        "transit_gateway_id": EKS & when("cluster.deployer.access", "transit-gateway"),
+        "access": EKS.read_by("the cluster endpoint and the network paths the deployer uses "
+                              "(cluster_targets/eks_network.py)"),
+        "runner_labels": ANYWHERE.read_by("the CI workflows' `runs-on` (python -m tools.deployer)"),
+        "cidrs": EKS.read_by("the endpoint's public CIDRs, or the cluster security group's 443 rule and routes"),
+        "transit_gateway_id": (EKS & when("cluster.deployer.access", "transit-gateway")).read_by(
+            "the VPC's Transit Gateway attachment and routes (components/network.py)"),
     },
     ClusterConfig: {
-        "mode": ANYWHERE,
-        "endpoint_public_access": EKS,
-        "public_access_cidrs": EKS,
-        "admin_role_arns": EKS,  # EKS access entries
-        "preview_role_arns": EKS,
-        "deployer_role_arn": EKS,
-        "log_retention_days": EKS,  # the EKS control plane's log group
-        "addon_versions": EKS,  # EKS managed add-ons
-        "system_node_group": EKS,
-        "context": on(ADOPTED_KUBERNETES),
-        "gpu_node_taint": EKS,  # the platform taints only the nodes it creates (an existing site's are its own)
-        "swarm": on(ON_SWARM),
-        "deployer": ANYWHERE,
+        "mode": ANYWHERE.read_by("the cluster target registry (cluster_targets/)"),
+        "endpoint_public_access": EKS.read_by("the EKS cluster's vpcConfig (components/eks_cluster.py)"),
+        "public_access_cidrs": EKS.read_by("the EKS cluster's vpcConfig.publicAccessCidrs"),
+        "admin_role_arns": EKS.read_by("EKS access entries (cluster-admin)", "IAM's role ARN shape"),
+        "preview_role_arns": EKS.read_by("EKS access entries (AmazonEKSAdminViewPolicy)", "IAM's role ARN shape"),
+        "deployer_role_arn": EKS.read_by("the deployer's EKS access entry; the caller check of `preview`/`up`",
+                                         "IAM's role ARN shape"),
+        "log_retention_days": EKS.read_by("the control plane's CloudWatch log group",
+                                          "CloudWatch Logs' allowed retention values"),
+        "addon_versions": EKS.read_by("the EKS managed add-ons' `addonVersion`", "EKS add-on build names"),
+        "system_node_group": EKS.read_by("the system managed node group"),
+        "context": on(ADOPTED_KUBERNETES).read_by("the Kubernetes provider's kubeconfig context"),
+        # the platform taints only the nodes it creates (an existing site's are its own)
+        "gpu_node_taint": EKS.read_by("the GPU managed node groups' default taint"),
+        "swarm": on(ON_SWARM).read_by("the Docker provider and the Swarm services"),
+        "deployer": ANYWHERE.read_by("the endpoint access rules and the CI workflows"),
         "node_default_runtime": on(ADOPTED_KUBERNETES, why="EKS's NVIDIA AMIs default to the NVIDIA runtime; a Swarm "
-                                                   "uses Docker's"),
+                                                   "uses Docker's").read_by(
+            "the default of gpu.runtimeClassName and the runtime precondition (stack_config/rules.py)"),
     },
-    NetworkConfig: {field: on(IN_AWS, why="the network section describes the VPC of an EKS cluster")
-                    for field in NetworkConfig.model_fields},
-    TaintConfig: {"value": ANYWHERE, "effect": ANYWHERE},
+    NetworkConfig: {
+        "vpc_cidr": NEW_VPC.read_by("the created VPC and its subnet layout (components/network.py)"),
+        "num_availability_zones": NEW_VPC.read_by("the created VPC's zones (components/network.py)"),
+        "nat_gateways": NEW_VPC.read_by("the created VPC's NAT gateways (components/network.py)"),
+        "existing_vpc_id": EKS.read_by("the adopted VPC (components/network.py)", "EC2's resource ID shape"),
+        "existing_private_subnet_ids": EKS.read_by("the cluster's and node groups' subnets",
+                                                   "EC2's resource ID shape"),
+        "existing_public_subnet_ids": EKS.read_by("load balancer subnets", "EC2's resource ID shape"),
+    },
+    TaintConfig: {"value": ANYWHERE.read_by("the node group's taint (EKS API Taint)", LABEL_RULES),
+                  "effect": ANYWHERE.read_by("the node group's taint (EKS API Taint)")},
     SharingConfig: {
-        "mode": ANYWHERE,
-        "replicas": when(".mode", "mps", "time-slicing", why="mode 'none' gives whole GPUs"),
+        "mode": ANYWHERE.read_by("the NVIDIA device plugin's config (components/nvidia_device_plugin.py)"),
+        "replicas": when(".mode", "mps", "time-slicing", why="mode 'none' gives whole GPUs").read_by(
+            "the device plugin's `sharing.<mode>.resources[].replicas`"),
     },
     GpuNodeGroupConfig: {
-        "instance_types": EKS, "capacity_type": EKS, "min_size": ANYWHERE, "desired_size": EKS,
-        "max_size": ANYWHERE, "disk_size_gib": EKS, "ami_type": EKS,
+        "instance_types": EKS.read_by("the GPU managed node group (components/gpu_node_group.py)"),
+        "capacity_type": EKS.read_by("the GPU managed node group's capacityType"),
+        "min_size": ANYWHERE.read_by("the node group's scaling config (EKS); the quota and gang checks elsewhere"),
+        "desired_size": EKS.read_by("the GPU managed node group's scaling config"),
+        "max_size": ANYWHERE.read_by("the node group's scaling config (EKS); the fit, quota and gang checks"),
+        "disk_size_gib": EKS.read_by("the GPU launch template's root volume (components/launch_template.py)"),
+        "ami_type": EKS.read_by("the GPU managed node group's amiType"),
         "labels": on(IN_AWS, why="the platform labels only the nodes it creates; select an adopted site's nodes "
-                                "with nodeSelector"),
-        "taints": EKS,
-        "efa": EKS, "placement_group": EKS, "capacity_reservation_id": EKS, "availability_zone": EKS,
-        "update_strategy": EKS,
-        "mig_strategy": on(ON_KUBERNETES, why="MIG needs the NVIDIA device plugin on Kubernetes"),
-        "sharing": on(ON_KUBERNETES, why=WHOLE_SERVERS),
-        "gpus_per_node": ADOPTED, "gpu_model": ADOPTED, "architecture": ADOPTED,
-        "node_selector": on(ADOPTED_NODES, why="EKS nodes carry the platform's own labels"),
+                                "with nodeSelector").read_by("the GPU managed node group's labels (the kubelet's "
+                                                             "`--node-labels`)", LABEL_RULES),
+        "taints": EKS.read_by("the GPU managed node group's taints", LABEL_RULES),
+        "efa": EKS.read_by("the GPU launch template's network interfaces"),
+        "placement_group": EKS.read_by("the GPU launch template's placement group"),
+        "capacity_reservation_id": EKS.read_by("the GPU launch template's capacity reservation target",
+                                               "EC2's resource ID shape"),
+        "availability_zone": EKS.read_by("the GPU node group's subnets"),
+        "update_strategy": EKS.read_by("the GPU managed node group's updateConfig"),
+        "mig_strategy": on(ON_KUBERNETES, why="MIG needs the NVIDIA device plugin on Kubernetes").read_by(
+            "the NVIDIA device plugin's `migStrategy`"),
+        "sharing": on(ON_KUBERNETES, why=WHOLE_SERVERS).read_by("the device plugin's per-group config"),
+        "gpus_per_node": ADOPTED.read_by("the node facts: pods' GPU requests, quotas, the readiness gate"),
+        "gpu_model": ADOPTED.read_by("the node facts: the base image and the metrics defaults"),
+        "architecture": ADOPTED.read_by("the node facts: image platform and node affinity"),
+        "node_selector": on(ADOPTED_NODES, why="EKS nodes carry the platform's own labels").read_by(
+            "the pods' node affinity (Swarm: placement constraints)", LABEL_RULES),
     },
-    # On a Swarm the swarm target requires these false (their defaults are Kubernetes'), so they stay allowed.
-    MetricsConfig: {"dcgm_exporter": ANYWHERE, "prometheus": ANYWHERE, "grafana": ANYWHERE,
-                    "retention": ANYWHERE},
+    MetricsConfig: {
+        # On a Swarm the swarm target requires these false (their defaults are Kubernetes'), so they stay allowed.
+        "dcgm_exporter": ANYWHERE.read_by("the dcgm-exporter chart (components/gpu_metrics.py)"),
+        "prometheus": ANYWHERE.read_by("the Prometheus chart (components/gpu_metrics.py)"),
+        # `false` (Grafana off) may be written anywhere: a Swarm stack spells out every metrics switch off.
+        "grafana": (PROMETHEUS | when(".grafana", False)).read_by(
+            "the Grafana chart, whose only datasource is the stack's Prometheus"),
+        "retention": PROMETHEUS.read_by("the Prometheus chart's `server.retention` (--storage.tsdb.retention.time) "
+                                        "and its volume's size", PROMETHEUS_DURATION_RULES),
+    },
     GpuConfig: {
-        "sharing": on(ON_KUBERNETES, why=WHOLE_SERVERS), "node_feature_discovery": KUBERNETES, "metrics": ANYWHERE,
-        "readiness_timeout_seconds": KUBERNETES,
+        "sharing": on(ON_KUBERNETES, why=WHOLE_SERVERS).read_by("the device plugin's default config"),
+        "node_feature_discovery": KUBERNETES.read_by("the device plugin chart's `nfd.enabled`"),
+        "metrics": ANYWHERE.read_by("the metrics stack (components/gpu_metrics.py)"),
+        "readiness_timeout_seconds": KUBERNETES.read_by("the GPU readiness gate (components/gpu_readiness.py); "
+                                                        "without Kueue the rendezvous timeout"),
         "runtime_class_name": on(ON_KUBERNETES, why="a RuntimeClass is a Kubernetes object; on a Swarm the "
-                                                        "daemon's default runtime must be NVIDIA's"),
-        "create_runtime_class": KUBERNETES,
+                                                        "daemon's default runtime must be NVIDIA's").read_by(
+            "every GPU pod's and the device plugin's `runtimeClassName`",
+            "Kubernetes' DNS-subdomain names; the RuntimeClasses the cluster has"),
+        "create_runtime_class": KUBERNETES.read_by("the stack's RuntimeClass (handler `nvidia`)"),
     },
-    AirGapConfig: {"site_registry": ANYWHERE, "prefix": ANYWHERE, "lock_file": ANYWHERE},
+    AirGapConfig: {
+        "site_registry": ANYWHERE.read_by("the mirror (make mirror) and every image reference of the stack",
+                                          "the distribution reference grammar (domain)"),
+        "prefix": ANYWHERE.read_by("the mirror's repository paths", "the distribution reference grammar (path)"),
+        "lock_file": ANYWHERE.read_by("stages/air_gap.py: the mirror lock"),
+    },
     ImageConfig: {
-        "build": ANYWHERE,
-        "platform": ANYWHERE,
-        "registry": ANYWHERE,
-        "repository_name": when("image.registry", "ecr"),
-        "shared_repository": when("image.registry", "ecr"),
-        "existing_registry": when("image.registry", "existing"),
-        "existing_registry_username": when("image.registry", "existing"),
-        "reference": ANYWHERE,
-        "signed_digests": ANYWHERE,
-        "base_image": when("image.build", True, why="the base is only read when the stack builds the image"),
-        "keep_tagged_images": when("image.registry", "ecr", why="an ECR lifecycle policy"),
-        "expire_untagged_days": when("image.registry", "ecr", why="an ECR lifecycle policy"),
+        "build": ANYWHERE.read_by("the training image build (components/training_image.py)"),
+        "platform": ANYWHERE.read_by("the image build's platform"),
+        "registry": ANYWHERE.read_by("where the image is pushed (components/training_image.py)"),
+        "repository_name": when("image.registry", "ecr").read_by("the ECR repository; CI's image supply",
+                                                                 "ECR's repository-name rules"),
+        "shared_repository": when("image.registry", "ecr").read_by("the ECR repository's name and deletion"),
+        "existing_registry": when("image.registry", "existing").read_by(
+            "the image build's push target", "the distribution reference grammar (name)"),
+        "existing_registry_username": when("image.registry", "existing").read_by(
+            "the image build's registry login; the workloads' image pull secret (stages/workloads.py)"),
+        "reference": ANYWHERE.read_by("every workload's image when the stack doesn't build"),
+        "signed_digests": ANYWHERE.read_by("the production image rule and the policy pack"),
+        "base_image": when("image.build", True, why="the base is only read when the stack builds the image").read_by(
+            "the image build's BASE_IMAGE argument"),
+        "keep_tagged_images": (ECR & Where(why="an ECR lifecycle policy")).read_by("the ECR lifecycle policy"),
+        "expire_untagged_days": (ECR & Where(why="an ECR lifecycle policy")).read_by("the ECR lifecycle policy"),
         "air_gap": on(AIR_GAP, why="an air-gapped site adopts its cluster; an EKS cluster pulls from AWS "
-                                               "and public registries"),
+                                               "and public registries").read_by("stages/air_gap.py and make mirror"),
     },
-    ElasticConfig: {"min_nodes": ANYWHERE, "max_nodes": ANYWHERE, "max_restarts": ANYWHERE},
-    KueueConfig: {"enabled": ANYWHERE, "wait_for_pods_ready_timeout": KUBERNETES, "admission_budget": KUBERNETES,
-                  # The cluster-autoscaler and the EC2 topology labels exist only where the stack owns the groups.
-                  "atomic_provisioning": EKS, "topology": EKS, "topology_layer": EKS},
+    ElasticConfig: {
+        "min_nodes": ANYWHERE.read_by("the launcher's `--nnodes` (elasticPolicy.minReplicas, dlrover-run)"),
+        "max_nodes": ANYWHERE.read_by("the launcher's `--nnodes` (elasticPolicy.maxReplicas, dlrover-run)"),
+        "max_restarts": ANYWHERE.read_by("the launcher's `--max-restarts` (elasticPolicy.maxRestarts, dlrover-run)"),
+    },
+    KueueConfig: {
+        "enabled": ANYWHERE.read_by("the Kueue install and every workload's queue label (components/kueue.py)"),
+        "wait_for_pods_ready_timeout": KUBERNETES.read_by("Kueue's `waitForPodsReady.timeout`; the rendezvous "
+                                                          "timeout", GO_DURATION_RULES),
+        "admission_budget": KUBERNETES.read_by("the `for:` of the KueueGangPendingTooLong alert "
+                                               "(components/alert_rules.py)", PROMETHEUS_DURATION_RULES),
+        # The cluster-autoscaler and the EC2 topology labels exist only where the stack owns the groups.
+        "atomic_provisioning": EKS.read_by("the ClusterQueue's ProvisioningRequest admission check"),
+        "topology": EKS.read_by("the Kueue Topology and each PodSet's topology request"),
+        "topology_layer": EKS.read_by("the PodSets' topology label"),
+    },
     AutoscalingConfig: {
-        "mode": ANYWHERE,
-        "min_replicas": when(".mode", "scaledobject", "scaledjob"),
-        "max_replicas": when(".mode", "scaledobject", "scaledjob"),
-        "gpu_utilization_threshold": when(".mode", "scaledobject"),
-        "polling_interval_seconds": when(".mode", "scaledobject", "scaledjob"),
-        "cooldown_period_seconds": when(".mode", "scaledobject", "scaledjob"),
+        "mode": ANYWHERE.read_by("the workload kind: a KEDA ScaledObject or ScaledJob (components/keda_scaling.py)"),
+        "min_replicas": when(".mode", "scaledobject", "scaledjob").read_by("KEDA's `minReplicaCount`"),
+        "max_replicas": when(".mode", "scaledobject", "scaledjob").read_by("KEDA's `maxReplicaCount`"),
+        "gpu_utilization_threshold": when(".mode", "scaledobject").read_by("the ScaledObject's Prometheus trigger"),
+        "polling_interval_seconds": when(".mode", "scaledobject", "scaledjob").read_by("KEDA's `pollingInterval`"),
+        # KEDA's ScaledJob has no cooldown: kedacore/keda v2.20.2 apis/keda/v1alpha1/scaledjob_types.go:56-85
+        # (ScaledJobSpec) against scaledobject_types.go:112 (ScaledObjectSpec.CooldownPeriod).
+        "cooldown_period_seconds": when(".mode", "scaledobject", why="a ScaledJob has no cooldownPeriod").read_by(
+            "the ScaledObject's `cooldownPeriod`"),
     },
     WorkloadConfig: {
-        "kind": ANYWHERE, "name": ANYWHERE, "node_group": ANYWHERE,
-        "num_nodes": when("@elastic", UNSET, why="an elastic job runs elastic.minNodes..maxNodes"),
-        "elastic": ANYWHERE, "gpus_per_node": ANYWHERE, "gpu_resource": ANYWHERE,
-        "entrypoint": OUR_TRAINER,
-        "bench_sizes": OUR_TRAINER & when("@entrypoint", "bench"),
-        "model": OUR_TRAINER, "max_steps": OUR_TRAINER, "batch_size": OUR_TRAINER,
-        "checkpoint_every": OUR_TRAINER, "extra_args": OUR_TRAINER,
-        "cpu": ANYWHERE, "memory": ANYWHERE, "shm_size": ANYWHERE, "backoff_limit": ANYWHERE,
+        "kind": ANYWHERE.read_by("the workload kind registry (workload_kinds/)"),
+        "name": ANYWHERE.read_by("the job's name, its Services' and pods' names"),
+        "node_group": ANYWHERE.read_by("the pods' node affinity, tolerations and GPU requests"),
+        "num_nodes": when("@elastic", UNSET, why="an elastic job runs elastic.minNodes..maxNodes").read_by(
+            "the job's replica counts"),
+        "elastic": ANYWHERE.read_by("the job's elastic policy"),
+        "gpus_per_node": ANYWHERE.read_by("each pod's GPU request and `--nproc-per-node`"),
+        "gpu_resource": ANYWHERE.read_by("each pod's GPU resource name"),
+        "entrypoint": OUR_TRAINER.read_by("the container's module: trainer.train or trainer.bench"),
+        "bench_sizes": (OUR_TRAINER & when("@entrypoint", "bench")).read_by("trainer.bench `--sizes`",
+                                                                           "the trainer's size parser"),
+        "model": OUR_TRAINER.read_by("trainer.train `--model`"),
+        "max_steps": OUR_TRAINER.read_by("trainer.train `--max-steps`"),
+        "batch_size": OUR_TRAINER.read_by("trainer.train `--batch-size`"),
+        "checkpoint_every": OUR_TRAINER.read_by("trainer.train `--checkpoint-every`"),
+        "extra_args": OUR_TRAINER.read_by("trainer.train's command line", TRAINER_RULES),
+        "cpu": ANYWHERE.read_by("each pod's cpu request and limit (Swarm: the task's)", QUANTITY_RULES),
+        "memory": ANYWHERE.read_by("each pod's memory request and limit (Swarm: the task's)", QUANTITY_RULES),
+        "shm_size": ANYWHERE.read_by("the `/dev/shm` emptyDir's sizeLimit (Swarm: the tmpfs size)", QUANTITY_RULES),
+        "backoff_limit": ANYWHERE.read_by("the job's backoffLimit (Swarm: the restart policy's attempts)"),
         "ttl_seconds_after_finished": when("@autoscaling.mode", "scaledjob", why=(
             "it would let the operator delete the finished job that Pulumi owns, and the next `pulumi up "
             "--refresh` would create it again and train again (finished jobs stay; cleanPodPolicy removes their "
-            "pods)")),
-        "clean_pod_policy": when("@kind", WITH_CLEAN_POD_POLICY, why="the PyTorchJob's runPolicy"),
-        "termination_grace_period_seconds": ANYWHERE,
-        "autoscaling": KUBERNETES,
-        "topology": EKS & when("@kind", KUEUE_ADMITTED, why="Kueue admits only these kinds' gangs"),
-        "image": ANYWHERE,
+            "pods)")).read_by("the ScaledJob's Jobs' ttlSecondsAfterFinished"),
+        "clean_pod_policy": when("@kind", WITH_CLEAN_POD_POLICY, why="the PyTorchJob's runPolicy").read_by(
+            "the job's runPolicy.cleanPodPolicy"),
+        "termination_grace_period_seconds": ANYWHERE.read_by("the pods' terminationGracePeriodSeconds (Swarm: "
+                                                             "stop_grace_period)"),
+        "autoscaling": KUBERNETES.read_by("KEDA's ScaledObject or ScaledJob"),
+        "topology": (EKS & when("@kind", KUEUE_ADMITTED, why="Kueue admits only these kinds' gangs")).read_by(
+            "the PodSet's Kueue topology annotation"),
+        "image": ANYWHERE.read_by("the team's container image"),
         "command": when("@image", SET, why="our trainer takes model, maxSteps, batchSize, checkpointEvery and "
-                                           "extraArgs"),
-        "ephemeral_storage": ANYWHERE,
-        "checkpoints": when("@entrypoint", "train", why="a benchmark keeps no checkpoints"),
+                                           "extraArgs").read_by("the launcher's program (torchrun ... <command>)"),
+        "ephemeral_storage": ANYWHERE.read_by("each pod's ephemeral-storage request and limit (Swarm: the scratch "
+                                              "tmpfs)", QUANTITY_RULES),
+        "checkpoints": when("@entrypoint", "train", why="a benchmark keeps no checkpoints").read_by(
+            "the storage rule: where the job's checkpoints live"),
     },
     StorageConfig: {
-        "kind": ANYWHERE,
-        "existing_storage_class": when("storage.kind", "existing"),
+        "kind": ANYWHERE.read_by("the shared volume (components/shared_storage.py; Swarm: the mount)"),
+        "existing_storage_class": when("storage.kind", "existing").read_by("the claim's storageClassName"),
         "size_gib": when("storage.kind", "efs", "fsx-lustre", "existing", why="the claim's size (FSx: the file "
-                                                                               "system's)"),
-        "fsx_deployment_type": when("storage.kind", "fsx-lustre"),
+                                                                               "system's)").read_by(
+            "the claim's size; FSx's StorageCapacity", "FSx's CreateFileSystem sizes"),
+        "fsx_deployment_type": when("storage.kind", "fsx-lustre").read_by("FSx for Lustre's DeploymentType"),
         # "This option is only valid for PERSISTENT_1 and PERSISTENT_2 deployment types" (FSx API,
         # LustreFileSystemConfiguration.PerUnitStorageThroughput); components/shared_storage.py drops it otherwise.
         # The deployment types that take one: catalog/fsx_lustre.py.
-        "fsx_throughput_per_unit": when("storage.kind", "fsx-lustre") & when(
+        "fsx_throughput_per_unit": (when("storage.kind", "fsx-lustre") & when(
             "storage.fsxDeploymentType", *(name for name, row in LUSTRE_DEPLOYMENTS.items() if row.throughputs),
-            why="that deployment type's throughput is fixed (SCRATCH_2: 200 MB/s/TiB baseline)"),
-        "nfs_server": when("storage.kind", "nfs"),
-        "nfs_path": when("storage.kind", "nfs"),
-        "nfs_options": when("storage.kind", "nfs"),
-        "host_path": when("storage.kind", "host-path"),
+            why="that deployment type's throughput is fixed (SCRATCH_2: 200 MB/s/TiB baseline)")).read_by(
+            "FSx for Lustre's PerUnitStorageThroughput"),
+        "nfs_server": when("storage.kind", "nfs").read_by("the Swarm tasks' NFS volume (`addr=`)"),
+        "nfs_path": when("storage.kind", "nfs").read_by("the Swarm tasks' NFS volume (device)"),
+        "nfs_options": when("storage.kind", "nfs").read_by("the Swarm tasks' NFS volume options"),
+        "host_path": when("storage.kind", "host-path").read_by("the Swarm tasks' bind mount"),
         "mount_path": when("storage.kind", "efs", "fsx-lustre", "existing", "nfs", "host-path",
-                           why="kind 'none' mounts no shared volume"),
+                           why="kind 'none' mounts no shared volume").read_by(
+            "the shared volume's mountPath in every worker; the checkpoint directory"),
     },
     LifecycleConfig: {
-        "ephemeral": ANYWHERE, "protect": ANYWHERE,
-        "ttl_hours": when("lifecycle.ephemeral", True),
-        "created_at": when("lifecycle.ephemeral", True),
-        "kms_deletion_window_days": ANYWHERE,
-        "max_gpu_node_hours": when("lifecycle.ephemeral", True),
+        "ephemeral": ANYWHERE.read_by("deletion settings, tags and the reaper"),
+        "protect": ANYWHERE.read_by("Pulumi's `protect` on the cluster, keys, storage and registry; the production "
+                                    "image rule"),
+        "ttl_hours": when("lifecycle.ephemeral", True).read_by("the reaper (tools/reap.py) and the expiry tags"),
+        "created_at": when("lifecycle.ephemeral", True).read_by("the reaper (tools/reap.py) and the expiry tags"),
+        "kms_deletion_window_days": KMS_KEYS.read_by("the stack's KMS keys' deletion window"),
+        "max_gpu_node_hours": when("lifecycle.ephemeral", True).read_by("the cost cap rule (stack_config/rules.py)"),
     },
 }
 """Section model → field → where it applies. Every field of every section has an entry (tests/test_applicability.py)."""
@@ -314,6 +449,9 @@ def _full(path: str, model: tuple[BaseModel, str], entry: tuple[BaseModel | None
 def _unmet(where: Where, config: StackConfig, model: tuple[BaseModel, str], entry: tuple[BaseModel | None, str],
            failed: set[str], blocked: tuple[str, ...]) -> list[tuple[str, tuple[Any, ...], Any]]:
     """The conditions that don't hold, with the value found (none when one can't be decided)."""
+    if where.any_of:  # one alternative that holds (or can't be decided) is enough
+        found = [_unmet(alternative, config, model, entry, failed, blocked) for alternative in where.any_of]
+        return [] if any(not unmet for unmet in found) else [item for unmet in found for item in unmet]
     unmet = []
     for path, allowed in where.conditions:
         actual = _resolve(path, config, model, entry, failed, blocked)
@@ -379,6 +517,8 @@ def _describe(conditions: tuple[tuple[str, tuple[Any, ...]], ...]) -> str:
 
 def describe(where: Where) -> str:
     """Where a field applies, in words (the config reference's "applies" column)."""
+    if where.any_of:
+        return " or ".join(describe(alternative) for alternative in where.any_of)
     return _describe(where.conditions) if where.conditions else "everywhere"
 
 
@@ -398,7 +538,8 @@ def _shown(actual: Any) -> str:
 def _message(value: Any, where: Where, model: tuple[BaseModel, str], entry: tuple[BaseModel | None, str],
              unmet: list[tuple[str, tuple[Any, ...], Any]]) -> str:
     shown = "this section" if isinstance(value, BaseModel) else _shown(value)
-    applies = _describe(tuple((_full(path, model, entry), allowed) for path, allowed in where.conditions))
+    applies = " or ".join(_describe(tuple((_full(path, model, entry), allowed) for path, allowed in alternative))
+                          for alternative in ([a.conditions for a in where.any_of] or [where.conditions]))
     here = ", ".join(f"{_full(path, model, entry)} is {_shown(actual)}" for path, _, actual in unmet)
     why = f"; {where.why}" if where.why else ""
     return f"{shown} has no effect here: only applies {applies} (here {here}){why}; remove it"

@@ -13,7 +13,7 @@ import pulumi
 from pydantic import BaseModel, SecretStr, ValidationError
 
 from stack_config.problems import ConfigError, Problem, did_you_mean
-from stack_config.rules import Rule, check_rules
+from stack_config.rules import Rule, check_rules, skipped_rules
 from stack_config.rules import snake as _snake
 from stack_config.schema import (
     ClusterConfig,
@@ -116,11 +116,13 @@ def parse_stack_config(
     )
     partial = {path.split(".", 1)[0] for path in blocked}
     problems.extend(check_rules(config, failed=failed, extra=rules, partial=partial, blocked=blocked))
+    skipped = skipped_rules(failed=failed, extra=rules, partial=partial)
     if source is not None:  # in file order (stable: problems of one key keep their order)
         problems.sort(key=lambda problem: source.line_of(problem.path))
     if problems:
         # One problem once, however many workloads or rules found it (e.g. no GPU node group at all).
-        raise ConfigError(stack, list(dict.fromkeys(problems)))
+        raise ConfigError(stack, list(dict.fromkeys(problems)),
+                          waiting=(len(skipped), sorted(set().union(*skipped.values()))) if skipped else None)
     return config
 
 

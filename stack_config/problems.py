@@ -23,10 +23,18 @@ class Problem:
 class ConfigError(pulumi.RunError):
     """Invalid stack config. A `RunError`, so `pulumi up` prints the message without a stack trace."""
 
-    def __init__(self, stack: str, problems: list[Problem]):
+    def __init__(self, stack: str, problems: list[Problem], waiting: tuple[int, list[str]] | None = None):
+        """`waiting`: how many checks did not run, and the sections they wait for (those that failed to parse, or
+        were read with invalid fields at their defaults): fixing the problems listed may bring more."""
         self.problems = problems
+        self.waiting = waiting
         lines = "\n".join(f"  - {p}" for p in problems)
-        super().__init__(f"stack '{stack}' has {len(problems)} config problem(s):\n{lines}")
+        more = ""
+        if waiting is not None:
+            count, sections = waiting
+            more = (f"\n  {count} more check(s) did not run until {', '.join(sections)} parse(s) cleanly: they read "
+                    "those sections; fix the problems above and run again")
+        super().__init__(f"stack '{stack}' has {len(problems)} config problem(s):\n{lines}{more}")
 
 
 def did_you_mean(key: str, allowed: Iterable[str], cutoff: float = 0.6) -> str:

@@ -19,7 +19,7 @@ from catalog.gpu_instances import (
     JETSON_SHARING_MODES,
 )
 from catalog.node_allocatable import allocatable
-from conventions.names import config_name
+from conventions.names import NVIDIA_RUNTIME_HANDLER, config_name
 from conventions.quantities import cpu_cores, quantity_gib
 from stack_config.applicability import check_applicability
 from stack_config.derived import (
@@ -28,6 +28,7 @@ from stack_config.derived import (
     gpus_per_pod,
     installed_parts,
     kueue_enabled,
+    node_default_runtime,
     num_ranks,
     runtime_class_name,
 )
@@ -68,7 +69,7 @@ def check_rules(config: StackConfig, failed: Iterable[str] = (), extra: Iterable
     blocked = list(blocked)
     problems: list[Problem] = []
     for rule, needs in (*_RULES, *extra):
-        if failed.intersection(needs) or partial.intersection(needs[1:]):
+        if _waits_for(needs, failed, partial):
             continue
         problems.extend(p for p in rule(config) if not _caused_by_blocked(p, blocked))
     # Every field written where it has no effect (stack_config/applicability.py; it walks what parsed itself).
@@ -78,6 +79,24 @@ def check_rules(config: StackConfig, failed: Iterable[str] = (), extra: Iterable
     problems.extend(p for p in check_applicability(config, failed, [*blocked, *reported])
                     if not _caused_by_blocked(p, blocked))
     return problems
+
+
+def _waits_for(needs: tuple[str, ...], failed: set[str], partial: set[str]) -> set[str]:
+    """The sections a rule reading `needs` waits for: those that failed to parse, and partial ones it reads from
+    elsewhere (their invalid fields stand at defaults)."""
+    return failed.intersection(needs) | partial.intersection(needs[1:])
+
+
+def skipped_rules(failed: Iterable[str] = (), extra: Iterable[Rule] = (), partial: Iterable[str] = ()
+                  ) -> dict[str, set[str]]:
+    """The rules `check_rules` did not run, by name, with the sections each waits for: the run says how many checks
+    more will run once those parse, so that fixing what it reported is not mistaken for a clean stack."""
+    failed, partial = set(failed), set(partial)
+    skipped: dict[str, set[str]] = {}
+    for rule, needs in (*_RULES, *extra):
+        if waits := _waits_for(needs, failed, partial):
+            skipped.setdefault(getattr(rule, "__name__", repr(rule)), set()).update(waits)
+    return skipped
 
 
 def _caused_by_blocked(problem: Problem, blocked: list[str]) -> bool:
@@ -677,9 +696,46 @@ def _check_runtime_class(config: StackConfig) -> Iterator[Problem]:
                                              for part in name.split("."))):
         yield Problem("gpu.runtimeClassName", f"{name!r} is not a RuntimeClass name (a lowercase DNS subdomain); "
                                               "allowed: e.g. 'nvidia', or '' for the node's default runtime")
-    if config.gpu.create_runtime_class and runtime_class_name(config) is None:
+    elif config.gpu.create_runtime_class and runtime_class_name(config) is None:
         yield Problem("gpu.createRuntimeClass", "needs a RuntimeClass name: set gpu.runtimeClassName (e.g. 'nvidia'), "
                                                 "or leave createRuntimeClass false")
+    else:
+        yield from _check_gpu_runtime(config)
+
+
+def _check_gpu_runtime(config: StackConfig) -> Iterator[Problem]:
+    """The precondition the simulator's `runtime handlers` check holds the rendered pods to
+    (verify/simulate/runtime.py), decided from config before anything is registered: every GPU pod (and the device
+    plugin's daemons) runs under the NVIDIA runtime, through a RuntimeClass the cluster has, or the nodes' default.
+    A RuntimeClass that doesn't exist makes the API server refuse every pod naming it (kubernetes v1.34.12
+    plugin/pkg/admission/runtimeclass/admission.go:158 "pod rejected: RuntimeClass %q not found"); the runc
+    default injects no driver libraries, so no GPU is advertised or visible."""
+    traits = traits_of(config)
+    if traits.platform != "kubernetes":
+        return
+    classes = dict(traits.site_runtime_classes)
+    name = runtime_class_name(config)
+    if name is not None and config.gpu.create_runtime_class:
+        classes[name] = NVIDIA_RUNTIME_HANDLER  # components/nvidia_device_plugin.py creates it with this handler
+    has = (", ".join(f"'{c}' (handler '{h}')" for c, h in sorted(classes.items())) or "none")
+    written = config.gpu.runtime_class_name
+    if name is None:
+        default = node_default_runtime(config)
+        if default != NVIDIA_RUNTIME_HANDLER:
+            yield Problem("gpu.runtimeClassName", f"{written!r} runs the GPU pods under the nodes' default runtime "
+                          f"'{default}' (cluster.nodeDefaultRuntime), which injects no NVIDIA driver libraries: no "
+                          f"GPU would be advertised or visible; allowed: a RuntimeClass with handler "
+                          f"'{NVIDIA_RUNTIME_HANDLER}' this cluster has ({has}; leave gpu.runtimeClassName unset for "
+                          f"the default), or cluster.nodeDefaultRuntime: {NVIDIA_RUNTIME_HANDLER} if the nodes' "
+                          "containerd defaults to the NVIDIA runtime")
+    elif name not in classes:
+        yield Problem("gpu.runtimeClassName", f"{name!r} is not a RuntimeClass this cluster has (it has: {has}): the "
+                      "API server refuses every pod that names it; allowed: one it has, or gpu.createRuntimeClass: "
+                      f"true to create {name!r} with handler '{NVIDIA_RUNTIME_HANDLER}'")
+    elif classes[name] != NVIDIA_RUNTIME_HANDLER:
+        yield Problem("gpu.runtimeClassName", f"{name!r} runs the GPU pods under handler '{classes[name]}', which "
+                      "injects no NVIDIA driver libraries; allowed: a RuntimeClass with handler "
+                      f"'{NVIDIA_RUNTIME_HANDLER}' ({has})")
 
 
 CLUSTER_COMPONENTS = frozenset({"cluster-autoscaler"})

@@ -52,6 +52,10 @@ class TargetTraits:
     node_default_runtime: str | None = None
     """containerd's default handler on the GPU nodes when `cluster.nodeDefaultRuntime` is unset; None where the
     nodes don't run containerd's CRI (a Swarm's Docker)."""
+    site_runtime_classes: tuple[tuple[str, str], ...] = ()
+    """RuntimeClasses (name, handler) the cluster has before the stack adds any: what an adopted site ships (k3s'
+    `nvidia` → handler `nvidia`, k3s-io/k3s manifests/runtimes.yaml). The config rule on `gpu.runtimeClassName`
+    and the simulator (verify/simulate/runtime.py) both read it."""
 
 
 TARGETS: TraitsRegistry[TargetTraits] = TraitsRegistry("cluster target", "cluster.mode", "cluster_targets")

@@ -68,7 +68,7 @@ def test_every_condition_names_a_real_key_and_only_values_it_can_take() -> None:
     allowed_by_registry = {"cluster.mode": set(cluster_targets.TARGETS), "@kind": set(workload_kinds.CONFIGURABLE)}
     for model, table in app.APPLIES.items():
         for name, where in table.items():
-            for path, values in where.conditions:
+            for path, values in where.all_conditions():
                 if path.startswith("@"):
                     owner = next(m for m in (app.WorkloadConfig, app.GpuNodeGroupConfig)
                                  if _reachable(model, m))

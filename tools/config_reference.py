@@ -1,5 +1,6 @@
 """Render the config reference (docs/config-reference.md) from the config models' field docstrings, with
-where each field applies (stack_config/applicability.py: a field set elsewhere is refused).
+where each field applies, the part that reads it and whose rules check its value (stack_config/applicability.py: a
+field set where nothing reads it is refused).
 
 ``python -m tools.config_reference`` prints it, ``--update`` rewrites the copy in
 docs/config-reference.md; a test keeps them in step.
@@ -33,14 +34,18 @@ SECTIONS = [
 def render() -> str:
     lines = []
     for title, model in SECTIONS:
-        lines += ["", f"#### `{title}`", "", "| key | applies | meaning |", "|---|---|---|"]
+        lines += ["", f"#### `{title}`", "", "| key | applies | read by | checked by | meaning |", "|---|---|---|---|---|"]
         for name, field in model.model_fields.items():
-            description = " ".join((field.description or "").split()).replace("|", "\\|")
-            applies = describe(APPLIES[model][name]).replace("|", "\\|")
-            lines.append(f"| `{field.alias or to_camel(name)}` | {applies} | {description} |")
+            where = APPLIES[model][name]
+            cells = [describe(where), where.reader, where.rules or SCHEMA_RULES,
+                     " ".join((field.description or "").split())]
+            lines.append(f"| `{field.alias or to_camel(name)}` | " + " | ".join(c.replace("|", "\\|") for c in cells)
+                         + " |")
     return "\n".join(lines).strip() + "\n"
 
 
+SCHEMA_RULES = "the schema"
+"""The "checked by" of a key whose value only the platform reads: its type, range and allowed values here."""
 BEGIN = "#### `cluster`"
 END = "\n## "
 """The generated tables run from BEGIN to the next `## ` section, or to the end of the file."""

@@ -116,6 +116,7 @@ def test_verify_defaults_to_the_stacks_signed_digests(tmp_path: Path) -> None:
     project, config, secrets = stack_config(ROOT, "prod")
     base = {k.split(":", 1)[1]: v for k, v in config.items() if k.startswith(f"{project}:")}
     image = {**json.loads(base["image"]), **json.loads(raw["image"])}
+    image.pop("keepTaggedImages")  # no ECR repository without a build: nothing reads it
     # not production: there the reference would have to be among the signed digests (rules._check_production_images)
     lifecycle = {**json.loads(base["lifecycle"]), "protect": False}
     parsed = parse_stack_config({**base, "image": json.dumps(image), "lifecycle": json.dumps(lifecycle)},

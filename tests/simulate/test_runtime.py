@@ -3,6 +3,7 @@ GFD, the MPS daemon and every GPU pod need RuntimeClass `nvidia` (verify/simulat
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -69,9 +70,21 @@ def test_edge_runs_the_plugin_gfd_and_workers_under_runtime_class_nvidia() -> No
     assert all("runtimeClassName" not in spec for name, spec in specs.items() if name not in gpu_agents)
 
 
-def test_edge_without_the_runtime_class_fails_the_plan_naming_the_cause(tmp_path: Path) -> None:
-    plan = plan_modified(tmp_path, "edge", lambda c: c["gtp:gpu"].update(runtimeClassName=""))
-    report = simulate(plan, gtp_cluster.render_cluster(plan))
+def _without_runtime_class(node: Any) -> Any:
+    if isinstance(node, dict):
+        return {k: _without_runtime_class(v) for k, v in node.items() if k != "runtimeClassName"}
+    if isinstance(node, list):
+        return [_without_runtime_class(v) for v in node]
+    return node
+
+
+def test_pods_rendered_without_the_runtime_class_fail_the_plan_naming_the_cause() -> None:
+    """The config refuses `gpu.runtimeClassName: ""` on k3s before anything renders (stack_config/rules.py
+    `_check_gpu_runtime`, tests/test_config_readers.py); this check is the second line, for a component that would
+    drop the class the config asked for: edge's pods rendered without it."""
+    plan = plan_stack("edge")
+    objects = [replace(o, obj=_without_runtime_class(o.obj)) for o in gtp_cluster.render_cluster(plan)]
+    report = simulate(plan, objects)
     check = report["checks"]["runtime handlers"]
     assert check["passed"] == 0 and len(check["findings"]) == 3
     assert any("nvidia-device-plugin" in f["subject"] for f in check["findings"])

@@ -19,7 +19,7 @@ Explicit rules for what the harness replaces (`prepare`), each recorded in clust
   scheduler onto the kwok nodes and made Running by kwok (a process-run operator's own Deployment too: its pods do
   nothing, the process does the work);
 - an adopted cluster (`cluster.mode: existing`) gets the site's RuntimeClasses first (verify/simulate/runtime.py
-  SITE_RUNTIME_CLASSES, the simulator's same assumption);
+  `site_runtime_classes`, the target's traits, the simulator's same assumption);
 - custom resources whose controller is not run (e.g. KEDA's ScaledJob, DLRover's ElasticJob): applied (schema and
   CEL rules are the API server's), no pods expected; their pod checks stay the simulator's (`not_run`);
 - a ProvisioningRequest (Kueue's provisioning admission check, `kueue.atomicProvisioning`): the cluster-autoscaler
@@ -47,7 +47,6 @@ from pathlib import Path
 from typing import Any
 
 from components.kueue import PROVISIONING_CONTROLLER, QUEUE_LABEL
-from stack_config.targets import ADOPTED_KUBERNETES
 from tools.cluster_test import day_two
 from tools.cluster_test import nodes as kwok_nodes
 from tools.cluster_test.api import Api
@@ -499,7 +498,7 @@ def site(stack: str, objects: list[ClusterObject], stack_file: Path | None = Non
     mode = sim_nodes._mode(plan)
     classes = runtime.runtime_classes(objects, mode)
     groups = sim_nodes.node_groups(plan, objects, expanded, classes)
-    return groups, (dict(runtime.SITE_RUNTIME_CLASSES) if mode in ADOPTED_KUBERNETES else {})
+    return groups, runtime.site_runtime_classes(mode)
 
 
 def run_stack(stack: str, cluster: Cluster, log=print,

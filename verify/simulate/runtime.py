@@ -24,7 +24,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from conventions.names import NVIDIA_RUNTIME_HANDLER
-from stack_config.targets import ADOPTED_KUBERNETES
+from stack_config.targets import traits_for
 from verify.render import ClusterObject
 from verify.simulate.model import CheckResult, ExpandedPod, Finding
 
@@ -32,13 +32,17 @@ NAME = "runtime handlers"
 NVIDIA_DAEMON_COMMANDS = ("nvidia-device-plugin", "gpu-feature-discovery", "mps-control-daemon")
 """The device-plugin chart's GPU agents (chart 0.20.0 templates/daemonset-*.yml `command`); NFD's worker reads
 only PCI/sysfs and needs no NVIDIA runtime."""
-SITE_RUNTIME_CLASSES = {NVIDIA_RUNTIME_HANDLER: NVIDIA_RUNTIME_HANDLER}
-"""What an adopted k3s cluster already has (k3s-io/k3s manifests/runtimes.yaml)."""
+
+
+def site_runtime_classes(mode: str) -> dict[str, str]:
+    """What the cluster has before the stack adds any (`TargetTraits.site_runtime_classes`: an adopted k3s site's
+    `nvidia`, k3s-io/k3s manifests/runtimes.yaml), the same fact the config rule on gpu.runtimeClassName reads."""
+    return dict(traits_for(mode).site_runtime_classes)
 
 
 def runtime_classes(objects: Iterable[ClusterObject], mode: str) -> dict[str, str]:
     """RuntimeClass name → handler: the site's (adopted clusters) overlaid by the stack's own objects."""
-    classes = dict(SITE_RUNTIME_CLASSES) if mode in ADOPTED_KUBERNETES else {}
+    classes = site_runtime_classes(mode)
     for item in objects:
         if item.kind == "RuntimeClass":
             classes[item.name] = str(item.obj.get("handler") or "")
