@@ -238,18 +238,18 @@ ADOPTED_VPC = with_(with_(with_(BASE, "network.existingVpcId", "vpc-0a1b2c3d"), 
 
 @pytest.mark.parametrize(("raw", "pattern"), [
     (with_(ADOPTED_VPC, "network.existingVpcId", "prod-vpc"),
-     r"^network\.existingVpcId: 'prod-vpc' is not a VPC ID \('vpc-' and 8 or 17 hex digits.*a name"),
+     r"^network\.existingVpcId: 'prod-vpc' is not a VPC id \('vpc-' and 8 or 17 hex digits.*a name"),
     (with_(ADOPTED_VPC, "network.existingVpcId", "vpc-0A1B2C3D"), r"^network\.existingVpcId: 'vpc-0A1B2C3D' is not"),
     (with_(ADOPTED_VPC, "network.existingVpcId", "vpc-0a1b2c3d4"), r"^network\.existingVpcId: 'vpc-0a1b2c3d4' is not"),
     (with_(ADOPTED_VPC, "network.existingPrivateSubnetIds", ["subnet-0a1b2c3d", "private-a"]),
-     r"^network\.existingPrivateSubnetIds\[1\]: 'private-a' is not a subnet ID \('subnet-'"),
+     r"^network\.existingPrivateSubnetIds\[1\]: 'private-a' is not a subnet id \('subnet-'"),
     (with_(ADOPTED_VPC, "network.existingPublicSubnetIds", ["sg-0a1b2c3d"]),
-     r"^network\.existingPublicSubnetIds\[0\]: 'sg-0a1b2c3d' is not a subnet ID"),
+     r"^network\.existingPublicSubnetIds\[0\]: 'sg-0a1b2c3d' is not a subnet id"),
     (with_(BASE, "gpuNodeGroups.train", {"instanceTypes": ["p5.48xlarge"], "capacityReservationId": "cr-1",
                                          "availabilityZone": "us-west-2a"}),
-     r"^gpuNodeGroups\.train\.capacityReservationId: 'cr-1' is not a capacity reservation ID \('cr-'"),
+     r"^gpuNodeGroups\.train\.capacityReservationId: 'cr-1' is not a reservation id \('cr-'"),
     (with_(BASE, "cluster.deployer.transitGatewayId", "tgw-main"),
-     r"^cluster\.deployer\.transitGatewayId: 'tgw-main' is not a Transit Gateway ID \('tgw-'"),
+     r"^cluster\.deployer\.transitGatewayId: 'tgw-main' is not a Transit Gateway id \('tgw-'"),
 ])
 def test_aws_ids_in_the_wrong_shape(raw: dict[str, Any], pattern: str) -> None:
     refused(raw, pattern)
@@ -280,6 +280,7 @@ AIR_GAPPED["image"] = {"platform": "linux/arm64", "registry": "existing",
     ("siteRegistry", "registry.site.internal/mirror", r"^image\.airGap\.siteRegistry: .* not a registry host"),
     ("siteRegistry", "registry_site:5000", r"^image\.airGap\.siteRegistry: 'registry_site:5000' is not"),
     ("siteRegistry", "registry.site.internal:port", r"^image\.airGap\.siteRegistry: .* not a registry host"),
+    ("siteRegistry", "registry", r"^image\.airGap\.siteRegistry: 'registry' is not a registry host.*Docker Hub"),
 ])
 def test_air_gap_names_by_the_reference_grammar(key: str, value: str, pattern: str) -> None:
     refused(with_(AIR_GAPPED, f"image.airGap.{key}", value), pattern + r".*distribution/reference")
@@ -287,7 +288,7 @@ def test_air_gap_names_by_the_reference_grammar(key: str, value: str, pattern: s
 
 @pytest.mark.parametrize(("key", "value"), [("prefix", "mirror"), ("prefix", "site/mirror-a.b__c"),
                                             ("siteRegistry", "10.0.0.5:5000"), ("siteRegistry", "localhost:5000"),
-                                            ("siteRegistry", "[fd00::1]:5000"), ("siteRegistry", "registry")])
+                                            ("siteRegistry", "[fd00::1]:5000")])
 def test_air_gap_names_the_grammar_accepts_pass(key: str, value: str) -> None:
     raw = with_(AIR_GAPPED, f"image.airGap.{key}", value)
     if key == "siteRegistry":
