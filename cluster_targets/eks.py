@@ -44,6 +44,7 @@ from stack_config.derived import node_update_strategy, provisioning_groups
 from stack_config.problems import did_you_mean
 from stack_config.rules import Rule, check_sizes
 from stack_config.schema import GpuNodeGroupConfig
+from stack_config.site_rules import aws_id_problem
 from stack_config.storage_kinds import kinds_on
 from stack_config.targets import TargetTraits
 
@@ -420,9 +421,10 @@ def check_gpu_node_group(path: str, group: GpuNodeGroupConfig) -> Iterator[Probl
         without = [facts.name for facts in known if facts.num_efa_interfaces == 0]
         yield Problem(f"{path}.efa", f"true, but {', '.join(without)} has no EFA support")
     yield from check_purchase_option(path, group)
-    if group.capacity_reservation_id and not re.match(r"^cr-[0-9a-f]{8,17}$", group.capacity_reservation_id):
-        yield Problem(f"{path}.capacityReservationId", f"{group.capacity_reservation_id!r} is not a reservation "
-                                                       "id like 'cr-0123456789abcdef0'")
+    if group.capacity_reservation_id and (problem := aws_id_problem(f"{path}.capacityReservationId",
+                                                                    group.capacity_reservation_id, "cr",
+                                                                    "reservation")):
+        yield problem
     # "By default, Capacity Blocks deliver low-latency, high-throughput network connectivity between the instances
     # inside the Capacity Block, so there is no need to use a cluster placement group with a Capacity Block" (EC2
     # User Guide, https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/capacity-blocks-using.html); for a reservation,

@@ -8,6 +8,7 @@ import re
 from collections.abc import Iterable, Iterator
 
 from stack_config import Problem, StackConfig
+from stack_config.site_rules import aws_id_problem
 
 ALLOWED_ACCESS = ("public-endpoint (a public endpoint restricted to the deployer's CIDRs), in-vpc (a runner inside "
                   "an adopted VPC) or transit-gateway (a runner in a network attached to a Transit Gateway)")
@@ -15,7 +16,6 @@ ALLOWED_ACCESS = ("public-endpoint (a public endpoint restricted to the deployer
 # GitHub-hosted runner images (docs.github.com "GitHub-hosted runners" → "Standard GitHub-hosted runners"): they run
 # in GitHub's network, outside every VPC, from addresses that change per job.
 GITHUB_HOSTED_LABEL = re.compile(r"^(ubuntu|windows|macos)-(latest|\d[\w.-]*)$")
-TRANSIT_GATEWAY_ID = re.compile(r"^tgw-[0-9a-f]{8,17}$")
 
 
 def _ipv4_cidrs(cidrs: Iterable[str]) -> list[ipaddress.IPv4Network] | None:
@@ -106,9 +106,9 @@ def check_deployer_route(config: StackConfig) -> Iterator[Problem]:
                           "doesn't own; allowed: in-vpc (route the runners to it yourself) or a stack-created VPC")
         if deployer.transit_gateway_id is None:
             yield Problem(f"{path}.transitGatewayId", "is required for access 'transit-gateway' (tgw-...)")
-        elif not TRANSIT_GATEWAY_ID.match(deployer.transit_gateway_id):
-            yield Problem(f"{path}.transitGatewayId", f"{deployer.transit_gateway_id!r} is not a Transit Gateway id "
-                                                      "like 'tgw-0a1b2c3d4e5f67890'")
+        elif problem := aws_id_problem(f"{path}.transitGatewayId", deployer.transit_gateway_id, "tgw",
+                                       "Transit Gateway"):
+            yield problem
         if deployer_networks and not config.network.existing_vpc_id:
             try:
                 vpc = ipaddress.ip_network(config.network.vpc_cidr, strict=True)
@@ -122,8 +122,15 @@ def check_deployer_route(config: StackConfig) -> Iterator[Problem]:
 
 
 def check_vpc(config: StackConfig) -> Iterator[Problem]:
-    """An adopted VPC's subnets: two private ones at least, and none without the VPC."""
+    """An adopted VPC's subnets: two private ones at least, and none without the VPC; every id in EC2's shape."""
     network = config.network
+    ids = [("network.existingVpcId", network.existing_vpc_id, "vpc", "VPC")] if network.existing_vpc_id else []
+    for key, subnets in (("existingPrivateSubnetIds", network.existing_private_subnet_ids),
+                         ("existingPublicSubnetIds", network.existing_public_subnet_ids)):
+        ids += [(f"network.{key}[{index}]", subnet, "subnet", "subnet") for index, subnet in enumerate(subnets)]
+    for path, value, prefix, what in ids:
+        if problem := aws_id_problem(path, value, prefix, what):
+            yield problem
     if network.existing_vpc_id and len(network.existing_private_subnet_ids) < 2:
         yield Problem("network.existingPrivateSubnetIds", "an adopted VPC needs at least two private subnets "
                                                           "(in different availability zones)")

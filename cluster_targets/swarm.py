@@ -10,6 +10,7 @@ with the pending task named instead of hanging.
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import re
 from collections.abc import Iterator
@@ -19,12 +20,14 @@ import pulumi
 
 from cluster_targets.base import Cluster, ClusterTarget
 from components.swarm_access import SwarmAccess, SwarmAccessArgs
+from conventions.names import CPU_STAND_IN_GPU_MODEL
 from stack_config import Problem, StackConfig
 from stack_config.derived import configured_pods
+from stack_config.site_rules import clean_absolute, host_problem
 from stack_config.storage_kinds import kinds_on
 from stack_config.targets import TargetTraits
 
-SSH_HOST = re.compile(r"^ssh://[A-Za-z0-9._-]+@[A-Za-z0-9.-]+(:\d{1,5})?$")
+SSH_HOST = re.compile(r"^ssh://[A-Za-z0-9._-]+@(?P<host>\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.-]+)(?::(?P<port>\d{1,5}))?$")
 SECRET_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 SWARM_NODE_GROUP_LABEL = "gtp.dev.node-group"
 """The node label a group's servers carry by default. Not Kubernetes' `gtp.dev/node-group`: Swarm refuses a
@@ -53,9 +56,12 @@ class SwarmTarget(ClusterTarget):
         if cluster.swarm is None or not cluster.swarm.manager_host:
             yield Problem("cluster.swarm.managerHost", "is required for mode 'swarm': the manager's Docker endpoint "
                                                        "over SSH, like 'ssh://deploy@gpu-manager.site.internal'")
-        elif not SSH_HOST.match(cluster.swarm.manager_host):
+        elif not ssh_endpoint(cluster.swarm.manager_host):
             yield Problem("cluster.swarm.managerHost", f"{cluster.swarm.manager_host!r} is not an SSH endpoint like "
-                          "'ssh://<user>@<host>[:<port>]' (the Docker API is only reached over SSH)")
+                          "'ssh://<user>@<host>[:<port>]' (the Docker API is only reached over SSH): a DNS name, an "
+                          "IPv4 address or a bracketed IPv6 one, a port of 1..65535, no path")
+        if cluster.swarm is not None:
+            yield from self._check_stand_in(config)
         if config.kubeconfig is not None:
             yield Problem("kubeconfig", "is set, but mode 'swarm' reaches its manager over SSH: remove the secret")
         yield from self._check_gpus(config)
@@ -71,6 +77,24 @@ class SwarmTarget(ClusterTarget):
         if enabled:
             yield Problem("gpu.metrics", f"{', '.join(enabled)} run on Kubernetes; this platform installs no metrics "
                                          "on a Swarm: set them false (run dcgm-exporter on the servers yourself)")
+
+    def _check_stand_in(self, config: StackConfig) -> Iterator[Problem]:
+        """`cpuStandIn` runs CPU processes and reserves no GPU: only on a site whose groups say they have none
+        (gpuModel `cpu-stand-in`, what `make swarm-test` writes); a stand-in group without it would reserve GPUs
+        its servers don't have."""
+        swarm = config.cluster.swarm
+        assert swarm is not None
+        for name, group in config.gpu_node_groups.items():
+            path = f"gpuNodeGroups.{name}.gpuModel"
+            if swarm.cpu_stand_in and group.gpu_model is not None and group.gpu_model != CPU_STAND_IN_GPU_MODEL:
+                yield Problem("cluster.swarm.cpuStandIn", f"true, but node group '{name}' declares gpuModel "
+                              f"{group.gpu_model!r}: a stand-in runs CPU processes and reserves no GPU, so a site "
+                              "with GPUs would train on CPUs; allowed: false on a site with GPUs, true only with "
+                              f"gpuModel {CPU_STAND_IN_GPU_MODEL!r} (the CPU test Swarm of `make swarm-test`)")
+            elif not swarm.cpu_stand_in and group.gpu_model == CPU_STAND_IN_GPU_MODEL:
+                yield Problem(path, f"{CPU_STAND_IN_GPU_MODEL!r} marks servers without GPUs, but "
+                                    "cluster.swarm.cpuStandIn is false: its tasks would reserve GPUs the servers "
+                                    "don't have; set the servers' GPU model or cpuStandIn true")
 
     def _check_gpus(self, config: StackConfig) -> Iterator[Problem]:
         for name, group in config.gpu_node_groups.items():
@@ -109,15 +133,30 @@ class SwarmTarget(ClusterTarget):
         if storage.kind not in kinds_on(self.mode):  # stack_config/storage_kinds.py
             yield Problem("storage.kind", f"{storage.kind!r} is not available on a Swarm; allowed: "
                                           f"{', '.join(kinds_on(self.mode))}")
+        clean = "is not a clean absolute path (no '.', '..', '//' or trailing '/')"
         if storage.kind == "nfs":
-            if not storage.nfs_server:
+            server = storage.nfs_server
+            if not server:
                 yield Problem("storage.nfsServer", "is required for kind 'nfs': the NFS server every GPU server mounts")
+            elif re.fullmatch(r"[^:/]+:/(?!/).*", server):
+                host, _, export = server.partition(":")
+                yield Problem("storage.nfsServer", f"{server!r} is host:path, but the export path is storage.nfsPath: "
+                                                   f"write nfsServer {host!r} and nfsPath {export!r}")
+            elif host_problem(server):
+                yield Problem("storage.nfsServer", f"{server!r} is not a host: an IP address or a DNS name, with no "
+                                                   "scheme, port or path, like 'nfs.site.internal' (Docker's local "
+                                                   "volume driver passes it as the mount's addr=)")
             if not storage.nfs_path or not storage.nfs_path.startswith("/"):
                 yield Problem("storage.nfsPath", f"{storage.nfs_path!r} must be the exported absolute path, like "
                                                  "'/export/training'")
-        if storage.kind == "host-path" and (not storage.host_path or not storage.host_path.startswith("/")):
-            yield Problem("storage.hostPath", f"{storage.host_path!r} must be an absolute directory present on every "
-                                              "GPU server, like '/data/training'")
+            elif not clean_absolute(storage.nfs_path):
+                yield Problem("storage.nfsPath", f"{storage.nfs_path!r} {clean}, like '/export/training'")
+        if storage.kind == "host-path":
+            if not storage.host_path or not storage.host_path.startswith("/"):
+                yield Problem("storage.hostPath", f"{storage.host_path!r} must be an absolute directory present on "
+                                                  "every GPU server, like '/data/training'")
+            elif not clean_absolute(storage.host_path):
+                yield Problem("storage.hostPath", f"{storage.host_path!r} {clean}, like '/data/training'")
 
     def _check_secrets(self, config: StackConfig) -> Iterator[Problem]:
         if config.swarm_secrets is None:
@@ -142,6 +181,22 @@ class SwarmTarget(ClusterTarget):
                                                       ssh_options=list(swarm.ssh_options)))
         return Cluster(target=self, provider=None, aws_opts=aws_opts, docker_provider=access.provider,
                        exports={"clusterName": config.cluster_name, "swarmManager": swarm.manager_host})
+
+
+def ssh_endpoint(value: str) -> bool:
+    """`ssh://<user>@<host>[:<port>]`: a DNS name or IP address (IPv6 in brackets), a port of 1..65535."""
+    match = SSH_HOST.match(value)
+    if match is None:
+        return False
+    host, port = match["host"], match["port"]
+    if port is not None and not 1 <= int(port) <= 65535:
+        return False
+    if host.startswith("["):
+        try:
+            return ipaddress.ip_address(host[1:-1]).version == 6
+        except ValueError:
+            return False
+    return not host_problem(host)
 
 
 def swarm_secrets(config: StackConfig) -> dict[str, str]:

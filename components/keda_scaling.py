@@ -55,6 +55,15 @@ def gpu_utilization_query(namespace: str, job_name: str) -> str:
             f'pod=~"{job_name}-worker-[0-9]+"}})')
 
 
+SCALED_OBJECT_SUFFIX = "-gpu-utilization"
+"""The ScaledObject of a workload is `<job>-gpu-utilization`; KEDA v2.20.2 labels its HPA with the ScaledObject's name
+(`app.kubernetes.io/part-of`, controllers/keda/hpa.go:141), a label value of at most 63 characters."""
+
+
+def scaled_object_name(job_name: str) -> str:
+    return job_name + SCALED_OBJECT_SUFFIX
+
+
 def scaled_object_body(*, job_name: str, namespace: str, scale_target: Mapping[str, str], prometheus_url: str,
                        min_replicas: int, max_replicas: int, threshold: int, polling_interval: int,
                        cooldown_period: int) -> dict[str, Any]:
@@ -67,7 +76,7 @@ def scaled_object_body(*, job_name: str, namespace: str, scale_target: Mapping[s
                          "training-operator's webhook rejects; use >= 1 or autoscaling.mode scaledjob")
     return {
         "apiVersion": KEDA_API, "kind": "ScaledObject",
-        "metadata": {"name": f"{job_name}-gpu-utilization", "namespace": namespace},
+        "metadata": {"name": scaled_object_name(job_name), "namespace": namespace},
         "spec": {
             "scaleTargetRef": dict(scale_target),
             "minReplicaCount": min_replicas, "maxReplicaCount": max_replicas,

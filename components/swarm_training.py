@@ -38,6 +38,7 @@ import pulumi
 import pulumi_docker as docker
 
 from components.training_pod import RUN_AS_USER
+from conventions import container_paths
 from conventions.quantities import cpu_cores, quantity_gib
 
 RENDEZVOUS_PORT = 29400
@@ -45,7 +46,7 @@ OVERLAY_INTERFACE = "eth0"
 """The tasks attach one overlay network and publish no port (so they are not on the ingress network): the overlay
 is their first interface. docker_gwbridge (the second) does not route between servers, so NCCL and gloo must not
 pick it."""
-SECRETS_DIR = "/run/secrets"
+SECRETS_DIR = container_paths.SECRETS_DIR
 
 
 @dataclass(frozen=True)
@@ -176,8 +177,9 @@ def service_spec(shape: SwarmJobShape, *, role: str, network: pulumi.Input[str],
     mounts = [
         dict(shape.storage_mount),
         # The root filesystem is read-only; shared memory and scratch are memory-backed and bounded.
-        {"type": "tmpfs", "target": "/dev/shm", "tmpfs_options": {"size_bytes": _bytes(shape.shm_size)}},
-        {"type": "tmpfs", "target": "/tmp", "tmpfs_options": {"size_bytes": _bytes(shape.scratch_size)}},
+        {"type": "tmpfs", "target": container_paths.SHM, "tmpfs_options": {"size_bytes": _bytes(shape.shm_size)}},
+        {"type": "tmpfs", "target": container_paths.SCRATCH,
+         "tmpfs_options": {"size_bytes": _bytes(shape.scratch_size)}},
     ]
     reservation: dict[str, Any] = dict(amounts)
     if not shape.cpu_stand_in:

@@ -14,6 +14,7 @@ from typing import Any, Literal
 
 import pulumi
 
+from conventions import container_paths
 from conventions.kubernetes import restricted_container, restricted_pod
 from conventions.names import EFA_RESOURCE
 from conventions.quantities import quantity_gib
@@ -164,8 +165,9 @@ def container_env(shape: PodShape) -> list[dict[str, Any]]:
 
 
 def volume_mounts(shape: PodShape) -> list[dict[str, Any]]:
-    shm = [] if shape.device_shm else [{"name": "dshm", "mountPath": "/dev/shm"}]
-    return [*shm, {"name": "tmp", "mountPath": "/tmp"}, {"name": "shared", "mountPath": shape.mount_path}]
+    shm = [] if shape.device_shm else [{"name": "dshm", "mountPath": container_paths.SHM}]
+    return [*shm, {"name": "tmp", "mountPath": container_paths.SCRATCH},
+            {"name": "shared", "mountPath": shape.mount_path}]
 
 
 def healthcheck_args(shape: PodShape) -> list[str]:

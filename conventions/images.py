@@ -19,6 +19,20 @@ DIGEST = re.compile(r"^sha256:[0-9a-f]{64}$")
 LOCK_VERSION = 1
 PLATFORM = re.compile(r"^[a-z0-9]+/[a-z0-9_]+(/[a-z0-9]+)?$")
 
+# The grammar of github.com/distribution/reference v0.6.0 (the version tools/cluster_test/gomod/kubernetes/go.mod
+# pins), regexp.go:44-129, and its length limit (reference.go:39 `RepositoryNameTotalLengthMax`).
+_ALPHANUMERIC = r"[a-z0-9]+"
+_SEPARATOR = r"(?:[._]|__|[-]+)"
+_DOMAIN_NAME_COMPONENT = r"(?:[a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9])"
+_HOST = rf"(?:{_DOMAIN_NAME_COMPONENT}(?:\.{_DOMAIN_NAME_COMPONENT})*|\[(?:[a-fA-F0-9:]+)\])"
+DOMAIN_AND_PORT = re.compile(rf"^{_HOST}(?::[0-9]+)?$")
+"""A registry `host[:port]` (regexp.go:110 `domainAndPort`): no scheme, no path."""
+_PATH_COMPONENT = rf"{_ALPHANUMERIC}(?:{_SEPARATOR}{_ALPHANUMERIC})*"
+REPOSITORY_PATH = re.compile(rf"^{_PATH_COMPONENT}(?:/{_PATH_COMPONENT})*$")
+"""A repository path under a registry (regexp.go:129 `remoteName`): lower-case components separated by '/'."""
+REPOSITORY_NAME_MAX = 255
+REFERENCE_GRAMMAR = "github.com/distribution/reference v0.6.0 regexp.go"
+
 
 @dataclass(frozen=True)
 class ImageRef:

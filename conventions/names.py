@@ -17,6 +17,12 @@ DEVICE_PLUGIN_CONFIG_LABEL = "nvidia.com/device-plugin.config"
 NODE_GROUP_LABEL = "gtp.dev/node-group"
 SYSTEM_ROLE_LABEL = "gtp.dev/role"
 """Label of the CPU system node group's nodes (value `system`): where controllers and operators run."""
+PLATFORM_NODE_LABELS: tuple[str, ...] = (NODE_GROUP_LABEL, DEVICE_PLUGIN_CONFIG_LABEL, SYSTEM_ROLE_LABEL)
+"""Node labels the platform sets itself (cluster_targets/eks.py `node_labels`, the system node group): a node group's
+own `labels` may not set them (the platform's value would silently win, or a GPU node would pass for a system one)."""
+CPU_STAND_IN_GPU_MODEL = "cpu-stand-in"
+"""The `gpuModel` of a node group whose servers have no GPU (the CPU test Swarm of `make swarm-test`,
+tools/swarm_harness.py `cpu_stack`): the one model `cluster.swarm.cpuStandIn` runs on."""
 GPU_TAINT_KEY = "nvidia.com/gpu"
 WHOLE_GPU_RESOURCE = "nvidia.com/gpu"
 SHARED_GPU_RESOURCE = "nvidia.com/gpu.shared"

@@ -13,6 +13,26 @@ from stack_config.traits import Capable, TraitsRegistry
 
 
 @dataclass(frozen=True)
+class GeneratedName:
+    """A name the kind's operator derives from the workload's name, which Kubernetes (or Swarm) caps at 63 characters
+    (a DNS label, or a label value); declared once per kind, beside its code, with the upstream source."""
+
+    template: str
+    """`{job}` is the workload's name, `{index}` the largest replica index (its largest pod count less one)."""
+    what: str
+    """What carries the name, e.g. `each Worker's pod and Service`."""
+    source: str
+    """Where upstream builds it, at the pinned version."""
+    autoscaling: tuple[str, ...] | None = None
+    """Only with one of these `autoscaling.mode`s (None: always)."""
+    single_pod: bool | None = None
+    """Only for a non-elastic job of one pod (True), or only for every other job (False); None: both."""
+
+    def longest(self, job: str, max_index: int) -> str:
+        return self.template.format(job=job, index=max_index)
+
+
+@dataclass(frozen=True)
 class KindTraits:
     """A configurable workload kind's capabilities, as the config rules and the applicability table see them."""
 
@@ -29,6 +49,8 @@ class KindTraits:
     PyTorchJob's elasticPolicy.rdzvConf), so that timeout must cover a pod's start-up."""
     clean_pod_policy: bool = False
     """Its resource has a runPolicy.cleanPodPolicy (`workloads.<name>.cleanPodPolicy`)."""
+    generated_names: tuple[GeneratedName, ...] = ()
+    """Names its operator (or KEDA, or Swarm) derives from the workload's name, each capped at 63 characters."""
 
 
 KINDS: TraitsRegistry[KindTraits] = TraitsRegistry("workload kind", "workloads.<name>.kind", "workload_kinds")

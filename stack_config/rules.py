@@ -35,6 +35,7 @@ from stack_config.derived import (
 from stack_config.kinds import KEDA_SCALED, kind_traits, kinds_where
 from stack_config.problems import Problem, did_you_mean
 from stack_config.schema import SharingConfig, StackConfig, WorkloadConfig
+from stack_config.site_rules import RULES as SITE_RULES
 from stack_config.storage_kinds import kinds_on, shared_by_pods
 from stack_config.targets import traits_of
 
@@ -136,7 +137,7 @@ def _check_tags(config: StackConfig) -> Iterator[Problem]:
         path = f"tags.{key}"
         if key.lower().startswith("aws:"):
             yield Problem(path, f"{key!r}: the 'aws:' prefix is reserved for AWS; use a key without it")
-        elif key.startswith(PLATFORM_TAG_PREFIX):
+        elif key.lower().startswith(PLATFORM_TAG_PREFIX):  # IAM tag keys are case-insensitive
             yield Problem(path, f"{key!r}: the 'gtp:' prefix is the platform's own (project, stack, lifecycle); use "
                                 "another key")
         if not 1 <= len(key) <= TAG_KEY_MAX:
@@ -921,6 +922,7 @@ _RULES = (
     (_check_storage, ("storage", "cluster")),
     (_check_lifecycle, ("lifecycle", "gpuNodeGroups")),
     (_check_ttl, ("lifecycle", "cluster", "gpuNodeGroups", "workloads", "image")),
+    *SITE_RULES,  # stack_config/site_rules.py: what AWS, the API server, a kubelet or a site would refuse
 )
 
 

@@ -70,7 +70,8 @@ class SwarmConfig(_Section):
     true. `false` only where IPsec cannot pass: the CPU test Swarm of `make swarm-test` (daemons in network
     namespaces of one machine, where an encrypted overlay carried no traffic between nodes)."""
     cpu_stand_in: bool = False
-    """Test Swarms without GPUs only (`make swarm-test`). Default false: a site with GPUs never sets it. When true,
+    """Test Swarms without GPUs only (`make swarm-test`), whose groups say so with `gpuModel: cpu-stand-in`. Default
+    false: a site with GPUs never sets it (refused with any other `gpuModel`). When true,
     each task runs `gpusPerNode` CPU processes (`torchrun --nproc-per-node=<gpusPerNode>`, gloo), its node check
     expects no visible GPU, and it reserves no generic resource: the test's Debian Engine 20.10 rejects every task
     that does (moby/moby#44378, fixed in Engine 23.0, which docs/swarm.md asks of a site)."""
@@ -571,7 +572,9 @@ class StorageConfig(_Section):
     """`host-path` only: the directory on every GPU server, owned by uid/gid 10001 (the trainer's user)."""
     mount_path: str = "/mnt/shared"
     """Where the volume is mounted in every worker (checkpoints under `<mountPath>/checkpoints/<job>`, data
-    under `<mountPath>/data`). Default `/mnt/shared`."""
+    under `<mountPath>/data`): a clean absolute path on, inside or around none of the paths the container uses itself
+    (`/dev/shm`, `/tmp`, `/run/secrets`, `/mps`, `/workspace`, `/home/trainer`) nor a system directory. Default
+    `/mnt/shared`."""
 
 
 class LifecycleConfig(_Section):

@@ -248,7 +248,8 @@ def test_a_public_endpoint_deployer_opens_nothing_in_the_vpc() -> None:
 
 def test_an_in_vpc_deployer_gets_443_on_the_endpoint_and_no_attachment(tmp_path: Path) -> None:
     def in_vpc(config: dict) -> None:
-        config["gtp:network"] = {"existingVpcId": "vpc-0a1b2c3d", "existingPrivateSubnetIds": ["subnet-a", "subnet-b"]}
+        config["gtp:network"] = {"existingVpcId": "vpc-0a1b2c3d",
+                                 "existingPrivateSubnetIds": ["subnet-0a1b2c3d", "subnet-0b1c2d3e"]}
         config["gtp:cluster"]["endpointPublicAccess"] = False
         del config["gtp:cluster"]["publicAccessCidrs"]
         config["gtp:cluster"]["deployer"] = {"access": "in-vpc", "runnerLabels": ["self-hosted", "gtp-dev"],

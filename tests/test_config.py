@@ -153,7 +153,7 @@ RULES = [
     (BASE, "cluster.deployer.access", "in-vpc",
      r"^cluster\.deployer\.access: 'in-vpc', but this stack creates its VPC \(network\.existingVpcId is unset\)"),
     (with_(with_(BASE, "network.existingVpcId", "vpc-0a1b2c3d"), "network.existingPrivateSubnetIds",
-           ["subnet-1", "subnet-2"]),
+           ["subnet-0a1b2c3d", "subnet-0b1c2d3e"]),
      "cluster.deployer.access", "transit-gateway",
      r"^cluster\.deployer\.access: 'transit-gateway' attaches the VPC this stack creates, but network\.existingVpcId "
      r"adopts 'vpc-0a1b2c3d'"),
@@ -527,7 +527,7 @@ def test_a_deployer_that_reaches_a_public_endpoint_passes(deployer: dict[str, An
 
 def test_an_in_vpc_deployer_of_an_adopted_vpc_passes() -> None:
     raw = with_(with_(with_(BASE, "network.existingVpcId", "vpc-0a1b2c3d"), "network.existingPrivateSubnetIds",
-                      ["subnet-1", "subnet-2"]),
+                      ["subnet-0a1b2c3d", "subnet-0b1c2d3e"]),
                 "cluster.deployer",
                 {"access": "in-vpc", "runnerLabels": ["self-hosted", "gtp"], "cidrs": ["10.9.0.0/24"]})
     assert parse(raw).cluster.deployer.access == "in-vpc"

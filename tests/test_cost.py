@@ -510,7 +510,8 @@ def test_nat_gateways_follow_network_nat_gateways_and_an_adopted_vpc_has_none_of
     in_vpc = {**raw["cluster"], "deployer": {"access": "in-vpc", "runnerLabels": ["self-hosted"],
                                              "cidrs": ["192.0.2.0/24"]}}
     adopted = cost.stack_cost(parse({**raw, "cluster": in_vpc, "network": {
-        "existingVpcId": "vpc-0123456789abcdef0", "existingPrivateSubnetIds": ["subnet-0a", "subnet-0b"]}}, "prod"))
+        "existingVpcId": "vpc-0123456789abcdef0",
+        "existingPrivateSubnetIds": ["subnet-0a1b2c3d", "subnet-0b1c2d3e"]}}, "prod"))
     rate = fixed_prices.NAT_GATEWAY["us-east-1"].amount
 
     def nat(doc: dict[str, Any]) -> tuple[int, float] | None:

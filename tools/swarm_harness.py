@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from conventions.names import CPU_STAND_IN_GPU_MODEL
 from tools import system_packages
 from tools.engine import Engine, EngineError, leftovers, mounts_under
 
@@ -217,6 +218,7 @@ def cpu_stack(edge: Mapping[str, Any], *, host_path: str, max_steps: int = 40, g
     swarm["convergeTimeoutSeconds"] = converge_timeout_seconds
     for group in config["gtp:gpuNodeGroups"].values():
         group["gpusPerNode"] = gpus_per_node
+        group["gpuModel"] = CPU_STAND_IN_GPU_MODEL  # what marks a site without GPUs (cluster.swarm.cpuStandIn)
     workload = config["gtp:workloads"][TEST_JOB]
     # 1.5 of a node's 2 advertised CPUs: two tasks never fit on one node (without generic resources, which the
     # stand-in does not reserve, the CPU reservation is what keeps one task per server here).

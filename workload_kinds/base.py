@@ -22,7 +22,7 @@ from components.training_pod import PodShape
 from conventions.kubernetes import PodSecurityLevel
 from conventions.names import Platform
 from stack_config import Problem, StackConfig, WorkloadConfig
-from stack_config.kinds import KindTraits
+from stack_config.kinds import GeneratedName, KindTraits
 
 
 @dataclass(frozen=True)
@@ -103,12 +103,15 @@ class WorkloadKind(ABC):
     """Values of `workloads.<name>.entrypoint` the kind can run."""
     own_image: ClassVar[bool] = True
     """Can run a team's own image and command (`workloads.<name>.image`)."""
+    generated_names: ClassVar[tuple[GeneratedName, ...]] = ()
+    """Names derived from the workload's name by what runs it (stack_config/kinds.py `GeneratedName`): the longest of
+    each kind of object its operator creates, with the upstream source."""
 
     @property
     def traits(self) -> KindTraits:
         """What the config rules may ask of this kind (stack_config/kinds.py), registered under `name` by the
         registry, so no rule below the kinds compares a kind's name."""
-        return KindTraits()
+        return KindTraits(generated_names=self.generated_names)
 
     def check(self, config: StackConfig, workload: WorkloadConfig, path: str) -> Iterator[Problem]:
         """Config problems specific to this kind for one workload at key path `path` (run with every other rule,
@@ -180,7 +183,7 @@ class KubernetesWorkloadKind(WorkloadKind):
     def traits(self) -> KindTraits:
         return KindTraits(operators=self.operators, kueue_admits=self.kueue_integration is not None,
                           keda_scales=self.keda_scales, readiness_bounds_rendezvous=self.readiness_bounds_rendezvous,
-                          clean_pod_policy=self.clean_pod_policy)
+                          clean_pod_policy=self.clean_pod_policy, generated_names=self.generated_names)
 
     @abstractmethod
     def deploy(self, context: WorkloadContext) -> Deployment:

@@ -16,6 +16,7 @@ from components.training_pod import ElasticRange, PodShape, launched, pod_templa
 from conventions.kubernetes import PodSecurityLevel, app_labels
 from conventions.quantities import quantity_gib, whole_cores
 from stack_config import Problem, StackConfig, WorkloadConfig
+from stack_config.kinds import GeneratedName
 from workload_kinds.base import Deployment, JobMaster, KubernetesWorkloadKind, WorkloadContext
 
 API_VERSION = "elastic.iml.github.io/v1alpha1"
@@ -70,6 +71,15 @@ class ElasticJobKind(KubernetesWorkloadKind):
     # DLRover 0.6.1 runs its job master as the namespace's default ServiceAccount with the kustomization's
     # `default-role` ClusterRole.
     job_master: ClassVar[JobMaster | None] = JobMaster(cluster_role="default-role", operator="dlrover")
+    generated_names: ClassVar[tuple[GeneratedName, ...]] = (
+        # DLRover v0.6.1: the job master's Service (a DNS-1035 label of at most 63 characters)
+        GeneratedName("elasticjob-{job}-dlrover-master", "DLRover's job-master Service",
+                      "DLRover v0.6.1 go/elasticjob/pkg/controllers/master.go:94"),
+        # each worker's pod and Service `<job>-edljob-worker-<id>` (dlrover/python/scheduler/kubernetes.py:43,65-66,
+        # master/scaler/pod_scaler.py:394,431); a relaunched worker gets the next id, so this is the least it reaches
+        GeneratedName("{job}-edljob-worker-{index}", "the last worker's pod and Service",
+                      "DLRover v0.6.1 dlrover/python/scheduler/kubernetes.py:65-66"),
+    )
 
     def check(self, config: StackConfig, workload: WorkloadConfig, path: str) -> Iterator[Problem]:
         if workload.elastic is None:

@@ -16,13 +16,14 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import Any, ClassVar
 
-from components.keda_scaling import KedaScaling, KedaScalingArgs
+from components.keda_scaling import SCALED_OBJECT_SUFFIX, KedaScaling, KedaScalingArgs
 from components.training_job import TrainingJob, TrainingJobArgs
 from components.training_pod import ElasticRange, PodShape, RunPolicy, pod_template, torchrun_args
 from conventions.kubernetes import app_labels
 from conventions.names import PROMETHEUS_URL
 from stack_config import Problem, StackConfig, WorkloadConfig
 from stack_config.derived import startup_bound_seconds
+from stack_config.kinds import GeneratedName
 from workload_kinds.base import KUEUE_REQUEUE, Deployment, KubernetesWorkloadKind, TemplateUpdate, WorkloadContext
 
 API_VERSION = "kubeflow.org/v1"
@@ -118,6 +119,19 @@ class PyTorchJobKind(KubernetesWorkloadKind):
     operators: ClassVar[frozenset[str]] = frozenset({"training-operator"})
     pod_label: ClassVar[str] = POD_LABEL
     entrypoints: ClassVar[frozenset[str]] = frozenset({"train", "bench"})
+    generated_names: ClassVar[tuple[GeneratedName, ...]] = (
+        # training-operator v1.9.4 names each replica's pod and its Service `<job>-<replica type>-<index>`
+        # (pkg/core/utils.go:30-33 `GenGeneralName`; pod.go:414, service.go:243 in pkg/controller.v1/common): a
+        # Service name is a DNS-1035 label of at most 63 characters.
+        GeneratedName("{job}-master-0", "the Master's pod and Service",
+                      "training-operator v1.9.4 pkg/controller.v1/common/service.go:243", ("none", "scaledobject"),
+                      single_pod=True),
+        GeneratedName("{job}-worker-{index}", "the last Worker's pod and Service",
+                      "training-operator v1.9.4 pkg/controller.v1/common/service.go:243", ("none", "scaledobject"),
+                      single_pod=False),
+        GeneratedName("{job}" + SCALED_OBJECT_SUFFIX, "the ScaledObject, a label value on its HPA",
+                      "KEDA v2.20.2 controllers/keda/hpa.go:141", ("scaledobject",)),
+    )
 
     def check(self, config: StackConfig, workload: WorkloadConfig, path: str) -> Iterator[Problem]:
         if workload.entrypoint == "bench" and workload.autoscaling.mode != "none":

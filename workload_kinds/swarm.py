@@ -18,6 +18,7 @@ from components.swarm_training import (
 )
 from components.training_pod import bench_args, checkpoint_dir, trainer_args
 from stack_config.derived import configured_pods
+from stack_config.kinds import GeneratedName
 from workload_kinds.base import Deployment, SwarmContext, SwarmWorkloadKind
 
 
@@ -56,6 +57,13 @@ class SwarmKind(SwarmWorkloadKind):
     entrypoints: ClassVar[frozenset[str]] = frozenset({"train", "bench"})
     # The services run `torchrun -m trainer.<entrypoint>` through a shell wrapper of our image.
     own_image: ClassVar[bool] = False
+    # Swarm refuses a service, network, secret or volume name over 63 characters (swarmkit manager/controlapi/
+    # common.go:68-70 `validateAnnotations`); a worker task's hostname `<job>-worker-<slot>` (`service_spec`) is the
+    # longest name derived from the job's, and a hostname the rendezvous resolves is a DNS label.
+    generated_names: ClassVar[tuple[GeneratedName, ...]] = (
+        GeneratedName(worker_service_name("{job}") + "-{index}", "the last worker task's hostname",
+                      "components/swarm_training.py service_spec; swarmkit manager/controlapi/common.go:68"),
+    )
 
     def deploy(self, context: SwarmContext) -> Deployment:
         config = context.config

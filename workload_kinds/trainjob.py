@@ -48,6 +48,7 @@ import pulumi_kubernetes as k8s
 from components.training_pod import CONTAINER_NAME, EFA_RESOURCE, PodShape, pod_template, resources, torchrun_args
 from conventions.kubernetes import app_labels
 from stack_config import Problem, StackConfig, WorkloadConfig
+from stack_config.kinds import GeneratedName
 from workload_kinds.base import Deployment, KubernetesWorkloadKind, TemplateUpdate, WorkloadContext
 
 API_VERSION = "trainer.kubeflow.org/v1alpha1"
@@ -150,6 +151,13 @@ class TrainJobKind(KubernetesWorkloadKind):
     template_kinds: ClassVar[frozenset[str]] = frozenset({"ClusterTrainingRuntime", "TrainingRuntime"})
     operators: ClassVar[frozenset[str]] = frozenset({"trainer"})
     pod_label: ClassVar[str] = POD_LABEL
+    # JobSet v0.12.0's webhook refuses a JobSet whose longest pod name `<jobset>-<replicated job>-<job index>-<pod
+    # index>-<5 random>` is not a DNS-1035 label of at most 63 characters (pkg/webhooks/jobset_webhook.go:243-255,
+    # Indexed completion being its default, :120-122); the TrainJob's JobSet is named after it, one Job of `node`.
+    generated_names: ClassVar[tuple[GeneratedName, ...]] = (
+        GeneratedName("{job}-" + NODE + "-0-{index}-abcde", "the JobSet's longest pod name (with its 5 random "
+                      "characters)", "JobSet v0.12.0 pkg/webhooks/jobset_webhook.go:249"),
+    )
 
     def check(self, config: StackConfig, workload: WorkloadConfig, path: str) -> Iterator[Problem]:
         if workload.elastic is not None:

@@ -193,9 +193,10 @@ def test_lustre_gets_one_subnet_as_a_string_in_an_adopted_vpc(tmp_path):
     from tests.conftest import plan_modified
 
     def adopt(config):
-        config["gtp:network"] = {"existingVpcId": "vpc-0abc", "existingPrivateSubnetIds": ["subnet-01", "subnet-02"]}
+        config["gtp:network"] = {"existingVpcId": "vpc-0a1b2c3d",
+                                 "existingPrivateSubnetIds": ["subnet-0a1b2c3d", "subnet-0b1c2d3e"]}
         config["gtp:cluster"]["deployer"] = {"access": "in-vpc", "runnerLabels": ["self-hosted", "gtp-prod"],
                                              "cidrs": ["10.0.0.0/24"]}
 
     plan = plan_modified(tmp_path, "prod", adopt)
-    assert plan.one("aws:fsx/lustreFileSystem:LustreFileSystem").inputs["subnetIds"] == "subnet-01"
+    assert plan.one("aws:fsx/lustreFileSystem:LustreFileSystem").inputs["subnetIds"] == "subnet-0a1b2c3d"
