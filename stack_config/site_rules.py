@@ -25,8 +25,8 @@ from stack_config.targets import IN_AWS, ON_KUBERNETES
 # Mount paths
 # ---------------------------------------------------------------------------------------------------------
 
-VOLUME_MOUNT_SOURCE = ("kubernetes v1.34 pkg/apis/core/validation/validation.go `ValidateVolumeMounts`: "
-                       "\"must be unique\"")
+VOLUME_MOUNT_SOURCE = ("kubernetes v1.34.12 pkg/apis/core/validation/validation.go:3030,3046 "
+                       "`ValidateVolumeMounts`: \"must be unique\"")
 
 
 def clean_absolute(path: str) -> bool:
@@ -126,8 +126,9 @@ def label_value_problem(value: str) -> str | None:
 
 
 def _kubelet_refuses(key: str) -> bool:
-    """cmd/kubelet/app/options/options.go `ValidateKubeletFlags` (v1.34): a `--node-labels` key under kubernetes.io
-    or k8s.io (`isKubernetesLabel`) that is not a kubelet label (`IsKubeletLabel`) stops the kubelet."""
+    """kubernetes v1.34.12 cmd/kubelet/app/options/options.go:148-176 `ValidateKubeletFlags`: a `--node-labels` key
+    under kubernetes.io or k8s.io (`isKubernetesLabel`, :176) that is not a kubelet label (`IsKubeletLabel`) stops
+    the kubelet (:164 "unknown 'kubernetes.io' or 'k8s.io' labels specified with --node-labels")."""
     namespace = key.split("/", 1)[0] if "/" in key else ""
     if not any(namespace == ns or namespace.endswith("." + ns) for ns in ("kubernetes.io", "k8s.io")):
         return False
@@ -156,8 +157,8 @@ def check_node_labels(config: StackConfig) -> Iterator[Problem]:
                               "register) except the namespaces " + ", ".join(KUBELET_LABEL_NAMESPACES) + " (and "
                               "their subdomains) and " + ", ".join(KUBELET_LABELS) + "; use e.g. 'example.com/"
                               f"{key.rsplit('/', 1)[-1]}' or 'node.kubernetes.io/{key.rsplit('/', 1)[-1]}' "
-                              "(kubernetes v1.34 cmd/kubelet/app/options/options.go `ValidateKubeletFlags`; k8s.io/"
-                              "kubelet v0.34.9 pkg/apis/well_known_labels.go:67-79 `IsKubeletLabel`)")
+                              "(kubernetes v1.34.12 cmd/kubelet/app/options/options.go:164 "
+                              "`ValidateKubeletFlags`; k8s.io/kubelet v0.34.9 pkg/apis/well_known_labels.go:67-79 `IsKubeletLabel`)")
         for key, taint in ((group.taints or {}).items() if creates_nodes else ()):
             if why := label_key_problem(key):
                 yield Problem(f"{path}.taints.{key}", why)
