@@ -158,7 +158,8 @@ def check_node_labels(config: StackConfig) -> Iterator[Problem]:
                               "their subdomains) and " + ", ".join(KUBELET_LABELS) + "; use e.g. 'example.com/"
                               f"{key.rsplit('/', 1)[-1]}' or 'node.kubernetes.io/{key.rsplit('/', 1)[-1]}' "
                               "(kubernetes v1.34.12 cmd/kubelet/app/options/options.go:164 "
-                              "`ValidateKubeletFlags`; k8s.io/kubelet v0.34.9 pkg/apis/well_known_labels.go:67-79 `IsKubeletLabel`)")
+                              "`ValidateKubeletFlags`; k8s.io/kubelet v0.34.9 pkg/apis/well_known_labels.go:67-79 "
+                              "`IsKubeletLabel`)")
         for key, taint in ((group.taints or {}).items() if creates_nodes else ()):
             if why := label_key_problem(key):
                 yield Problem(f"{path}.taints.{key}", why)
