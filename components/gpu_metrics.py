@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import json
 import math
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,6 +30,7 @@ import yaml
 from catalog import versions
 from components.alert_rules import ALERT_RULES_FILE, XID_COUNT_WINDOW_MINUTES
 from components.helm import pinned_release
+from conventions.durations import NANOSECONDS_PER_SECOND, parse_prometheus_duration
 from conventions.kubernetes import platform_labels, pod_security_labels, restricted_container, restricted_pod
 from conventions.names import METRICS_NAMESPACE, PLATFORM_PRIORITY_CLASS, PROMETHEUS_RELEASE, PROMETHEUS_URL
 
@@ -103,15 +103,13 @@ TRAINER_SERIES = 12
 """Series one trainer pod exports (telemetry.Metrics: 6 gauges and a counter with `_total`/`_created`, plus
 prometheus-client's process and platform collectors are not in its private registry) rounded up."""
 
-_DURATION_UNITS = {"y": 365 * 86400, "w": 7 * 86400, "d": 86400, "h": 3600, "m": 60, "s": 1, "ms": 0.001}
-
-
 def duration_seconds(text: str) -> float:
-    """A Prometheus duration (`30d`, `1y`, `12h30m`; model.ParseDuration units y w d h m s ms) in seconds."""
-    parts = re.findall(r"(\d+)(ms|y|w|d|h|m|s)", text)
-    if not parts or "".join(a + u for a, u in parts) != text:
-        raise ValueError(f"{text!r} is not a Prometheus duration (e.g. 15d, 1y, 12h30m)")
-    return sum(int(amount) * _DURATION_UNITS[unit] for amount, unit in parts)
+    """A Prometheus duration (`30d`, `1y`, `12h30m`) in seconds, as Prometheus reads it (model.ParseDuration,
+    conventions/durations.py)."""
+    try:
+        return parse_prometheus_duration(text) / NANOSECONDS_PER_SECOND
+    except ValueError as error:
+        raise ValueError(f"{text!r} is not a Prometheus duration (e.g. 15d, 1y, 12h30m): {error}") from None
 
 
 def estimated_series(gpus: int, trainer_pods: int, counters: int | None = None) -> int:

@@ -18,6 +18,7 @@ from conventions import container_paths
 from conventions.kubernetes import restricted_container, restricted_pod
 from conventions.names import EFA_RESOURCE
 from conventions.quantities import quantity_gib
+from conventions.trainer_cli import platform_flags
 
 CONTAINER_NAME = "pytorch"
 """The training-operator finds the training container by this name (every replica needs one)."""
@@ -90,12 +91,11 @@ class PodShape:
 
 def trainer_args(*, model: str, max_steps: int, batch_size: int, checkpoint_dir: str, checkpoint_every: int,
                  extra: Sequence[str] = (), metrics: bool = True) -> list[str]:
-    """Flags of `python -m trainer.train` (the trainer's own CLI, images/trainer/trainer/config.py)."""
-    args = [f"--model={model}", f"--max-steps={max_steps}", f"--batch-size={batch_size}",
-            f"--checkpoint-dir={checkpoint_dir}", f"--checkpoint-every={checkpoint_every}"]
-    if metrics:
-        args.append(f"--metrics-port={METRICS_PORT}")
-    return args + list(extra)
+    """Flags of `python -m trainer.train` (the trainer's own CLI, images/trainer/trainer/config.py): the platform's
+    own (conventions/trainer_cli.py `PLATFORM_OWNED`), then the workload's `extraArgs`."""
+    own = platform_flags(model=model, max_steps=max_steps, batch_size=batch_size, checkpoint_dir=checkpoint_dir,
+                         checkpoint_every=checkpoint_every, metrics_port=METRICS_PORT if metrics else None)
+    return own + list(extra)
 
 
 def bench_args(*, model: str, steps: int, batch_size: int, sizes: str,
@@ -104,10 +104,6 @@ def bench_args(*, model: str, steps: int, batch_size: int, sizes: str,
     JSON result of the run goes (an `s3://bucket/prefix/` of the artifacts bucket, or a file)."""
     return [f"--model={model}", f"--steps={steps}", f"--batch-size={batch_size}", f"--sizes={sizes}",
             pulumi.Output.concat("--output=", output)]
-
-
-def checkpoint_dir(mount_path: str, job_name: str) -> str:
-    return f"{mount_path.rstrip('/')}/checkpoints/{job_name}"
 
 
 def torchrun_args(num_procs: int, trainer: Sequence[str], *, standalone: bool = False,

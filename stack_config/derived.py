@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import math
-import re
 
 from catalog import versions
 from catalog.gpu_instances import DCGM_UNSUPPORTED_MODELS, JETSON_GPU_MODELS, bottlerocket
 from catalog.node_allocatable import GPU_NODE_DAEMONS, instance_allocatable, smallest
 from catalog.startup_times import BASE_IMAGE_GB, GPU_NODE_BOOT_SECONDS, IMAGE_PULL_SECONDS_PER_GB
+from conventions.durations import NANOSECONDS_PER_SECOND, parse_go_duration
 from conventions.names import EFA_RESOURCE, NVIDIA_RUNTIME_HANDLER, SHARED_GPU_RESOURCE, WHOLE_GPU_RESOURCE
 from stack_config.kinds import KUEUE_ADMITTED, kind_traits
 from stack_config.schema import GpuNodeGroupConfig, NodeFacts, StackConfig, WorkloadConfig
@@ -180,11 +180,13 @@ def kueue_enabled(config: StackConfig) -> bool:
 
 
 def duration_seconds(text: str) -> int:
-    """A Go duration of hours, minutes and seconds (`1h30m`, `10m`, `45s`; validated by the kueue rule) in seconds."""
-    total = 0
-    for amount, unit in re.findall(r"(\d+)([hms])", text):
-        total += int(amount) * {"h": 3600, "m": 60, "s": 1}[unit]
-    return total
+    """A Go duration (`1h30m`, `1.5h`, `45s`: time.ParseDuration, conventions/durations.py) in whole seconds, as
+    Kueue reads `kueue.waitForPodsReadyTimeout`; `ValueError` for what Go refuses or a fraction of a second
+    (stack_config/consumers.py reports both with the key path)."""
+    nanoseconds = parse_go_duration(text)
+    if nanoseconds % NANOSECONDS_PER_SECOND:
+        raise ValueError(f"{text!r} is not a whole number of seconds")
+    return nanoseconds // NANOSECONDS_PER_SECOND
 
 
 def startup_bound_seconds(config: StackConfig) -> int:

@@ -22,6 +22,7 @@ from catalog.node_allocatable import allocatable
 from conventions.names import NVIDIA_RUNTIME_HANDLER, config_name
 from conventions.quantities import cpu_cores, quantity_gib
 from stack_config.applicability import check_applicability
+from stack_config.consumers import CONSUMER_RULES
 from stack_config.derived import (
     configured_pods,
     dcgm_exporter_enabled,
@@ -376,9 +377,6 @@ def _check_workload(config: StackConfig, workload: WorkloadConfig, p: str) -> It
             yield Problem(f"{p}.gpuResource", f"'shared' with {ranks} ranks: NCCL refuses two ranks on one "
                           "physical GPU, even under MPS, so a distributed job must request whole GPUs "
                           "(gpuResource: whole) or run a single rank")
-    if not re.match(r"^\d+[KMG]?(,\d+[KMG]?)*$", workload.bench_sizes):
-        yield Problem(f"{p}.benchSizes", f"{workload.bench_sizes!r} is not a comma-separated size list like "
-                                             "'1M,16M,128M'")
     max_pods = configured_pods(workload)
     group = config.gpu_node_groups[workload.node_group]
     pods_per_node = max(1, facts.num_gpus // gpus_per_pod(config, workload))
@@ -531,9 +529,6 @@ def _check_production_images(config: StackConfig) -> Iterator[Problem]:
                                                      f"production stack (lifecycle.protect) runs only {allowed}")
 
 
-GO_DURATION = re.compile(r"^(\d+h)?(\d+m)?(\d+s)?$")
-
-
 def _check_kueue(config: StackConfig) -> Iterator[Problem]:
     from stack_config.derived import kueue_blockers
 
@@ -541,14 +536,7 @@ def _check_kueue(config: StackConfig) -> Iterator[Problem]:
     if kueue.enabled:
         for blocker in kueue_blockers(config):
             yield Problem("kueue.enabled", f"true, but {blocker}; set it to false or leave it unset")
-    timeout = kueue.wait_for_pods_ready_timeout
-    if not GO_DURATION.match(timeout) or not any(ch.isdigit() for ch in timeout):
-        yield Problem("kueue.waitForPodsReadyTimeout", f"{timeout!r} is not a duration; write e.g. '10m', "
-                                                       "'1h' or '1h30m' (units h, m, s)")
-    budget = kueue.admission_budget
-    if not GO_DURATION.match(budget) or not any(ch.isdigit() for ch in budget):
-        yield Problem("kueue.admissionBudget", f"{budget!r} is not a duration; write e.g. '30m', '2h' or '1h30m' "
-                                               "(units h, m, s)")
+    # waitForPodsReadyTimeout and admissionBudget: stack_config/consumers.py
 
 
 def _check_gang_capacity(config: StackConfig) -> Iterator[Problem]:
@@ -667,11 +655,14 @@ def _check_startup_bound(config: StackConfig) -> Iterator[Problem]:
     if kueue_enabled(config):
         floor = _startup_floor(config)  # every workload is queued
         timeout = config.kueue.wait_for_pods_ready_timeout
-        if floor is not None and GO_DURATION.match(timeout) and any(ch.isdigit() for ch in timeout) \
-                and duration_seconds(timeout) < floor[0]:
+        try:
+            bound = duration_seconds(timeout)
+        except ValueError:
+            bound = None  # not a duration this bound can be (stack_config/consumers.py reports it)
+        if floor is not None and bound is not None and 0 < bound < floor[0]:
             seconds, what, parts = floor
             yield Problem("kueue.waitForPodsReadyTimeout",
-                          f"{timeout!r} ({duration_seconds(timeout)} s) is shorter than a pod of {what} needs to "
+                          f"{timeout!r} ({bound} s) is shorter than a pod of {what} needs to "
                           f"start: at least {seconds} s = {' + '.join(parts)} (catalog/startup_times.py); Kueue "
                           "evicts and requeues an admitted job whose pods aren't ready by then, so the job would be "
                           f"evicted before it runs, every time; use at least '{math.ceil(seconds / 60)}m'")
@@ -686,9 +677,6 @@ def _check_startup_bound(config: StackConfig) -> Iterator[Problem]:
                       f"{' + '.join(parts)} (catalog/startup_times.py); without Kueue it is the stack's start-up "
                       "bound, the PyTorchJob's rendezvous timeout (elasticPolicy.rdzvConf read_timeout), so its "
                       f"workers would give up on a master pod still starting; use at least {seconds}")
-
-
-PROMETHEUS_DURATION = re.compile(r"^(\d+y)?(\d+w)?(\d+d)?(\d+h)?(\d+m)?(\d+s)?(\d+ms)?$")
 
 
 def _check_runtime_class(config: StackConfig) -> Iterator[Problem]:
@@ -775,13 +763,6 @@ def _check_installed_compatibility(config: StackConfig) -> Iterator[Problem]:
     """catalog/compatibility.py: the rows of every component this stack installs hold for its pins and its
     kubernetesVersion, and none of them is below a CVE floor."""
     return _compatibility(config, components_from_cluster=False)
-
-
-def _check_metrics(config: StackConfig) -> Iterator[Problem]:
-    retention = config.gpu.metrics.retention
-    if not retention or not PROMETHEUS_DURATION.match(retention) or not any(ch.isdigit() for ch in retention):
-        yield Problem("gpu.metrics.retention", f"{retention!r} is not a Prometheus duration; write e.g. '15d', "
-                                               "'2w' or '12h' (units y, w, d, h, m, s, ms, largest first)")
 
 
 def _check_autoscaling(config: StackConfig, workload: WorkloadConfig, p: str) -> Iterator[Problem]:
@@ -911,7 +892,6 @@ _RULES = (
     (_check_production_images, ("lifecycle", "image", "workloads")),
     (each_workload(_check_where_work_is_kept), ("workloads", "storage", "lifecycle")),
     (_check_workloads_fit_together, ("workloads", "gpuNodeGroups", "gpu", "cluster", "kueue")),
-    (_check_metrics, ("gpu",)),
     (_check_runtime_class, ("gpu", "cluster")),
     (_check_compatibility, ("cluster",)),
     (_check_installed_compatibility, ("cluster", "gpuNodeGroups", "gpu", "workloads", "kueue")),
@@ -923,6 +903,7 @@ _RULES = (
     (_check_lifecycle, ("lifecycle", "gpuNodeGroups")),
     (_check_ttl, ("lifecycle", "cluster", "gpuNodeGroups", "workloads", "image")),
     *SITE_RULES,  # stack_config/site_rules.py: what AWS, the API server, a kubelet or a site would refuse
+    *CONSUMER_RULES,  # values read by another program's grammar: stack_config/consumers.py
 )
 
 

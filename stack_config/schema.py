@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, SecretStr
 from pydantic.alias_generators import to_camel
 
 from catalog.gpu_instances import DEFAULT_AMI_TYPE, GPU_INSTANCE_TYPES, Architecture
@@ -24,6 +24,16 @@ class _Section(BaseModel):
     model_config = ConfigDict(
         frozen=True, extra="allow", alias_generator=to_camel, use_attribute_docstrings=True, validate_default=True
     )
+
+
+def _number_as_text(value: Any) -> Any:
+    # A YAML number (`cpu: 8`, `memory: 262144`) is a quantity to Kubernetes too (quantity.go UnmarshalJSON reads
+    # the JSON number's text): keep it as the text Kubernetes parses, and let the quantity rules judge it.
+    return str(value) if isinstance(value, int | float) and not isinstance(value, bool) else value
+
+
+Quantity = Annotated[str, BeforeValidator(_number_as_text)]
+"""A Kubernetes resource quantity, read by Kubernetes' grammar (conventions/quantities.py)."""
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -278,7 +288,8 @@ class MetricsConfig(_Section):
     grafana: bool = False
     """Install Grafana with the GPU dashboard provisioned. Default false."""
     retention: str = "15d"
-    """Prometheus retention, e.g. `15d`. Default `15d`."""
+    """Prometheus retention (`--storage.tsdb.retention.time`), a Prometheus duration: whole numbers with units
+    `y w d h m s ms`, largest first, e.g. `15d` or `1w3d`; more than zero (Prometheus replaces 0). Default `15d`."""
 
 
 class GpuConfig(_Section):
@@ -392,11 +403,13 @@ class KueueConfig(_Section):
     The stack's start-up bound: it also sets how long a multi-node PyTorchJob's workers wait for their rendezvous host
     (`elasticPolicy.rdzvConf`). Covers scale-from-zero node start-up and the image pull: at least a GPU node's
     boot plus the training image's pull (`catalog/startup_times.py`; shorter evicts every job before it runs). A Go
-    duration such as `10m` or `1h30m`. Default `10m`."""
+    duration (units `h m s ms us ns`, fractions allowed) such as `10m`, `1h30m` or `1.5h`, positive, in whole
+    seconds. Default `10m`."""
     admission_budget: str = "30m"
     """How long a gang may wait in the queue for admission before Prometheus' `KueueGangPendingTooLong` alert
-    fires (components/alert_rules.py: a workload pending and none admitted for this long). A Go duration such as
-    `30m` or `2h`. Default `30m`."""
+    fires (components/alert_rules.py: a workload pending and none admitted for this long). A Prometheus duration
+    (the rule's `for:`; units `y w d h m s ms`, largest first) such as `30m`, `2h` or `1d`, more than zero.
+    Default `30m`."""
     atomic_provisioning: Literal["auto", "on", "off"] = "auto"
     """All-or-nothing capacity for gangs (components/kueue.py `provisioning_flavors`): a ProvisioningRequest
     admission check (Kueue controller `kueue.x-k8s.io/provisioning-request`, class
@@ -480,7 +493,9 @@ class WorkloadConfig(_Section):
     bus bandwidth over `benchSizes` and training throughput/MFU — writing one JSON result per run to the
     artifacts bucket under `<stack>/bench/` (EKS) or to the checkpoint directory. Default `train`."""
     bench_sizes: str = "1M,16M,128M,1G"
-    """Bench only: all-reduce message sizes, comma-separated (`K`/`M`/`G` suffixes). Default `1M,16M,128M,1G`."""
+    """Bench only: all-reduce message sizes, comma-separated, as the bench reads them (`trainer/sizes.py`): bytes,
+    optionally with `K`/`M`/`G` (powers of 1024, any case, optional trailing `B`), at least 4 (one float32).
+    Default `1M,16M,128M,1G`."""
     model: Literal["cnn", "gpt"] = "gpt"
     """Trainer model. Default `gpt`."""
     max_steps: int = Field(1000, ge=1)
@@ -490,15 +505,21 @@ class WorkloadConfig(_Section):
     checkpoint_every: int = Field(100, ge=1)
     """Checkpoint every N steps (and on SIGTERM). Default 100."""
     extra_args: tuple[str, ...] = ()
-    """Extra `trainer.train` flags, e.g. `["--fsdp"]`."""
-    cpu: str = "8"
-    """CPU request = limit per pod (Guaranteed QoS). Default `8`."""
-    memory: str = "64Gi"
-    """Memory request = limit per pod. Default `64Gi`."""
-    shm_size: str = "16Gi"
-    """Size limit of the memory-backed `/dev/shm`. Default `16Gi`. A `gpuResource: shared` workload on an MPS
-    group gets the MPS daemon's `/dev/shm` from the device plugin instead (half the node's memory, shared by the
-    node's MPS clients); there this is only the least size its healthcheck expects."""
+    """Extra `trainer.train` flags, e.g. `["--fsdp"]`, checked at plan time by the trainer's own parser and
+    checks together with the flags the platform passes. Flags the platform sets itself are refused: `--model`,
+    `--max-steps`, `--batch-size`, `--checkpoint-every` (set `model`, `maxSteps`, `batchSize`, `checkpointEvery`),
+    `--checkpoint-dir`, `--metrics-port` and the hang watchdog's `--watchdog-timeout`. Default none."""
+    cpu: Quantity = "8"
+    """CPU request = limit per pod (Guaranteed QoS), a Kubernetes quantity in cores: `8`, `7.5` or `7500m`.
+    Default `8`."""
+    memory: Quantity = "64Gi"
+    """Memory request = limit per pod, a Kubernetes quantity with a unit (`64Gi`, `512Mi`, `8G`; a bare number
+    would be bytes and is refused). Default `64Gi`."""
+    shm_size: Quantity = "16Gi"
+    """Size limit of the memory-backed `/dev/shm`, a Kubernetes quantity with a unit (like `memory`). Default
+    `16Gi`. A `gpuResource: shared` workload on an MPS group gets the MPS daemon's `/dev/shm` from the device plugin
+    instead (half the node's memory, shared by the node's MPS clients); there this is only the least size its
+    healthcheck expects."""
     backoff_limit: int = Field(3, ge=0, le=100)
     """Job-level retries. Default 3. For a PyTorchJob with Workers (`elastic`, or `numNodes` > 1) it counts per
     pod: training-operator v1.9.4 sums the container restarts of all running pods against the job's limit
@@ -537,9 +558,9 @@ class WorkloadConfig(_Section):
     multi-node, elastic or scaled job, and every training job of a production stack, needs shared storage
     (`storage.kind` other than `none`). `none`: the job keeps no work worth resuming (a smoke test, a throwaway
     run) and may run with `storage.kind: none`, its checkpoints on node-local scratch. Default `keep`."""
-    ephemeral_storage: str = "20Gi"
+    ephemeral_storage: Quantity = "20Gi"
     """Node-local scratch per pod (request = limit, Guaranteed QoS); bounds the `/tmp` emptyDir and the
-    container's writable layer. Default `20Gi`."""
+    container's writable layer. A Kubernetes quantity with a unit (like `memory`). Default `20Gi`."""
 
 
 class StorageConfig(_Section):

@@ -30,7 +30,7 @@ from components.swarm_training import constraints_for
 from components.training_image import registry_server
 from components.training_namespace import QuotaSize, TrainingNamespace, TrainingNamespaceArgs
 from components.training_operators import TrainingOperators, TrainingOperatorsArgs
-from components.training_pod import RUN_AS_USER, PodShape, bench_args, checkpoint_dir, trainer_args
+from components.training_pod import RUN_AS_USER, PodShape, bench_args, trainer_args
 from conventions.names import (
     METRICS_NAMESPACE,
     SHARED_GPU_RESOURCE,
@@ -40,6 +40,7 @@ from conventions.names import (
     training_priority_class,
 )
 from conventions.quantities import quantity_gib
+from conventions.trainer_cli import checkpoint_dir
 from stack_config import StackConfig, WorkloadConfig
 from stack_config.derived import (
     gpu_resource_of,

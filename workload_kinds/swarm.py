@@ -16,7 +16,8 @@ from components.swarm_training import (
     storage_mount,
     worker_service_name,
 )
-from components.training_pod import bench_args, checkpoint_dir, trainer_args
+from components.training_pod import bench_args, trainer_args
+from conventions.trainer_cli import checkpoint_dir
 from stack_config.derived import configured_pods
 from stack_config.kinds import GeneratedName
 from workload_kinds.base import Deployment, SwarmContext, SwarmWorkloadKind
