@@ -7,11 +7,14 @@ torch-free modules loaded by file path so the config step can read a stack's val
 
 from __future__ import annotations
 
+import ast
 import importlib.util
 import sys
+from collections.abc import Callable
 from functools import cache
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 TRAINER_PACKAGE = Path(__file__).resolve().parents[1] / "images" / "trainer" / "trainer"
 """The trainer package's sources (the image's build context)."""
@@ -57,7 +60,7 @@ def checkpoint_dir(mount_path: str, job_name: str) -> str:
 @cache
 def trainer_module(name: str) -> ModuleType:
     """`trainer.<name>` of images/trainer loaded from its file, without the package (whose other modules import
-    torch, which the platform doesn't need). Only stdlib-only modules can be loaded so: `config`, `sizes`."""
+    torch, which the platform doesn't need). Only stdlib-only modules can be loaded so: `config`."""
     module_name = f"_gtp_trainer_{name}"
     spec = importlib.util.spec_from_file_location(module_name, TRAINER_PACKAGE / f"{name}.py")
     assert spec is not None and spec.loader is not None, name
@@ -65,3 +68,18 @@ def trainer_module(name: str) -> ModuleType:
     sys.modules[module_name] = module  # dataclasses resolve the module's string annotations through sys.modules
     spec.loader.exec_module(module)
     return module
+
+
+@cache
+def trainer_function(module: str, name: str) -> Callable[..., Any]:
+    """The self-contained top-level function `name` of `trainer.<module>`, compiled from the module's own source
+    without running the rest of it: `trainer.bench` imports torch at the top, and moving its helpers to a torch-free
+    module would change the image's build context (and so every stack's image tag) for no change in behaviour. A
+    function that reads anything outside itself fails here with NameError when called, which a test exercises."""
+    source = (TRAINER_PACKAGE / f"{module}.py").read_text()
+    tree = ast.parse(source)
+    found = [node for node in tree.body if isinstance(node, ast.FunctionDef) and node.name == name]
+    assert len(found) == 1, (module, name)
+    namespace: dict[str, Any] = {"__builtins__": __builtins__}
+    exec(compile(ast.Module(body=found, type_ignores=[]), str(TRAINER_PACKAGE / f"{module}.py"), "exec"), namespace)
+    return namespace[name]

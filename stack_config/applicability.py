@@ -333,7 +333,8 @@ APPLIES: dict[type[_Section], dict[str, Where]] = {
         "max_steps": OUR_TRAINER.read_by("trainer.train `--max-steps`"),
         "batch_size": OUR_TRAINER.read_by("trainer.train `--batch-size`"),
         "checkpoint_every": OUR_TRAINER.read_by("trainer.train `--checkpoint-every`"),
-        "extra_args": OUR_TRAINER.read_by("trainer.train's command line", TRAINER_RULES),
+        "extra_args": (OUR_TRAINER & when("@entrypoint", "train", why="the bench takes no extra arguments")).read_by(
+            "trainer.train's command line", TRAINER_RULES),
         "cpu": ANYWHERE.read_by("each pod's cpu request and limit (Swarm: the task's)", QUANTITY_RULES),
         "memory": ANYWHERE.read_by("each pod's memory request and limit (Swarm: the task's)", QUANTITY_RULES),
         "shm_size": ANYWHERE.read_by("the `/dev/shm` emptyDir's sizeLimit (Swarm: the tmpfs size)", QUANTITY_RULES),

@@ -4,7 +4,7 @@ Prometheus that won't start.
 
 - `workloads.<name>.extraArgs`: the trainer's argparse parser and `TrainConfig` checks (images/trainer/trainer/
   config.py, loaded by file path: no torch), over the whole argv the platform passes.
-- `workloads.<name>.benchSizes`: the bench's `parse_size` (images/trainer/trainer/sizes.py).
+- `workloads.<name>.benchSizes`: the bench's `parse_size` (images/trainer/trainer/bench.py).
 - `gpu.metrics.retention`, `kueue.admissionBudget`: Prometheus' `model.ParseDuration`; `kueue.waitForPodsReadyTimeout`:
   Go's `time.ParseDuration` (conventions/durations.py).
 - `workloads.<name>.memory`/`shmSize`/`ephemeralStorage`: Kubernetes' quantity grammar (conventions/quantities.py),
@@ -29,7 +29,15 @@ from conventions.durations import (
     parse_prometheus_duration,
 )
 from conventions.quantities import parse_quantity, quantity_unit
-from conventions.trainer_cli import PLATFORM_OWNED, WATCHDOG_DEST, checkpoint_dir, flag, platform_flags, trainer_module
+from conventions.trainer_cli import (
+    PLATFORM_OWNED,
+    WATCHDOG_DEST,
+    checkpoint_dir,
+    flag,
+    platform_flags,
+    trainer_function,
+    trainer_module,
+)
 from stack_config.problems import Problem, did_you_mean
 from stack_config.schema import StackConfig, WorkloadConfig
 
@@ -192,16 +200,16 @@ SMALLEST_ALLREDUCE_BYTES = 4
 
 def _check_bench_sizes(config: StackConfig, workload: WorkloadConfig, p: str) -> Iterator[Problem]:
     """`benchSizes` as `python -m trainer.bench --sizes` reads it: split on ',' and each through `parse_size`
-    (images/trainer/trainer/sizes.py), which raises ValueError (the bench exits 2) or, for `inf`, OverflowError (it
+    (images/trainer/trainer/bench.py), which raises ValueError (the bench exits 2) or, for `inf`, OverflowError (it
     crashes)."""
     sizes = workload.bench_sizes
-    parse_size = trainer_module("sizes").parse_size
+    parse_size = trainer_function("bench", "parse_size")
     for item in sizes.split(","):
         try:
             size = parse_size(item)
         except (ValueError, OverflowError):
             yield Problem(f"{p}.benchSizes", f"{sizes!r} is not a comma-separated size list like '1M,16M,128M' as the "
-                          f"bench reads it (trainer/sizes.py parse_size): {item!r} is not a size; allowed: a number of "
+                          f"bench reads it (trainer/bench.py parse_size): {item!r} is not a size; allowed: a number of "
                           "bytes, optionally with K, M or G (powers of 1024, any case, an optional trailing B), e.g. "
                           "'4K', '1M' or '1G'")
             return

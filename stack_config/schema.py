@@ -493,9 +493,9 @@ class WorkloadConfig(_Section):
     bus bandwidth over `benchSizes` and training throughput/MFU — writing one JSON result per run to the
     artifacts bucket under `<stack>/bench/` (EKS) or to the checkpoint directory. Default `train`."""
     bench_sizes: str = "1M,16M,128M,1G"
-    """Bench only: all-reduce message sizes, comma-separated, as the bench reads them (`trainer/sizes.py`): bytes,
-    optionally with `K`/`M`/`G` (powers of 1024, any case, optional trailing `B`), at least 4 (one float32).
-    Default `1M,16M,128M,1G`."""
+    """Bench only: all-reduce message sizes, comma-separated, as the bench reads them (`trainer/bench.py`
+    `parse_size`): bytes, optionally with `K`/`M`/`G` (powers of 1024, any case, optional trailing `B`), at least 4
+    (one float32). Default `1M,16M,128M,1G`."""
     model: Literal["cnn", "gpt"] = "gpt"
     """Trainer model. Default `gpt`."""
     max_steps: int = Field(1000, ge=1)

@@ -167,10 +167,15 @@ def test_a_bench_size_below_one_float_is_refused() -> None:
     assert "'2'" in message and "4 bytes" in message, message
 
 
-def test_the_trainers_bench_reads_sizes_from_the_torch_free_module() -> None:
-    text = (ROOT / "images/trainer/trainer/sizes.py").read_text()
-    assert "import torch" not in text and "def parse_size" in text
-    assert "from trainer.sizes import parse_size" in (ROOT / "images/trainer/trainer/bench.py").read_text()
+def test_the_plan_reads_sizes_with_the_bench_s_own_function() -> None:
+    """The very function `trainer.bench` runs, compiled from its source without torch (the image is unchanged)."""
+    from conventions.trainer_cli import trainer_function
+
+    parse_size = trainer_function("bench", "parse_size")
+    assert parse_size.__code__.co_filename.endswith("images/trainer/trainer/bench.py")
+    assert [parse_size(s) for s in ("512", "1K", "16M", "1GB", "2m")] == [512, 1024, 16 * 2**20, 2**30, 2 * 2**20]
+    with pytest.raises(ValueError):
+        parse_size("1X")
 
 
 # ------------------------------------------------------------------------ Prometheus durations (model.ParseDuration)

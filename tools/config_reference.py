@@ -34,7 +34,8 @@ SECTIONS = [
 def render() -> str:
     lines = []
     for title, model in SECTIONS:
-        lines += ["", f"#### `{title}`", "", "| key | applies | read by | checked by | meaning |", "|---|---|---|---|---|"]
+        lines += ["", f"#### `{title}`", "", "| key | applies | read by | checked by | meaning |",
+                  "|---|---|---|---|---|"]
         for name, field in model.model_fields.items():
             where = APPLIES[model][name]
             cells = [describe(where), where.reader, where.rules or SCHEMA_RULES,

@@ -232,9 +232,8 @@ def checkpoint_age() -> dict[str, Any]:
 
 
 def _minutes(duration: str) -> int:
-    from stack_config.derived import duration_seconds
-
-    return duration_seconds(duration) // 60
+    """A Prometheus duration (an alert's `for:`, `kueue.admissionBudget`) in minutes, read as Prometheus reads it."""
+    return _seconds(duration) // 60
 
 
 def kueue_pending() -> dict[str, Any]:
@@ -408,9 +407,10 @@ def run_promtool(rules: dict[str, Any], directory: Path, tests: list[dict[str, A
 
 
 def _seconds(duration: str) -> int:
-    from stack_config.derived import duration_seconds
+    """A Prometheus duration (promtool's `eval_time`, an alert's `for:`) in seconds (model.ParseDuration)."""
+    from conventions.durations import parse_prometheus_duration
 
-    return duration_seconds(duration)
+    return parse_prometheus_duration(duration) // 10**9
 
 
 def missing_resolve_cases(rules: dict[str, Any], tests: list[dict[str, Any]]) -> list[str]:

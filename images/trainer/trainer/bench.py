@@ -26,10 +26,17 @@ from trainer.data import build_dataset
 from trainer.distributed import exit_process, init_distributed
 from trainer.loop import StopSignals, Trainer, seed_rank
 from trainer.models import count_parameters, flops_per_token
-from trainer.sizes import parse_size
 
 PEAK_BF16_DENSE_TFLOPS = {"H200": 989.0, "H100": 989.0, "A100": 312.0, "L40S": 362.0, "L4": 121.0, "A10G": 70.0}
 """Vendor datasheet dense (no sparsity) bf16 tensor-core peaks; matched as substrings of the device name."""
+
+
+def parse_size(text: str) -> int:
+    units = {"K": 2**10, "M": 2**20, "G": 2**30}
+    text = text.strip().upper().removesuffix("B")
+    if text and text[-1] in units:
+        return int(float(text[:-1]) * units[text[-1]])
+    return int(text)
 
 
 def bus_bandwidth(size_bytes: int, seconds: float, world_size: int) -> tuple[float, float]:
