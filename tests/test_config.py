@@ -264,7 +264,7 @@ RULES = [
      r"^workloads\.My Job: 'My Job' \(the key\) must be a lowercase DNS label"),
     (with_(BASE, "workloads.train.entrypoint", "bench"), "workloads.train.autoscaling.mode", "scaledjob",
      r"^workloads\.train\.entrypoint: 'bench' runs as one PyTorchJob on a fixed set of nodes"),
-    (BASE, "workloads.train.benchSizes", "1MiB,2M",  # the bench reads '1MB' as 1M (trainer/bench.py parse_size), not '1MiB'
+    (BASE, "workloads.train.benchSizes", "1MiB,2M",  # the bench reads '1MB' as 1M (bench.py), not '1MiB'
      r"^workloads\.train\.benchSizes: '1MiB,2M' is not a comma-separated size list"),
     (BASE, "workloads.train.memory", "64GB", r"^workloads\.train\.memory: '64GB' is not a memory quantity like '16Gi'"),
     (BASE, "workloads.train.memory", "0Gi", r"^workloads\.train\.memory: '0Gi' must be more than zero"),
