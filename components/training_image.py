@@ -107,7 +107,13 @@ class TrainingImage(pulumi.ComponentResource):
     """`repository@sha256:<digest>` of the pushed image: never a mutable tag."""
 
     def __init__(self, name: str, args: TrainingImageArgs, opts: pulumi.ResourceOptions | None = None):
-        super().__init__("gtp:image:TrainingImage", name, None, opts)
+        build_args = image_spec.build_args(vcs_revision=args.vcs_revision, source_url=args.source_url,
+                                           base_image=args.base_image, net_variant=args.net_variant)
+        tag = image_spec.tag_for(args.context_dir, build_args, args.platform) if args.build else None
+        # The content tag is known when the program runs, while the image's name (repository address + tag) and its
+        # digest are only known at `up`: recorded as the component's own input, it is what a review sees of a
+        # Dockerfile-only change (verify/plan_diff.py: the workloads that get the new image).
+        super().__init__("gtp:image:TrainingImage", name, {"contentTag": tag} if tag else None, opts)
         child = pulumi.ResourceOptions(parent=self)
         self.repository_url: pulumi.Output[str] | None = None
         if not args.build:
@@ -144,10 +150,7 @@ class TrainingImage(pulumi.ComponentResource):
         # Every input but the name and the registry feeds the tag (image_spec.image_inputs says why): an unchanged
         # image keeps its name, so Pulumi neither rebuilds nor pushes; anything that would rebuild names a new tag,
         # and an immutable ECR tag is never pushed twice.
-        build_args = image_spec.build_args(vcs_revision=args.vcs_revision, source_url=args.source_url,
-                                           base_image=args.base_image, net_variant=args.net_variant)
         inputs = image_spec.image_inputs(args.context_dir, args.platform, build_args)
-        tag = image_spec.tag_for(args.context_dir, build_args, args.platform)
         image = docker.Image(
             f"{name}-image",
             image_name=address.apply(lambda url: f"{url}:{tag}"),

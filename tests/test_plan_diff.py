@@ -173,8 +173,9 @@ def test_named_list_items_are_matched_by_name_not_index() -> None:
     trainer = {"name": "trainer", "image": "t:1", "env": [{"name": "A", "value": "1"}, {"name": "B", "value": "2"}]}
     moved = {**trainer, "env": [{"name": "NEW", "value": "0"}, *trainer["env"]]}
     text = diff_plans(_plan(job([trainer])), _plan(job([{"name": "sidecar", "image": "s:1"}, moved])))
-    assert 'containers[sidecar].image: (absent) -> "s:1"' in text
-    assert 'containers[trainer].env[NEW].value: (absent) -> "0"' in text
+    # a whole named item added is one line, matched by its name
+    assert "containers[sidecar]: item added" in text
+    assert "containers[trainer].env[NEW]: item added" in text
     assert "[0]" not in text and "[1]" not in text and "[2]" not in text
     # Unnamed (or duplicate-named) items keep their index.
     assert plan_diff.flatten({"a": [{"x": 1}, {"x": 2}]}) == {"a[0].x": 1, "a[1].x": 2}
@@ -515,11 +516,19 @@ def test_a_changed_container_restarts_a_queued_job_and_is_unknown_without_kueue(
     unqueued = PlanDiff(_plan(_job("PyTorchJob", "a", queue=False)), _plan(_job("PyTorchJob", "b", queue=False)))
     [change] = template_changes(unqueued).values()
     assert change.restarts is None and "not known here" in change.effect
-    # Only what Kueue compares restarts it: a changed replica count is an ordinary update here.
+    # Kueue compares the pod counts too (kueue v0.19.2 pkg/util/equality/podset.go:55-57): a changed replica count
+    # of a queued running job stops and requeues it, so it is no harmless update.
     same = _job("PyTorchJob", "a")
     more = json.loads(json.dumps(same))
     more["inputs"]["spec"]["pytorchReplicaSpecs"]["Worker"]["replicas"] = 2
-    assert template_changes(PlanDiff(_plan(same), _plan(more))) == {}
+    resized = PlanDiff(_plan(same), _plan(more))
+    [change] = template_changes(resized).values()
+    assert (change.why, change.restarts) == ("pod count", True)
+    assert "running job restarts (pod count)" in "\n".join(destructive_section(resized).lines)
+    # Only what Kueue compares: a label of the job is an ordinary update.
+    labelled = json.loads(json.dumps(same))
+    labelled["inputs"]["metadata"]["labels"]["team"] = "ml"
+    assert template_changes(PlanDiff(_plan(same), _plan(labelled))) == {}
 
 
 def test_the_scaled_job_rolls_out_gradually() -> None:
@@ -537,3 +546,92 @@ def test_a_changed_trainer_block_replaces_the_trainjob_deleting_it_first() -> No
     diff = PlanDiff(base, head)
     assert diff.replaced == {trainjob["urn"]: ["spec.trainer.numNodes"]}
     assert diff.delete_first[trainjob["urn"]] == "deleteBeforeReplace option"
+
+
+# --- Issue 44 item 2: consequences a reviewer must see ------------------------------------------------------------
+
+def _with_new_content(plan: dict[str, Any]) -> dict[str, Any]:
+    """The plan after a Dockerfile-only change: the image build's own inputs stay, its content tag moves."""
+    changed = json.loads(json.dumps(plan))
+    for resource in changed["resources"]:
+        if resource["type"] == "gtp:image:TrainingImage":
+            resource["inputs"]["contentTag"] = "ctx-0123456789abcdef"
+    return changed
+
+
+def test_the_plan_records_the_known_part_of_the_image_name() -> None:
+    """The image's name and digest are `<computed>` until `up`; its content tag is known when the program runs, and
+    it is what the image build tags (components/image_spec.py `tag_for`)."""
+    from components import image_spec
+
+    plan = plan_stack("dev")
+    [component] = [r for r in plan.resources if r.type == "gtp:image:TrainingImage"]
+    [image] = [r for r in plan.resources if r.type == "docker:index/image:Image"]
+    assert image.inputs["imageName"] == "<computed>"
+    build = image.inputs["build"]
+    tag = image_spec.tag_for(Path(build["context"]), build["args"], build["platform"])
+    assert component.inputs == {"contentTag": tag}
+
+
+def test_a_dockerfile_only_change_shows_the_new_tag_and_every_job_that_restarts() -> None:
+    from verify.plan_diff import destructive_section, template_changes
+
+    base = json.loads(gtp_plan.render(plan_stack("prod"))[0])
+    diff = PlanDiff(base, _with_new_content(base))
+    changes = template_changes(diff)
+    assert {diff.new[urn]["inputs"]["kind"]: change.why for urn, change in changes.items()} == {
+        "PyTorchJob": "new image", "TrainJob": "new image"}
+    text = diff_plans(base, _with_new_content(base))
+    assert 'inputs.contentTag: "' in text and '-> "ctx-0123456789abcdef"' in text
+    assert "job-gpt-pretrain-pytorchjob  running job restarts (new image)" in "\n".join(destructive_section(diff).lines)
+
+
+def test_removing_an_operator_says_which_crds_go_and_that_every_object_of_them_goes_too() -> None:
+    from verify import render as gtp_cluster
+
+    plan = plan_stack("prod")
+    base = {**json.loads(gtp_plan.render(plan)[0]), "cluster": gtp_cluster.render_cluster(plan)}
+    [trainer] = [r for r in base["resources"] if r["type"] == "kubernetes:yaml/v2:ConfigFile"
+                 and "trainer" in r["inputs"]["file"]]
+    source = f"operator {trainer['inputs']['file']}"
+    head = {**base, "resources": [r for r in base["resources"] if r["urn"] != trainer["urn"]],
+            "cluster": [item for item in base["cluster"] if item.source != source]}
+    text = diff_plans(base, head)
+    assert (f"- kubernetes:yaml/v2:ConfigFile  {trainer['name']}  delete\n        deletes 4 CustomResource"
+            "Definition(s): clustertrainingruntimes.trainer.kubeflow.org, jobsets.jobset.x-k8s.io") in text
+    assert "the API server then deletes every ClusterTrainingRuntime, JobSet, TrainingRuntime, TrainJob in the " \
+           "cluster, those teams created included" in text
+    # A CRD the new plan still has (another manifest ships it) takes nothing with it.
+    crds = [item for item in base["cluster"] if item.source == source and item.kind == "CustomResourceDefinition"]
+    kept = {**head, "cluster": [*head["cluster"], *(ClusterObject("stack", item.obj) for item in crds)]}
+    assert "CustomResourceDefinition(s)" not in diff_plans(base, kept)
+
+
+def _rules(*rules: dict[str, Any]) -> dict[str, Any]:
+    return _resource("kubernetes:helm.sh/v3:Release", "prometheus", {"values": {"groups": [
+        {"name": "gtp-training", "rules": list(rules)}]}})
+
+
+CHECKPOINT = {"alert": "TrainingCheckpointTooOld", "expr": "a > 1", "labels": {"workload": "a"}}
+CHECKPOINT_B = {"alert": "TrainingCheckpointTooOld", "expr": "b > 1", "labels": {"workload": "b"}}
+PENDING = {"alert": "KueueGangPendingTooLong", "expr": "c > 0", "for": "30m"}
+
+
+def test_alert_rules_are_matched_by_alert_and_labels_so_a_removal_is_one_line() -> None:
+    text = diff_plans(_plan(_rules(CHECKPOINT, CHECKPOINT_B, PENDING)), _plan(_rules(CHECKPOINT_B, PENDING)))
+    changed = [line for line in text.splitlines() if line.startswith("    inputs.")]
+    assert changed == [
+        "    inputs.values.groups[gtp-training].rules[TrainingCheckpointTooOld{workload=a}]: item removed"]
+    # reordering is no change at all
+    assert "0 to change" in diff_plans(_plan(_rules(CHECKPOINT, PENDING)), _plan(_rules(PENDING, CHECKPOINT)))
+
+
+def test_selector_values_are_sets() -> None:
+    def selector(*values: str) -> dict[str, Any]:
+        return _resource("kubernetes:apps/v1:Deployment", "d", {"spec": {"template": {"spec": {"affinity": {
+            "nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [{
+                "matchExpressions": [{"key": "zone", "operator": "In", "values": list(values)}]}]}}}}}}})
+
+    assert "0 to change" in diff_plans(_plan(selector("a", "b")), _plan(selector("b", "a")))
+    text = diff_plans(_plan(selector("a", "b")), _plan(selector("a", "c")))
+    assert "1 to change" in text and "matchExpressions[zone].values" in text

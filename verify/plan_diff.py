@@ -61,13 +61,34 @@ MISSING = _Absent()
 # --- flattening and field changes --------------------------------------------------------------------------
 
 
+IDENTITY_KEYS = ("name", "alert", "record", "key")
+"""What names a list item, in order of preference: `name` (containers, env, volumes, ports, rule groups, ...),
+`alert` and `record` (Prometheus rules), `key` (selector requirements, node affinity terms)."""
+LABELLED_KEYS = ("alert", "record")
+"""Identities completed by the item's `labels`, always (not only where the name repeats, so that the identity of a
+rule is the same in both plans): one alert per workload differs only by its labels."""
+
+
 def _names(items: list[Any]) -> list[str] | None:
-    """The items' names when every item is a mapping with a distinct string `name` (containers, env, volumes,
-    ports, ...): such lists are matched by name, so an insertion is one added item, not every later one changed."""
-    names = [item.get("name") if isinstance(item, Mapping) else None for item in items]
-    if all(isinstance(name, str) and name for name in names) and len(set(names)) == len(names):
-        return names  # type: ignore[return-value]
+    """The items' identities when every item is a mapping named by the same one of IDENTITY_KEYS, distinct within
+    the list: such lists are matched by identity, so an insertion or a removal is one item added or removed, and a
+    reordering no change at all, not every later item changed."""
+    if not items or not all(isinstance(item, Mapping) for item in items):
+        return None
+    for key in IDENTITY_KEYS:
+        names = [item.get(key) for item in items]
+        if not all(isinstance(name, str) and name for name in names):
+            continue
+        if key in LABELLED_KEYS:
+            names = [f"{name}{{{','.join(f'{k}={v}' for k, v in sorted((item.get('labels') or {}).items()))}}}"
+                     for name, item in zip(names, items)]
+        if len(set(names)) == len(names):
+            return names  # type: ignore[return-value]
     return None
+
+
+SET_VALUED = ("values",)
+"""Lists of plain values that mean a set (a selector requirement's `values`: `In [a, b]` is `In [b, a]`)."""
 
 
 def flatten(value: Any, prefix: str = "") -> dict[str, Any]:
@@ -80,6 +101,8 @@ def flatten(value: Any, prefix: str = "") -> dict[str, Any]:
         return out
     if isinstance(value, list) and value:
         out = {}
+        if prefix.rpartition(".")[2] in SET_VALUED and all(isinstance(item, (str, int, float)) for item in value):
+            value = sorted(value, key=str)
         keys = _names(value) or [str(index) for index in range(len(value))]
         for key, item in zip(keys, value):
             out.update(flatten(item, f"{prefix}[{key}]"))
@@ -379,6 +402,9 @@ def deletes_first(old: Mapping[str, Any], new: Mapping[str, Any]) -> str | None:
 
 IMAGE_BUILD_TYPES = ("docker:index/image:Image",)
 """Resources whose change is a new training image (its tag carries the content hash: components/image_spec.py)."""
+IMAGE_COMPONENT_TYPES = ("gtp:image:TrainingImage",)
+"""Components whose recorded `contentTag` is the known part of their image's name: a change of it (a Dockerfile-only
+change, whose image reference stays `<computed>`) is a new image of every image build under them."""
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 
 
@@ -387,18 +413,27 @@ class TemplateChange:
     """A running job's pod template changes (a container, or the image it is built from) and what that does."""
 
     why: str
-    """`pod template` (a container changed in the plan) or `new image` (its image build changed; the reference
-    itself is only known at `up`)."""
+    """`pod count` (a replica count changed), `pod template` (a container changed in the plan) or `new image` (its
+    image build changed; the reference itself is only known at `up`)."""
     restarts: bool | None
     """The running job is stopped and restarted (destructive); False: it keeps running; None: not known here."""
     effect: str
 
 
 def _template_parts(kind: Any, body: Mapping[str, Any]) -> Any:
-    """What Kueue compares of a running job's pod sets with its Workload (podset.go:41-52): the containers (with
-    what the kind overrides them with) and the tolerations."""
-    return [kind.containers(body), [((t or {}).get("spec") or {}).get("tolerations")
-                                    for t in kind.pod_templates(body).values()]]
+    """What Kueue compares of a running job's pod sets with its Workload (kueue v0.19.2
+    pkg/util/equality/podset.go:41-63): the pod counts, the containers (with what the kind overrides them with) and
+    the tolerations."""
+    return [kind.pod_counts(body), kind.containers(body),
+            [((t or {}).get("spec") or {}).get("tolerations") for t in kind.pod_templates(body).values()]]
+
+
+def image_builds(diff: PlanDiff) -> set[str]:
+    """The image builds whose image changes: changed themselves, or under a component whose content tag changed."""
+    changed = {urn for urn, _ in diff.changed}
+    components = {urn for urn in changed if diff.new[urn]["type"] in IMAGE_COMPONENT_TYPES}
+    return {urn for urn, record in diff.new.items() if record["type"] in IMAGE_BUILD_TYPES
+            and (urn in changed or record.get("parent") in components)}
 
 
 def template_changes(diff: PlanDiff) -> dict[str, TemplateChange]:
@@ -409,7 +444,7 @@ def template_changes(diff: PlanDiff) -> dict[str, TemplateChange]:
     `template_update`)."""
     from workload_kinds import kind_of_resource
 
-    builds = {urn for urn, _ in diff.changed if diff.new[urn]["type"] in IMAGE_BUILD_TYPES}
+    builds = image_builds(diff)
     from policy.gtp_policy.graph import StackIndex
 
     index = StackIndex(list(diff.new.values()))  # the engine's order: dependsOn (components expanded), parents
@@ -422,7 +457,9 @@ def template_changes(diff: PlanDiff) -> dict[str, TemplateChange]:
         kind = kind_of_resource(new)
         if kind is None or urn in diff.replaced:
             continue
-        if _template_parts(kind, old) != _template_parts(kind, new):
+        if kind.pod_counts(old) != kind.pod_counts(new):
+            why[urn] = "pod count"
+        elif _template_parts(kind, old) != _template_parts(kind, new):
             why[urn] = "pod template"
         elif builds & upstream(urn) and any(c.get("image") == COMPUTED for c in kind.containers(new)):
             why[urn] = "new image"
@@ -480,7 +517,41 @@ def destructive_section(diff: PlanDiff) -> Section | None:
         if running:
             lines.append(f"    {running}")
         lines.extend(f"    {note}" for note in _data_notes(before))
+        if verb.startswith(("delete", "replace")):
+            lines.extend(f"    {note}" for note in crd_notes(diff, before))
     return Section("destructive changes", lines, style="list") if lines else None
+
+
+MANIFEST_TYPES = ("kubernetes:yaml/v2:ConfigFile", "kubernetes:yaml/v2:ConfigGroup")
+"""Resources that apply a manifest file (an operator's, vendored): their objects are the rendered ones of `operator
+<file>` in the plan's cluster objects."""
+CRD_TYPE = "kubernetes:apiextensions.k8s.io/v1:CustomResourceDefinition"
+
+
+def crd_notes(diff: PlanDiff, resource: Mapping[str, Any]) -> list[str]:
+    """What deleting `resource` takes with it beyond its own objects: the CustomResourceDefinitions it holds (its
+    own, or those of the manifest it applies, from the base plan's cluster objects), whose deletion makes the API
+    server delete every object of their kinds in the cluster, a team's own included (its finalizer
+    `customresourcecleanup.apiextensions.k8s.io`: k8s.io/apiextensions-apiserver v0.34.12
+    pkg/controller/finalizer/crd_finalizer.go:155,181 `deleteInstances`), unless the new plan keeps them elsewhere."""
+    inputs = resource.get("inputs") or {}
+    if resource.get("type") == CRD_TYPE:
+        crds = [inputs]
+    elif resource.get("type") in MANIFEST_TYPES and isinstance(inputs.get("file"), str):
+        source = f"operator {inputs['file']}"
+        crds = [item.obj for item in (diff.base or {}).get("cluster") or []
+                if item.source == source and item.obj.get("kind") == "CustomResourceDefinition"]
+    else:
+        return []
+    kept = {(item.obj.get("metadata") or {}).get("name") for item in diff.head.get("cluster") or []
+            if item.obj.get("kind") == "CustomResourceDefinition"}
+    gone = sorted({str((crd.get("metadata") or {}).get("name")): ((crd.get("spec") or {}).get("names") or {}).get(
+        "kind") for crd in crds if (crd.get("metadata") or {}).get("name") not in kept}.items())
+    if not gone:
+        return []
+    return [f"deletes {len(gone)} CustomResourceDefinition(s): {', '.join(name for name, _ in gone)}: the API server "
+            f"then deletes every {', '.join(str(kind) for _, kind in gone)} in the cluster, those teams created "
+            "included"]
 
 
 # --- resources ---------------------------------------------------------------------------------------------
@@ -515,34 +586,37 @@ def resources_section(diff: PlanDiff) -> Section | None:
     return Section(None, lines) if lines else None
 
 
-_ITEM = re.compile(r"\[(\d+)\](?=[.\[]|$)")
+_ITEM = re.compile(r"\[([^\[\]]+)\](?=[.\[]|$)")
+"""A list item in a flattened path: `[3]`, or its identity (`[trainer]`, `[TrainingCheckpointTooOld{...}]`)."""
 """A path into a numbered list item (named items, `[trainer]`, are matched by name and never collapse)."""
 
 
 def _item_lines(changes: list[tuple[str, Any, Any]], old: Mapping[str, Any], new: Mapping[str, Any]) -> list[str]:
-    """A resource's changed fields, with numbered list items (objects) that are gone (or new) as a whole shown as one
-    line per run of indexes (`inputs.networkInterfaces[16..31]: 16 items removed`) instead of one line per field;
-    a scalar item keeps its own line with its value."""
+    """A resource's changed fields, with list items (objects) that are gone (or new) as a whole shown as one line:
+    per run of indexes (`inputs.networkInterfaces[16..31]: 16 items removed`), or per item matched by its identity
+    (`...rules[TrainingCheckpointTooOld{...}]: item removed`), instead of one line per field; a scalar item keeps its
+    own line with its value."""
     flat = {"old": flatten(_comparable(old)), "new": flatten(_comparable(new))}
-    whole: dict[tuple[str, str], set[int]] = {}
+    whole: dict[tuple[str, str], set[str]] = {}
     rest = []
     for path, before, after in changes:
         if (before is MISSING) != (after is MISSING):
             side = "new" if after is MISSING else "old"
-            # the outermost numbered object this field is in that the other side lacks as a whole
+            # the outermost list item this field is in that the other side lacks as a whole
             gone = next((match for match in _ITEM.finditer(path) if match.end() < len(path)
                          and not any(key == path[:match.end()] or key.startswith((path[:match.end()] + ".",
                                                                                   path[:match.end()] + "["))
                                      for key in flat[side])), None)
             if gone is not None:
                 whole.setdefault((path[:gone.start()], "removed" if after is MISSING else "added"), set()).add(
-                    int(gone.group(1)))
+                    gone.group(1))
                 continue
         rest.append((path, before, after))
     lines = []
-    for (path, what), indexes in sorted(whole.items()):
+    for (path, what), items in sorted(whole.items()):
+        indexes = sorted(int(item) for item in items if item.isdigit())
         runs: list[list[int]] = []
-        for index in sorted(indexes):
+        for index in indexes:
             if runs and index == runs[-1][-1] + 1:
                 runs[-1].append(index)
             else:
@@ -550,6 +624,7 @@ def _item_lines(changes: list[tuple[str, Any, Any]], old: Mapping[str, Any], new
         for run in runs:
             span = f"[{run[0]}]" if len(run) == 1 else f"[{run[0]}..{run[-1]}]"
             lines.append(f"    {path}{span}: {len(run)} item{'s' if len(run) > 1 else ''} {what}")
+        lines.extend(f"    {path}[{item}]: item {what}" for item in sorted(items) if not item.isdigit())
     for path, before, after in rest:
         lines.extend(_change_lines(path, before, after))
     return lines

@@ -135,7 +135,8 @@ class TemplateUpdate:
 KUEUE_REQUEUE = TemplateUpdate(
     restarts=True, needs_queue=True,
     effect="Kueue stops the running job and requeues it: a running job's pod sets must equal its Workload's "
-           "(containers compared with DeepEqual, kueue v0.19.2 pkg/util/equality/podset.go:41-52), and one that no "
+           "(pod counts and containers compared with DeepEqual, kueue v0.19.2 pkg/util/equality/podset.go:41-63), and "
+           "one that no "
            "longer does is stopped with NoMatchingWorkload (pkg/controller/jobframework/reconciler.go:1103). Once "
            "admitted again its pods start with the new template and resume from the last complete checkpoint: the "
            "steps since are lost")
@@ -193,6 +194,16 @@ class KubernetesWorkloadKind(WorkloadKind):
     @abstractmethod
     def pod_templates(self, body: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:
         """Role → pod template of every replica in one of this kind's custom resources."""
+
+    def pod_counts(self, body: Mapping[str, Any]) -> dict[str, Any]:
+        """Role → the number of pods of one of this kind's custom resources, as Kueue counts its pod sets (a change
+        of one requeues a running admitted job like a container change: kueue v0.19.2
+        pkg/util/equality/podset.go:55-57). Empty where the kind's counts live elsewhere."""
+        return {}
+
+    def with_pod_count(self, body: Mapping[str, Any], role: str, count: int) -> dict[str, Any]:
+        """A copy of `body` whose role `role` (a key of `pod_counts`) runs `count` pods."""
+        raise NotImplementedError(f"{self.resource_kind} names no pod counts")
 
     def containers(self, body: Mapping[str, Any]) -> list[Mapping[str, Any]]:
         """Every container-like mapping of `body` that names an image (its pod templates' init and main

@@ -13,6 +13,7 @@ scaledobject`, KEDA scales the Worker replicas through the CRD's `/scale` subres
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Iterator, Mapping
 from typing import Any, ClassVar
 
@@ -174,3 +175,14 @@ class PyTorchJobKind(KubernetesWorkloadKind):
     def pod_templates(self, body: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:
         replicas = (body.get("spec") or {}).get("pytorchReplicaSpecs") or {}
         return {role: replica.get("template") for role, replica in replicas.items()}
+
+    def pod_counts(self, body: Mapping[str, Any]) -> dict[str, Any]:
+        """Each replica type's `replicas`: Kueue's PodSet count for it (training-operator v1.9.4's Kueue integration,
+        kueue v0.19.2 pkg/controller/jobs/kubeflow/kubeflowjob/kubeflowjob_controller.go:112-119 `PodSets`)."""
+        replicas = (body.get("spec") or {}).get("pytorchReplicaSpecs") or {}
+        return {role: (replica or {}).get("replicas") for role, replica in replicas.items()}
+
+    def with_pod_count(self, body: Mapping[str, Any], role: str, count: int) -> dict[str, Any]:
+        changed = copy.deepcopy(dict(body))
+        changed["spec"]["pytorchReplicaSpecs"][role]["replicas"] = count
+        return changed

@@ -115,3 +115,16 @@ def test_the_scan_finds_trainjobs_immutable_trainer_block():
                                                           "x-kubernetes-validations": [{"rule": "self==oldSelf"}]}}},
     }}}}
     assert immutable_paths(schema) == ["spec.trainer", "spec.nested.id"]
+
+
+def test_one_pod_fewer_shrinks_the_largest_role_and_leaves_single_pods_alone():
+    job = {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "metadata": {"name": "p"},
+           "spec": {"pytorchReplicaSpecs": {"Master": {"replicas": 1, "template": {}},
+                                            "Worker": {"replicas": 4, "template": {}}}}}
+    changed = day_two.with_one_pod_fewer(job)
+    assert changed is not None and job["spec"]["pytorchReplicaSpecs"]["Worker"]["replicas"] == 4  # a copy
+    assert {role: spec["replicas"] for role, spec in changed["spec"]["pytorchReplicaSpecs"].items()} == {
+        "Master": 1, "Worker": 3}
+    single = {**job, "spec": {"pytorchReplicaSpecs": {"Master": {"replicas": 1, "template": {}}}}}
+    assert day_two.with_one_pod_fewer(single) is None
+    assert day_two.with_one_pod_fewer({"kind": "ConfigMap"}) is None

@@ -40,3 +40,12 @@ def test_day_two_a_new_image_does_to_each_running_job_what_its_kind_declares():
     assert {entry["observed"] for entry in jobs.values()} == {"requeued"}
     assert all(entry["admitted_again_after_s"] is not None for entry in jobs.values())
     assert day_two_disagreements("prod", real) == []
+
+
+def test_day_two_one_pod_fewer_requeues_prods_running_pytorchjob():
+    """A replica change of a running admitted PyTorchJob: Kueue compares pod counts (kueue v0.19.2
+    pkg/util/equality/podset.go:55-57), so it stops and requeues the job, as plan-diff says ("pod count")."""
+    real = json.loads((PLAN_DIR / "prod" / "cluster-run.json").read_text())
+    jobs = real["day_two"]["pod count"]
+    assert set(jobs) == {"PyTorchJob training-prod/gpt-pretrain"}
+    assert [entry["observed"] for entry in jobs.values()] == ["requeued"]

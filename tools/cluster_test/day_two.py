@@ -1,10 +1,14 @@
 """Day two on the real control plane and operators: what a change to a running stack really does to its jobs.
 
-`new_image`: a merge that ships a new trainer image. Every container image of the stack's training objects (the jobs
-and the runtimes their pods are built from, as `workload_kinds` finds their pod templates) is replaced by another
-digest and the changed objects are applied again, as `pulumi up` does. Then, for each standing job Kueue had
-admitted, the run watches for NEW_IMAGE_SECONDS whether Kueue stopped and requeued it (its Workload replaced or
-evicted) or it kept running, and how long until it was admitted again.
+Each scenario changes the stack's training objects as a merge would and applies them again, as `pulumi up` does;
+they run one after another, each on what the one before left (`Scenarios.current`):
+- `new image`: a merge that ships a new trainer image. Every container image of the training objects (the jobs and
+  the runtimes their pods are built from, as `workload_kinds` finds their pod templates) is replaced by another
+  digest.
+- `pod count`: a merge that changes a job's size. Each job whose kind names its pod counts (`pod_counts`) runs one
+  pod fewer in its largest role (never below one).
+Then, for each standing job Kueue had admitted, the run watches for WATCH_SECONDS whether Kueue stopped and requeued
+it (its Workload replaced or evicted) or it kept running, and how long until it was admitted again.
 
 The answer is held to what the job's kind declares (`workload_kinds` `template_update`, which `make plan-diff`
 prints beside the change): one declaration, one real answer (`compare.day_two_disagreements`).
@@ -25,7 +29,7 @@ Run = Any
 
 NEW_IMAGE = "registry.invalid/gtp/trainer@sha256:" + "1" * 64
 """Another digest of the trainer image: kwok starts no container, so no registry needs to hold it."""
-NEW_IMAGE_SECONDS = 60.0
+WATCH_SECONDS = 60.0
 WORKLOAD_API = "kueue.x-k8s.io/v1beta2"
 REQUEUED = "requeued"
 KEPT = "kept running"
@@ -58,6 +62,18 @@ DELETE_SECONDS = 300.0
 timeout (10 minutes); a foreground deletion waits for the job's pods and Workload."""
 
 
+def with_one_pod_fewer(body: dict[str, Any]) -> dict[str, Any] | None:
+    """`body` with one pod fewer in its largest role (its kind's `pod_counts`, set where the kind reads them: a
+    PyTorchJob's `pytorchReplicaSpecs.<role>.replicas`); None when no role has more than one."""
+    kind = kind_of_resource(body)
+    counts = kind.pod_counts(body) if kind is not None else {}
+    roles = [(count, role) for role, count in counts.items() if isinstance(count, int) and count > 1]
+    if not roles:
+        return None
+    count, role = max(roles)
+    return kind.with_pod_count(body, role, count - 1)
+
+
 def replace(run: Run, obj: dict[str, Any], seconds: float = DELETE_SECONDS) -> float:
     """Delete `obj` as pulumi-kubernetes does (foreground: its children first; v4.25.0
     provider/pkg/metadata/overrides.go:76) and wait until it is gone; the seconds it took."""
@@ -84,80 +100,107 @@ def _evicted(workload: dict[str, Any]) -> bool:
                for c in (workload.get("status") or {}).get("conditions") or [])
 
 
-def new_image(run: Run) -> dict[str, dict[str, Any]]:
-    """Job (`Kind namespace/name`) → what it declared, what really happened, and when."""
-    jobs = {}
-    for item in run.objects:
-        kind = kind_of_resource(item.obj)
-        if kind is None or item.kind != kind.resource_kind:
-            continue
-        if QUEUE_LABEL not in ((item.obj.get("metadata") or {}).get("labels") or {}):
-            continue
-        if OPERATOR_KINDS.get(item.kind) not in run.operators and item.kind in OPERATOR_KINDS:
-            continue  # its controller is not run here
-        jobs[identity(item)] = kind
+class Scenarios:
+    """The day-two scenarios of one run, each applied to what the one before left."""
 
-    def workloads() -> dict[str, list[dict[str, Any]]]:
-        owners = run.owners()
-        mine: dict[str, list[dict[str, Any]]] = {who: [] for who in jobs}
-        for workload in run.api.items(WORKLOAD_API, "Workload"):
-            who = run.top_owner(workload, owners)
-            if who in mine:
-                mine[who].append(workload)
-        return mine
+    def __init__(self, run: Run):
+        self.run = run
+        self.current = {identity(item): item.obj for item in run.objects if kind_of_resource(item.obj) is not None}
+        """Each training object as the cluster has it now (what the last scenario applied)."""
 
-    before = {who: {w["metadata"]["uid"] for w in found if _admitted(w)} for who, found in workloads().items()}
-    images = {container["image"] for item in run.objects if (kind := kind_of_resource(item.obj)) is not None
-              for container in kind.containers(item.obj) if container.get("image")}
-    refused: dict[str, str] = {}
-    deleted: dict[str, float] = {}
-    changed_at: dict[str, float] = {}
-    """When each object's change began: a job's requeue is timed from its own change."""
-    changes = [(item, changed) for item in run.objects if (changed := with_new_image(item.obj, images)) is not None]
-    # What `pulumi up` does with a kind's replace_on_changes and delete-before-replace: the old job goes first (the
-    # API server refuses the update itself). Done before the in-place changes, so each of those is timed alone.
-    for item, changed in changes:
-        kind = kind_of_resource(item.obj)
-        if kind is not None and item.kind == kind.resource_kind and kind.immutable_paths:
-            changed_at[identity(item)] = time.monotonic()
-            deleted[identity(item)] = round(replace(run, changed), 1)
-    for item, changed in changes:
-        changed_at.setdefault(identity(item), time.monotonic())
-        message = run.api.apply(changed)
-        if message is not None:
-            refused[identity(item)] = message
-    applied = [identity(item) for item, _ in changes]
-    started = time.monotonic()
-    requeued: dict[str, float] = {}
-    readmitted: dict[str, float] = {}
-    while time.monotonic() - started < NEW_IMAGE_SECONDS:
-        for who, found in workloads().items():
-            old = before[who]
-            now = time.monotonic() - changed_at.get(who, started)
-            gone = old and not any(w["metadata"]["uid"] in old and not _evicted(w) for w in found)
-            if gone and who not in requeued:
-                requeued[who] = now
-            if who in requeued and who not in readmitted and any(
-                    _admitted(w) and w["metadata"]["uid"] not in old for w in found):
-                readmitted[who] = now
-        if all(who in readmitted for who in jobs if before[who]):
-            break
-        time.sleep(1)
-    result: dict[str, dict[str, Any]] = {}
-    for who, kind in sorted(jobs.items()):
-        entry: dict[str, Any] = {"declared": declared(kind), "changed objects": sorted(applied)}
-        if who in deleted:
-            entry["deleted_after_s"] = deleted[who]
-        if refused:
-            entry["observed"] = "refused: " + "; ".join(f"{k}: {v}" for k, v in sorted(refused.items()))
-        elif not before[who]:
-            entry["observed"] = "not admitted before the change"
-        elif who in requeued:
-            entry["observed"] = REQUEUED
-            entry["requeued_after_s"] = round(requeued[who], 1)
-            entry["admitted_again_after_s"] = round(readmitted[who], 1) if who in readmitted else None
-        else:
-            entry["observed"] = KEPT
-            entry["watched_s"] = NEW_IMAGE_SECONDS
-        result[who] = entry
-    return result
+    def new_image(self) -> dict[str, dict[str, Any]]:
+        images = {container["image"] for body in self.current.values() if (kind := kind_of_resource(body)) is not None
+                  for container in kind.containers(body) if container.get("image")}
+        return self.scenario(lambda body: with_new_image(body, images))
+
+    def pod_count(self) -> dict[str, dict[str, Any]]:
+        return self.scenario(with_one_pod_fewer)
+
+    def scenario(self, change: Any) -> dict[str, dict[str, Any]]:
+        """Job (`Kind namespace/name`) → what it declared, what really happened, and when."""
+        run = self.run
+        changes = [(who, changed) for who, body in self.current.items() if (changed := change(body)) is not None]
+        changed_ids = {who for who, _ in changes}
+        jobs = {}
+        for who, body in self.current.items():
+            kind = kind_of_resource(body)
+            if kind is None or body.get("kind") != kind.resource_kind:
+                continue
+            if QUEUE_LABEL not in ((body.get("metadata") or {}).get("labels") or {}):
+                continue
+            if OPERATOR_KINDS.get(body["kind"]) not in run.operators and body["kind"] in OPERATOR_KINDS:
+                continue  # its controller is not run here
+            # A job whose own object or an object its pods are built from (a TrainJob's runtime) changed.
+            if who in changed_ids or any(self.current[c].get("kind") in kind.template_kinds for c in changed_ids):
+                jobs[who] = kind
+
+        def workloads() -> dict[str, list[dict[str, Any]]]:
+            owners = run.owners()
+            mine: dict[str, list[dict[str, Any]]] = {who: [] for who in jobs}
+            for workload in run.api.items(WORKLOAD_API, "Workload"):
+                who = run.top_owner(workload, owners)
+                if who in mine:
+                    mine[who].append(workload)
+            return mine
+
+        before = {who: {w["metadata"]["uid"] for w in found if _admitted(w)} for who, found in workloads().items()}
+        refused: dict[str, str] = {}
+        deleted: dict[str, float] = {}
+        changed_at: dict[str, float] = {}
+        """When each object's change began: a job's requeue is timed from its own change."""
+        # What `pulumi up` does with a kind's replace_on_changes and delete-before-replace: the old job goes first
+        # (the API server refuses the update itself). Done before the in-place changes, so each of those is timed
+        # alone.
+        for who, changed in changes:
+            kind = kind_of_resource(changed)
+            if kind is not None and changed["kind"] == kind.resource_kind and kind.immutable_paths:
+                changed_at[who] = time.monotonic()
+                deleted[who] = round(replace(run, changed), 1)
+        for who, changed in changes:
+            changed_at.setdefault(who, time.monotonic())
+            message = run.api.apply(changed)
+            if message is not None:
+                refused[who] = message
+            else:
+                self.current[who] = changed
+        applied = sorted(changed_ids)
+        started = time.monotonic()
+        requeued: dict[str, float] = {}
+        readmitted: dict[str, float] = {}
+        while time.monotonic() - started < WATCH_SECONDS:
+            for who, found in workloads().items():
+                old = before[who]
+                now = time.monotonic() - changed_at.get(who, started)
+                gone = old and not any(w["metadata"]["uid"] in old and not _evicted(w) for w in found)
+                if gone and who not in requeued:
+                    requeued[who] = now
+                if who in requeued and who not in readmitted and any(
+                        _admitted(w) and w["metadata"]["uid"] not in old for w in found):
+                    readmitted[who] = now
+            if all(who in readmitted for who in jobs if before[who]):
+                break
+            time.sleep(1)
+        result: dict[str, dict[str, Any]] = {}
+        for who, kind in sorted(jobs.items()):
+            entry: dict[str, Any] = {"declared": declared(kind), "changed objects": applied}
+            if who in deleted:
+                entry["deleted_after_s"] = deleted[who]
+            if refused:
+                entry["observed"] = "refused: " + "; ".join(f"{k}: {v}" for k, v in sorted(refused.items()))
+            elif not before[who]:
+                entry["observed"] = "not admitted before the change"
+            elif who in requeued:
+                entry["observed"] = REQUEUED
+                entry["requeued_after_s"] = round(requeued[who], 1)
+                entry["admitted_again_after_s"] = round(readmitted[who], 1) if who in readmitted else None
+            else:
+                entry["observed"] = KEPT
+                entry["watched_s"] = WATCH_SECONDS
+            result[who] = entry
+        return result
+
+
+def run_all(run: Run) -> dict[str, dict[str, dict[str, Any]]]:
+    """Every day-two scenario, in order: event → job → what it declared and what really happened."""
+    scenarios = Scenarios(run)
+    return {"new image": scenarios.new_image(), "pod count": scenarios.pod_count()}

@@ -27,8 +27,8 @@ Explicit rules for what the harness replaces (`prepare`), each recorded in clust
   the autoscaler's part and sets `Accepted` and `Provisioned` True on each request Kueue creates (`provisioned`);
   whether the gang fits its group within maxSize stays the simulator's `provisioned` check;
 - day two (tools/cluster_test/day_two.py), once day one's checks are read: the training objects are applied again
-  with another trainer image digest (`new image`), and what Kueue and the operators do to each running job is
-  recorded in `day_two` beside what its kind declares;
+  with another trainer image digest (`new image`), then with one pod fewer (`pod count`), and what Kueue and the
+  operators do to each running job is recorded in `day_two` beside what its kind declares;
 - a claim of a dynamically provisioned StorageClass (e.g. Prometheus' `gtp-prometheus`, ebs.csi.aws.com): no CSI
   driver runs here, so the harness does the driver's part and adds a PersistentVolume of the class, pre-bound to
   the claim (size and access modes as asked); whether the class exists and suits the claim stays the simulator's
@@ -242,8 +242,9 @@ class Run:
         self.settle()
         self.timings["settled"] = time.monotonic() - started
         report = self.report(replaced)
-        # Day two, after day one's checks were read: a new trainer image on the running jobs (day_two.py).
-        report["day_two"] = {"new image": day_two.new_image(self)}
+        # Day two, after day one's checks were read: a new trainer image, then a new size, on the running jobs
+        # (day_two.py).
+        report["day_two"] = day_two.run_all(self)
         report["timings_s"]["day two"] = round(time.monotonic() - started, 1)
         return report
 
