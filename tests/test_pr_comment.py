@@ -116,6 +116,8 @@ def test_a_tiny_limit_keeps_every_stacks_summary_and_destructive_changes_and_nam
                      r"`make plan-diff STACK=prod BASE=origin/main`\*$", comment, re.MULTILINE)
     assert note, comment
     assert re.fullmatch(r"resources \(\d+ of \d+ lines\)", note[1]), note[1]
+    kept = comment.split("````diff\n", 1)[1].split("\n````", 1)[0].splitlines()
+    assert kept[-1].startswith("    path: "), kept[-3:]  # cut between resources, none without its inputs
     assert comment.count("````") % 2 == 0  # every cut code block is closed
 
 

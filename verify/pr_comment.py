@@ -173,6 +173,10 @@ def render(diffs: Sequence[StackDiff], base: str, limit: int = LIMIT) -> str:
                     room = budget - _size(part.lines(1)) + _size(part.body[:1])
                     while part.kept < len(part.body) and _size(part.body[:part.kept + 1]) <= room:
                         part.kept += 1
+                    # Cut before an unindented line (a resource, a bullet) so none loses its indented details.
+                    whole_items = [index for index in range(1, part.kept + 1)
+                                   if index == len(part.body) or not part.body[index].startswith(" ")]
+                    part.kept = whole_items[-1] if whole_items else part.kept
                 budget -= _size(part.lines(part.kept))
     out = _header(ordered, base)
     for diff in ordered:
@@ -192,7 +196,7 @@ def _failure(code: int, stderr: str) -> str:
     """The exit status and the end of stderr, without the progress lines (`plan-diff: <stack> at ...`)."""
     lines = [line for line in stderr.splitlines() if not line.startswith("plan-diff: ")][-ERROR_LINES:]
     text = "\n".join(lines)[-ERROR_CHARS:]
-    return f"exit {code}" + (f"\n{text}" if text else "")
+    return f"python -m tools.plan_diff exited {code}" + (f":\n{text}" if text else "")
 
 
 def collect(stacks: Sequence[str], base: str, run: Callable[..., Any] = subprocess.run,
