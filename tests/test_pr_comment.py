@@ -153,7 +153,9 @@ def test_the_command_diffs_every_stack_and_prints_the_failed_ones(tmp_path: Path
         stack = command[command.index("--stack") + 1]
         if stack == "edge":
             return subprocess.CompletedProcess(command, 1, "", "plan-diff: edge at origin/main: 1 resources\n"
-                                                               "error: planning edge failed: boom\n")
+                                                               "error: planning edge failed:\n"
+                                                               "plan: edge: running the program under mocks\n"
+                                                               "error: boom\n")
         return subprocess.CompletedProcess(command, 0, _dev_json(), "")
 
     out = tmp_path / "comment.md"
@@ -165,4 +167,5 @@ def test_the_command_diffs_every_stack_and_prints_the_failed_ones(tmp_path: Path
     assert all(call[-2:] == ["--format", "json"] for call in calls)
     comment = out.read_text()
     assert _names(comment) == ["prod", "dev", "edge"]
-    assert "error: planning edge failed: boom" in comment and "plan-diff: edge at" not in comment
+    assert "````\npython -m tools.plan_diff exited 1:\nerror: planning edge failed:\nerror: boom\n````" in comment
+    assert "plan-diff: edge at" not in comment and "plan: edge:" not in comment  # progress lines

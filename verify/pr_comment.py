@@ -100,7 +100,8 @@ class _Part:
     def cut(self) -> str | None:
         if self.kept == len(self.body):
             return None
-        return f"{self.title} ({self.kept} of {len(self.body)} lines)" if self.kept else self.title
+        title = self.title.split(" (")[0]  # `cluster`, not `cluster (build/plan/prod/cluster.yaml)`
+        return f"{title} ({self.kept} of {len(self.body)} lines)" if self.kept else title
 
 
 def _size(lines: Sequence[str]) -> int:
@@ -176,7 +177,10 @@ def render(diffs: Sequence[StackDiff], base: str, limit: int = LIMIT) -> str:
                     # Cut before an unindented line (a resource, a bullet) so none loses its indented details.
                     whole_items = [index for index in range(1, part.kept + 1)
                                    if index == len(part.body) or not part.body[index].startswith(" ")]
-                    part.kept = whole_items[-1] if whole_items else part.kept
+                    if whole_items:
+                        part.kept = whole_items[-1]
+                    elif part.kept == 1:  # only the heading of an item too long to show whole: nothing
+                        part.kept = 0
                 budget -= _size(part.lines(part.kept))
     out = _header(ordered, base)
     for diff in ordered:
@@ -193,8 +197,10 @@ def render(diffs: Sequence[StackDiff], base: str, limit: int = LIMIT) -> str:
 
 
 def _failure(code: int, stderr: str) -> str:
-    """The exit status and the end of stderr, without the progress lines (`plan-diff: <stack> at ...`)."""
-    lines = [line for line in stderr.splitlines() if not line.startswith("plan-diff: ")][-ERROR_LINES:]
+    """The exit status and the end of stderr, without the progress lines (`plan-diff: <stack> at ...`, and the
+    planner's `plan: <stack>: ...` that a planning error carries)."""
+    lines = [line for line in stderr.splitlines()
+             if not line.startswith(("plan-diff: ", "plan: "))][-ERROR_LINES:]
     text = "\n".join(lines)[-ERROR_CHARS:]
     return f"python -m tools.plan_diff exited {code}" + (f":\n{text}" if text else "")
 
