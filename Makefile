@@ -13,7 +13,7 @@ PYTEST_WORKERS ?= 2
 CHECKOV := $(CHECKOV_VENV)/bin/checkov
 LIGHT_STAMP := $(VENV)/.setup-light-stamp
 
-.PHONY: help setup setup-light plan plan-all plan-diff check test test-fast engine-test swarm-test cluster-test up-test golden mirror prometheus-local bench-stack bench-report destroy reap clean
+.PHONY: help setup setup-light setup-plan plan plan-all plan-diff check test test-fast engine-test swarm-test cluster-test up-test golden mirror prometheus-local bench-stack bench-report destroy reap clean
 
 # `make help` prints every target from its `## ` comment (the text after it; `VAR=...` there are the target's
 # parameters), so the list can't drift from the Makefile (tests/test_makefile.py: every .PHONY target is listed).
@@ -45,6 +45,11 @@ $(LIGHT_STAMP): requirements.txt
 	grep -v '^torch==' requirements.txt > $(VENV)/requirements-light.txt
 	$(PY) -m pip install --quiet -r $(VENV)/requirements-light.txt
 	touch $(LIGHT_STAMP)
+
+# The pr workflow's plan diff (tools.pr_comment): a plan runs the program under mocks and renders the charts with
+# helm; nothing it imports needs torch or the trainer (they run in the training image), so: setup-light and helm.
+setup-plan: $(LIGHT_STAMP) ## .venv without torch, plus helm: what plan and plan-diff need (the pr workflow's plan diff)
+	$(PY) -m tools.vendor helm $(VENV)/bin/helm
 
 # Checkov in its own venv (its pins clash with ours): only `make check` and the tests that run it need it.
 $(CHECKOV): requirements-checkov.txt

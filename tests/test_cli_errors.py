@@ -61,6 +61,7 @@ CASES: dict[str, list[Case]] = {
         Case(("--stack", "dev", "--base", "no-such-ref-xyz"), "can't check out"),
         Case(("--stack", "dev", "--base", "HEAD"), "`git` is not installed", (EMPTY_PATH,)),
     ],
+    "pr_comment": [Case(("--base", "no-such-ref-xyz", "--out", "/nonexistent/plan-diff.md"), "can't read stacks/")],
     "destroy": [
         Case(("dev", "--retries", "-1"), "--retries must be >= 0"),
         Case(("dev", "--timeout-minutes", "soon"), "invalid float value"),

@@ -101,6 +101,13 @@ def test_setup_light_installs_no_torch():
     assert "torch==" in (ROOT / "requirements.txt").read_text()  # so the filter has something to drop
 
 
+def test_setup_plan_is_the_light_setup_and_helm():
+    """What the pr workflow's plan diff installs: a plan renders the charts with helm and imports no torch."""
+    commands = _make("-n", "-B", "setup-plan")
+    assert "grep -v '^torch==' requirements.txt" in commands and "tools.vendor helm .venv/bin/helm" in commands
+    assert "-r requirements.txt" not in commands and "images/trainer" not in commands
+
+
 def test_bench_report_installs_matplotlib_only_for_a_plot():
     assert "requirements-plot.txt" in _make("-n", "-B", "bench-report", "SOURCE=build/none", "PLOT=busbw.png")
     assert "requirements-plot.txt" not in _make("-n", "-B", "bench-report", "SOURCE=build/none")

@@ -331,7 +331,8 @@ def test_markdown_format_for_the_pr_comment() -> None:
     assert text.startswith("**stack dev**: 0 to add, 0 to change, 1 to replace, 0 to delete\n")
     assert "**Destructive changes** :warning:\n\n- `+- aws:eks/nodeGroup:NodeGroup  h100-nodes  replace, DELETE" in text
     assert "\n  - runs there now: W ×2\n" in text
-    assert "**Resources**\n\n````diff\n+- aws:eks/nodeGroup:NodeGroup  h100-nodes" in text
+    # a replacement reads as a change (`!`), not an addition (`+`), in GitHub's diff colours
+    assert "**Resources**\n\n````diff\n! +- aws:eks/nodeGroup:NodeGroup  h100-nodes" in text
     assert "````" not in diff_plans(base, head)
 
 

@@ -24,7 +24,8 @@ Both plans go through the plan cache (verify/plan_cache.py): BASE is planned onc
 then read back (a PR's base, diffed for every push and stack), and the working tree's plan is restored when its
 inputs are unchanged since `make plan`. `GTP_PLAN_CACHE=off` plans both from scratch.
 
-``--format plain`` (the default, for a terminal) or ``--format markdown`` (the PR comment `pr.yml` posts). One
+``--format plain`` (the default, for a terminal), ``--format markdown``, or ``--format json`` (the summary and the
+sections, which `verify/pr_comment.py` assembles into the PR comment `pr.yml` posts). One
 progress line per plan goes to stderr. Exit status: 0 clean, 1 the head plan has policy violations or failed, 2 an
 unknown stack or ref. This is what a reviewer reads on a pull request; no credentials are involved.
 """
@@ -918,7 +919,7 @@ SECTIONS: list[Callable[[PlanDiff], Section | None]] = [
 
 # --- rendering ---------------------------------------------------------------------------------------------
 
-FORMATS = ("plain", "markdown")
+FORMATS = ("plain", "markdown", "json")
 
 
 def _plain(summary: str, sections: list[Section]) -> str:
@@ -932,28 +933,47 @@ def _plain(summary: str, sections: list[Section]) -> str:
     return "\n".join(lines)
 
 
+def markdown_section(section: Section) -> list[str]:
+    """One section as markdown: its bold title, then a bulleted list or a `diff` block. In a `diff` block GitHub
+    colours a line by its first character (`+` added, `-` deleted, `!` changed): a replacement (`+-`) gets `! `
+    in front so it reads as the change it is, not as an addition."""
+    title = section.title or "resources"
+    out = [f"**{title[:1].upper()}{title[1:]}**" + (" :warning:" if section.style == "list" else ""), ""]
+    if section.style == "list":
+        for line in section.lines:
+            stripped = line.lstrip(" ")
+            depth = (len(line) - len(stripped)) // 4
+            out.append(f"{'  ' * depth}- `{stripped}`" if depth == 0 else f"{'  ' * depth}- {stripped}")
+    else:
+        out += ["````diff", *(f"! {line}" if line.startswith("+- ") else line for line in section.lines), "````"]
+    return out
+
+
 def _markdown(summary: str, sections: list[Section]) -> str:
     stack, _, counts = summary.partition(": ")
     out = [f"**{stack}**: {counts}"]
     for section in sections:
-        title = section.title or "resources"
-        out += ["", f"**{title[:1].upper()}{title[1:]}**" + (" :warning:" if section.style == "list" else ""), ""]
-        if section.style == "list":
-            for line in section.lines:
-                stripped = line.lstrip(" ")
-                depth = (len(line) - len(stripped)) // 4
-                out.append(f"{'  ' * depth}- `{stripped}`" if depth == 0 else f"{'  ' * depth}- {stripped}")
-        else:
-            out += ["````diff", *section.lines, "````"]
+        out += ["", *markdown_section(section)]
     return "\n".join(out)
+
+
+def _json(summary: str, sections: list[tuple[str, Section]]) -> str:
+    """What `verify/pr_comment.py` reads per stack: the summary line and each section with the name of the
+    `SECTIONS` function that built it (`destructive`, `resources`, ...)."""
+    return json.dumps({"summary": summary, "sections": [
+        {"kind": kind, "title": section.title, "lines": section.lines, "style": section.style}
+        for kind, section in sections]})
 
 
 def diff_plans(base: Mapping[str, Any] | None, head: Mapping[str, Any],
                provider_versions: list[str] | None = None, fmt: str = "plain") -> str:
     """A readable diff of two `resources.json` documents (base None: the stack is new), `SECTIONS` in order."""
     diff = PlanDiff(base, head, list(provider_versions or []))
-    sections = [section for section in (build(diff) for build in SECTIONS) if section is not None]
-    return (_markdown if fmt == "markdown" else _plain)(diff.summary(), sections)
+    built = [(build.__name__.removesuffix("_section"), section) for build in SECTIONS
+             if (section := build(diff)) is not None]
+    if fmt == "json":
+        return _json(diff.summary(), built)
+    return (_markdown if fmt == "markdown" else _plain)(diff.summary(), [section for _, section in built])
 
 
 # --- planning a tree ---------------------------------------------------------------------------------------
@@ -1081,7 +1101,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--stack", help="the stack to diff (required unless --list-stacks)")
     parser.add_argument("--base", required=True, help="git ref to compare against, e.g. origin/main or HEAD~1")
     parser.add_argument("--format", choices=FORMATS, default="plain",
-                        help="plain text (default, for a terminal) or markdown (the PR comment)")
+                        help="plain text (default, for a terminal), markdown, or json (what the PR comment reads: "
+                             "verify/pr_comment.py)")
     parser.add_argument("--list-stacks", action="store_true",
                         help="print the stacks to diff (the working tree's and BASE's stack files), one a line")
     args = parser.parse_args(argv)
@@ -1120,7 +1141,8 @@ def main(argv: list[str] | None = None) -> int:
               f"(stacks: {', '.join(known_stacks(ROOT))})", file=sys.stderr)
         return 2
     if head is None:
-        print(f"stack {args.stack}: removed in the working tree")
+        removed = f"stack {args.stack}: removed in the working tree"
+        print(_json(removed, []) if args.format == "json" else removed)
         return 0
     print(diff_plans(base, head, providers, args.format))
     return 1 if head.get("violations") else 0

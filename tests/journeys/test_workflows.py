@@ -35,7 +35,7 @@ def load(name: str) -> dict:
 
 
 def test_expected_workflows_exist():
-    assert [path.name for path in WORKFLOW_FILES] == ["deploy.yml", "image.yml", "pr.yml", "reap.yml"]
+    assert [path.name for path in WORKFLOW_FILES] == ["deploy.yml", "image.yml", "nightly.yml", "pr.yml", "reap.yml"]
 
 
 def test_zizmor_offline_has_no_findings():
@@ -103,6 +103,11 @@ def test_least_privilege_and_no_persisted_credentials(path):
             assert "${{" not in step.get("run", ""), f"{path.name}: job {name} expands an expression in run:"
 
 
+def _render_step() -> dict:
+    return next(step for step in load("pr.yml")["jobs"]["plan-diff"]["steps"]
+                if step.get("name", "").startswith("Render"))
+
+
 def test_pr_workflow_posts_one_comment_with_every_stack_diff():
     workflow = load("pr.yml")
     assert set(workflow["on"]) == {"pull_request"}
@@ -110,13 +115,12 @@ def test_pr_workflow_posts_one_comment_with_every_stack_diff():
     assert plan["permissions"] == {"contents": "read", "pull-requests": "write"}
     checkout = plan["steps"][0]
     assert checkout["with"]["fetch-depth"] == 0
-    render = next(step for step in plan["steps"] if step.get("name", "").startswith("Render"))
-    # The stacks come from the stack files (verify.plan_diff --list-stacks), never a hand-written list.
-    assert '.venv/bin/python -m tools.plan_diff --list-stacks --base "${base}"' in render["run"]
-    assert "for stack in ${stacks}; do" in render["run"]
-    assert not re.search(r"for stack in [a-z]", render["run"]), "a hand-written list of stacks"
-    assert ('.venv/bin/python -m tools.plan_diff --stack "${stack}" --base "${base}" --format markdown'
+    render = _render_step()
+    # The comment is built in Python (verify/pr_comment.py: the stacks from the stack files, production first, a
+    # cut per stack), not assembled and cut with `head -c` in shell.
+    assert ('.venv/bin/python -m tools.pr_comment --base "origin/${BASE_REF}" --out plan-diff.md >> "$GITHUB_OUTPUT"'
             in render["run"])
+    assert "for stack in" not in render["run"] and "head -c" not in render["run"]
     assert render["env"]["BASE_REF"] == "${{ github.base_ref }}"
     comment = next(step for step in plan["steps"] if "pr-comment.sh" in step.get("run", ""))
     assert comment["run"] == '.github/scripts/pr-comment.sh "<!-- gtp-plan-diff -->" plan-diff.md'
@@ -124,6 +128,24 @@ def test_pr_workflow_posts_one_comment_with_every_stack_diff():
     names = [step.get("name", "") for step in plan["steps"]]
     assert names.index("Fail when a stack's plan failed") > names.index("Post or update the PR comment")
     assert "make check" in [step.get("run") for step in workflow["jobs"]["check"]["steps"]]
+
+
+def test_the_render_step_passes_the_failed_stacks_on_and_keeps_the_comment_in_the_job_summary(tmp_path):
+    """The step as GitHub runs it (bash -e), with a `tools.pr_comment` that reports a failed stack."""
+    fake = tmp_path / ".venv" / "bin"
+    fake.mkdir(parents=True)
+    (fake / "python").write_text('#!/usr/bin/env bash\necho "$*" > args\necho "the comment" > "$6"\n'
+                                 'echo "failed=edge"\n')
+    (fake / "python").chmod(0o755)
+    output, summary = tmp_path / "output", tmp_path / "summary"
+    env = {"PATH": "/usr/bin:/bin", "BASE_REF": "main", "GITHUB_OUTPUT": str(output),
+           "GITHUB_STEP_SUMMARY": str(summary)}
+    done = subprocess.run(["bash", "-e", "-c", _render_step()["run"]], cwd=tmp_path, env=env, capture_output=True,
+                          text=True, check=False)
+    assert done.returncode == 0, done.stderr  # the comment gets posted; a later step fails the job
+    assert (tmp_path / "args").read_text().strip() == "-m tools.pr_comment --base origin/main --out plan-diff.md"
+    assert output.read_text().strip() == "failed=edge"
+    assert summary.read_text() == "the comment\n"
 
 
 def test_pr_workflow_runs_the_fast_tests_and_the_goldens():
@@ -138,45 +160,6 @@ def test_pr_workflow_runs_the_fast_tests_and_the_goldens():
     assert {"slow", "program", "torchrun", "engine", "cluster"} <= set(left_out), expression
     golden = (REPO_ROOT / "tests" / "test_golden_plans.py").read_text()
     assert not [marker for marker in left_out if f"mark.{marker}" in golden]
-
-
-def _run_render(tmp_path: Path, failing: str) -> tuple[int, str, str]:
-    """The render step's script, run by bash -e as GitHub runs it, with a `make` that fails for one stack."""
-    render = next(step for step in load("pr.yml")["jobs"]["plan-diff"]["steps"]
-                  if step.get("name", "").startswith("Render"))
-    fake = tmp_path / ".venv" / "bin"
-    fake.mkdir(parents=True)
-    # A python whose `-m tools.plan_diff` lists STACKS (and a stack only this repository has) and fails for one.
-    (fake / "python").write_text(
-        "#!/usr/bin/env bash\n"
-        f"if [ \"$3\" = \"--list-stacks\" ]; then printf '%s\\n' {' '.join(STACKS)} new-site; exit 0; fi\n"
-        "stack=\"$4\"\n"
-        f"if [ \"$stack\" = \"{failing}\" ]; then echo \"error: $stack: policy violation\" >&2; exit 3; fi\n"
-        "echo \"plan-diff: $stack at origin/main: 1 resources in 1.0 s\" >&2\n"
-        "echo \"**stack $stack**: changed\"\n")
-    (fake / "python").chmod(0o755)
-    output, summary = tmp_path / "output", tmp_path / "summary"
-    env = {"PATH": "/usr/bin:/bin", "BASE_REF": "main", "GITHUB_OUTPUT": str(output),
-           "GITHUB_STEP_SUMMARY": str(summary)}
-    result = subprocess.run(["bash", "-e", "-c", render["run"]], cwd=tmp_path, env=env, capture_output=True, text=True,
-                            check=False)
-    return result.returncode, (tmp_path / "plan-diff.md").read_text(), output.read_text()
-
-
-def test_a_failing_stack_shows_its_failure_in_the_comment_and_the_others_still_render(tmp_path):
-    code, comment, output = _run_render(tmp_path, failing="edge")
-    assert code == 0  # the step itself succeeds so the comment gets posted; a later step fails the job
-    assert "<b>edge</b>: :x: plan-diff failed (exit 3)" in comment
-    assert "error: edge: policy violation" in comment
-    assert "**stack dev**: changed" in comment and "**stack prod**: changed" in comment
-    assert "**stack new-site**: changed" in comment  # every listed stack, not a fixed set
-    assert "plan-diff: dev at" not in comment  # progress lines stay out of a good stack's comment
-    assert output.strip() == "failed=edge"
-
-
-def test_no_failure_no_failed_stacks(tmp_path):
-    code, comment, output = _run_render(tmp_path, failing="none")
-    assert code == 0 and ":x:" not in comment and output.strip() == "failed="
 
 
 def _fake_gh(tmp_path: Path, existing: str) -> tuple[Path, Path]:
@@ -319,3 +302,51 @@ def test_no_job_takes_its_aws_region_from_one_repository_variable():
                     assert "vars.AWS_REGION" not in region, f"{path.name} job {name}: {region}"
                     assert re.fullmatch(r"\$\{\{ (needs\.runners?\.outputs\.\w+|matrix\.region|"
                                         r"steps\.stack\.outputs\.\w+) \}\}", region), (path.name, name, region)
+
+
+def _setup_pythons() -> list[tuple[str, str, dict]]:
+    return [(path.name, name, step) for path in WORKFLOW_FILES for name, job in load(path.name)["jobs"].items()
+            for step in job.get("steps", []) if step.get("uses", "").startswith("actions/setup-python@")]
+
+
+def test_every_setup_python_keeps_the_pip_cache_keyed_by_the_pins():
+    """`make setup` downloads ~5.5 GB of wheels (torch and its CUDA libraries); the cache saves it on every job."""
+    found = _setup_pythons()
+    assert len(found) >= 11
+    for workflow, job, step in found:
+        assert step["with"].get("cache") == "pip", f"{workflow} job {job}: setup-python without `cache: pip`"
+        paths = str(step["with"].get("cache-dependency-path", "")).split()
+        assert "requirements.txt" in paths, f"{workflow} job {job}: the pip cache is not keyed by requirements.txt"
+
+
+def test_jobs_that_only_read_stack_yaml_use_the_light_setup():
+    """A job whose only commands are `tools.deployer` (it reads the stack files) installs no torch."""
+    light = []
+    for path in WORKFLOW_FILES:
+        for name, job in load(path.name)["jobs"].items():
+            runs = [step["run"] for step in job.get("steps", []) if "run" in step]
+            work = [run for run in runs if not run.startswith("make setup")]
+            if work and all("python -m tools.deployer" in run for run in work):
+                assert "make setup-light" in runs and "make setup" not in runs, f"{path.name} job {name}: {runs}"
+                light.append(f"{path.name}:{name}")
+    assert light == ["deploy.yml:runners", "pr.yml:runners", "reap.yml:runner"]
+
+
+def test_the_plan_diff_job_installs_what_a_plan_needs_and_no_torch():
+    """A plan imports neither torch nor the trainer (they run in the training image): `make setup-plan` is
+    setup-light and helm (tests/test_makefile.py holds the target to that)."""
+    runs = [step.get("run") for step in load("pr.yml")["jobs"]["plan-diff"]["steps"]]
+    assert "make setup-plan" in runs and "make setup" not in runs
+
+
+def test_the_whole_suite_runs_nightly():
+    workflow = load("nightly.yml")
+    assert [entry["cron"] for entry in workflow["on"]["schedule"]]
+    job = next(job for job in workflow["jobs"].values()
+               if "make test" in [step.get("run") for step in job["steps"]])
+    assert job["runs-on"] == "ubuntu-24.04" and job["permissions"] == {"contents": "read"}
+    runs = [step.get("run") for step in job["steps"]]
+    # `make test` installs its Debian packages only as root (tools.system_packages); the runner's user has sudo.
+    packages = next(index for index, run in enumerate(runs) if run and "tools.system_packages test" in run)
+    assert runs[packages].startswith("sudo ")
+    assert runs.index("make setup") < packages < runs.index("make test")
