@@ -26,6 +26,35 @@ SVG_NAME = "overview.svg"
 NODE_GROUP_LABEL = "gtp.dev/node-group"
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 COLOURS = {"group": "#dbeafe", "system": "#e5e7eb", "queue": "#fef3c7", "workload": "#dcfce7", "storage": "#fce7f3"}
+FONT_SIZE = 10
+"""The boxes' font size, in points (SVG user units: dot writes 1 pt as 1 unit)."""
+
+# Each character's advance width in thousandths of an em: DejaVu Sans, which is what Chromium draws the SVG's
+# `Helvetica,sans-Serif` with on Debian (fontconfig's answer when no Helvetica is installed), measured there with
+# getComputedTextLength() and rounded up. Helvetica, Arial and Liberation Sans are narrower, so a box sized by this
+# table holds its text in the fonts browsers have. An upper bound held to Chromium by tests/test_overview.py (the
+# one oracle); a character not listed counts as a full em, the widest listed. dot writes a line's leading spaces as
+# no-break spaces (U+00A0), the width of a space.
+_WIDTHS = {
+    275: "'", 278: "ijl", 295: "IJ", 318: " \u00a0,.·", 337: "/:;\\|", 353: "f", 361: "-", 391: "()[]", 393: "t",
+    401: "!", 412: "r", 460: '"', 500: "*_`–°", 521: "s", 525: "z", 531: "?", 550: "c", 558: "L", 576: "F",
+    580: "k", 592: "vxy", 604: "P", 611: "TY", 612: "o", 613: "a", 616: "e", 632: "E", 634: "hnu",
+    635: "Sbdgpq", 637: "0123456789${}µ", 656: "K", 685: "AV", 686: "XZ", 687: "B", 695: "R", 699: "C",
+    732: "U", 749: "N", 752: "H", 771: "D", 775: "G", 780: "&", 788: "OQ", 818: "w", 838: "#+<=>^~×→≤≥±✓",
+    863: "M", 951: "%", 975: "m", 989: "W", 1000: "@—…",
+}
+CHARACTER_WIDTHS = {character: width / 1000 for width, characters in _WIDTHS.items() for character in characters}
+"""Character → its advance width in ems (an upper bound, see `_WIDTHS`)."""
+ASCENT, DESCENT = 0.93, 0.25
+"""How far a line's glyph box reaches above and below its baseline, in ems (Chromium's box of DejaVu Sans:
+0.928 and 0.25)."""
+MARGIN = 8
+"""Points between a box's side and its text: dot's default node margin, 0.11 in (7.92 pt)."""
+
+
+def text_width(text: str, font_size: float = FONT_SIZE) -> float:
+    """An upper bound of `text`'s width drawn at `font_size` (points), from `CHARACTER_WIDTHS`."""
+    return font_size * sum(CHARACTER_WIDTHS.get(character, 1.0) for character in text)
 
 
 def _quote(text: str) -> str:
@@ -37,8 +66,18 @@ def _label(*lines: str) -> str:
     return '"' + "".join(line.replace("\\", "\\\\").replace('"', '\\"') + "\\l" for line in lines) + '"'
 
 
+def box_width(lines: Iterable[str]) -> float:
+    """The width in points a box needs for `lines` by `text_width`. dot sizes a box by its own measure of the text,
+    made with whatever font its host has, not the browser's: the box is declared this wide instead. Left-justified
+    lines start at the box's side plus the margin however wide dot thought them (a box's label spans the box,
+    graphviz lib/common/shapes.c poly_init), so they end inside it."""
+    return max(text_width(line) for line in lines) + 2 * MARGIN + 1
+
+
 def _node(identifier: str, lines: Iterable[str], colour: str) -> str:
-    return f'    {_quote(identifier)} [label={_label(*lines)}, fillcolor="{colour}"];'
+    lines = list(lines)
+    return (f'    {_quote(identifier)} [label={_label(*lines)}, fillcolor="{colour}", '
+            f'width={box_width(lines) / 72:.3f}];')
 
 
 def _sharing(config: Any, group: Any) -> str:
@@ -148,7 +187,8 @@ def overview_dot(plan: Plan, objects: list[ClusterObject]) -> str:
     out = [f"digraph {_quote(plan.stack)} {{",
            f'    graph [rankdir=LR, fontname="Helvetica", fontsize=12, label={_quote(f"stack {plan.stack}")}, '
            'labelloc=t, nodesep=0.3, ranksep=0.8];',
-           '    node [shape=box, style="rounded,filled", fontname="Helvetica", fontsize=10];',
+           '    node [shape=box, style="rounded,filled", fontname="Helvetica", '
+           f'fontsize={FONT_SIZE}, margin="{MARGIN / 72:.3f},0.055"];',
            '    edge [fontname="Helvetica", fontsize=9, color="#555555"];']
     groups = node_group_lines(config)
     cluster_queues, queue_groups, local = queues(objects)
