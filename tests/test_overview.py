@@ -26,7 +26,7 @@ import numpy as np
 import pytest
 
 from tests.conftest import plan_stack, plan_variant
-from verify import overview
+from verify import cost, overview
 from verify import render as cluster
 from verify.plan import ROOT, known_stacks
 
@@ -120,6 +120,51 @@ def _timed(stack: str, directory: Path) -> float:
     started = spent()
     assert overview.write(plan_stack(stack), _objects(stack), directory).startswith(overview.SVG_NAME + " in ")
     return spent() - started
+
+
+def _boxes(svg: bytes) -> dict[str, list[str]]:
+    """Each node's DOT name → its lines, as the SVG draws them."""
+    return {group.findtext(f"{SVG}title", ""): [" ".join("".join(text.itertext()).split())
+                                               for text in group.findall(f"{SVG}text")]
+            for group in ElementTree.fromstring(svg).iter(f"{SVG}g") if group.get("class") == "node"}
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_each_node_group_shows_its_price_per_node_and_in_all_from_the_cost_document(stack):
+    priced = cost.stack_cost(plan_stack(stack).config)
+    boxes = _boxes(_svg(stack))
+    if not priced["priced"]:  # an existing cluster or a Swarm: your own servers
+        assert not any("/h" in line for lines in boxes.values() for line in lines), boxes
+        return
+    for group in priced["groups"]:
+        lines = boxes[f"group/{group['name']}"]
+        per_node = f"{cost.unit_price(group['hourly'], priced['currency'])} per node"
+        assert any(per_node in line for line in lines), (per_node, lines)
+        if group["purchase"] == "reserved":
+            assert any("billed by the reservation" in line for line in lines), lines
+        else:
+            currency = priced["currency"]
+            in_all = f"{cost.money(group['atMin'], currency)}..{cost.money(group['atMax'], currency)}/h"
+            assert any(in_all in line and f"{group['minSize']}..{group['maxSize']}" in line for line in lines), lines
+        assert any("spot" in line for line in lines) == (group["purchase"] == "spot"), lines
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_the_cost_box_shows_the_stacks_total_and_each_fixed_charge(stack):
+    priced = cost.stack_cost(plan_stack(stack).config)
+    boxes = _boxes(_svg(stack))
+    if not priced["priced"]:
+        assert "cost" not in boxes
+        return
+    currency, lines = priced["currency"], boxes["cost"]
+    total = f"{cost.money(priced['totalAtMin'], currency)}..{cost.money(priced['totalAtMax'], currency)}/h"
+    assert any(total in line.replace("≤ ", "") for line in lines), (total, lines)
+    for item in priced["fixed"]:
+        if item["hourly"] is None:
+            assert any(item["what"] in line and "not counted" in line for line in lines), (item["what"], lines)
+        else:
+            shown = f"{item['what']} {cost.unit_price(item['hourly'], currency)}"
+            assert any(shown in line for line in lines), (shown, lines)
 
 
 # --- text inside its boxes, by the width table (the fast check; Chromium holds the table, below) ------------------

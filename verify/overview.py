@@ -1,9 +1,10 @@
 """A picture of a stack: `make plan` writes `build/plan/<stack>/overview.svg`, drawn by Graphviz's `dot`.
 
-What it shows: the node groups (instance types × min..max nodes, GPUs per node, how they are shared), Kueue's
-ClusterQueues with each flavor's quota and the node group it stands for, the workloads and where they land (their
-node group, their queue), and the shared storage they mount. Built from the stack's parsed config and its rendered
-cluster (cluster.yaml's Kueue objects), never from a running cluster.
+What it shows: the node groups (instance types × min..max nodes, GPUs per node, how they are shared, $/h per node
+and in all), Kueue's ClusterQueues with each flavor's quota and the node group it stands for, the workloads and where
+they land (their node group, their queue), and the shared storage they mount, and the stack's $/h with its fixed
+charges. Built from the stack's parsed config, its cost document (verify/cost.py) and its rendered cluster
+(cluster.yaml's Kueue objects), never from a running cluster.
 
 Graphviz is a Debian package (`apt-get install graphviz`); without it the plan writes no SVG and says so in one line.
 """
@@ -19,13 +20,15 @@ from typing import Any
 
 import cluster_targets
 from catalog.gpu_instances import GPU_INSTANCE_TYPES
+from verify import cost
 from verify.plan_record import Plan
 from verify.render import ClusterObject
 
 SVG_NAME = "overview.svg"
 NODE_GROUP_LABEL = "gtp.dev/node-group"
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
-COLOURS = {"group": "#dbeafe", "system": "#e5e7eb", "queue": "#fef3c7", "workload": "#dcfce7", "storage": "#fce7f3"}
+COLOURS = {"group": "#dbeafe", "system": "#e5e7eb", "queue": "#fef3c7", "workload": "#dcfce7", "storage": "#fce7f3",
+           "cost": "#f3f4f6"}
 FONT_SIZE = 10
 """The boxes' font size, in points (SVG user units: dot writes 1 pt as 1 unit)."""
 
@@ -95,8 +98,52 @@ def _gpus(group: Any) -> str:
     return f"{count}× {model} per node" if count else "GPUs: as the site's nodes have them"
 
 
-def node_group_lines(config: Any) -> dict[str, list[str]]:
-    """Node group name → its label lines (the EKS system group first, as `system`)."""
+def price_line(group: Mapping[str, Any], priced: Mapping[str, Any]) -> str:
+    """A node group's price as `verify.cost` has it: one node's on-demand $/h (of its dearest type when it has
+    several) times its min..max nodes, `spot ≤` that, or billed by its reservation."""
+    currency = priced["currency"]
+    if group["hourly"] is None:
+        where = group["pricesOf"] or priced["region"]
+        return f"no on-demand price for {group['pricedType']} in {where}"
+    per_node = f"{cost.unit_price(group['hourly'], currency)} per node"
+    if len(group["instanceTypes"]) > 1:
+        per_node += f" ({group['pricedType']})"
+    elsewhere = f" ({group['pricesOf']} price)" if group["pricesOf"] != priced["region"] else ""
+    if group["purchase"] == "reserved":
+        return f"reserved: billed by the reservation; on-demand {per_node}{elsewhere}"
+    in_all = f"{cost.money(group['atMin'], currency)}..{cost.money(group['atMax'], currency)}/h{elsewhere}"
+    if group["purchase"] == "spot":
+        return f"spot ≤ {per_node} × {group['minSize']}..{group['maxSize']} ≤ {in_all}"
+    return f"{per_node} × {group['minSize']}..{group['maxSize']} = {in_all}"
+
+
+def cost_lines(priced: Mapping[str, Any]) -> list[str] | None:
+    """The stack's $/h at its groups' min and max sizes, nodes and fixed charges, each fixed charge or why it is not
+    counted (`verify.cost.stack_cost`); None for a stack on your own servers."""
+    if not priced["priced"]:
+        return None
+    currency = priced["currency"]
+
+    def total(at: str, key: str) -> str:
+        return ("≤ " if priced[f"spotAt{at}"] else "") + cost.money(priced[f"{key}{at}"], currency)
+
+    lines = ["cost", f"{total('Min', 'totalAt')}..{total('Max', 'totalAt')}/h at min..max size",
+             f"nodes {total('Min', 'at')}..{total('Max', 'at')}/h + fixed "
+             f"{cost.unit_price(priced['fixedHourly'], currency)}"]
+    if priced["reservedAtMax"] is not None:
+        lines.append(f"+ reserved, on-demand {cost.money(priced['reservedAtMin'], currency)}.."
+                     f"{cost.money(priced['reservedAtMax'], currency)}/h")
+    for item in priced["fixed"]:
+        count = f"{item['count']} " if item.get("unit") == "hour" and item["count"] > 1 else ""
+        shown = f"{count}{item['what']}"
+        lines.append(f"{shown}: not counted" if item["hourly"] is None
+                     else f"{shown} {cost.unit_price(item['hourly'], currency)}")
+    return lines
+
+
+def node_group_lines(config: Any, priced: Mapping[str, Any] | None = None) -> dict[str, list[str]]:
+    """Node group name → its label lines (the EKS system group first, as `system`), with its price when the cost
+    document `priced` (`verify.cost.stack_cost`) has one."""
     groups: dict[str, list[str]] = {}
     cluster = config.cluster
     if cluster_targets.for_config(config).provisions_in_aws:
@@ -110,6 +157,10 @@ def node_group_lines(config: Any) -> dict[str, list[str]]:
                         + (f" ({capacity.lower().replace('_', ' ')})" if group.instance_types else "")
                         + (f", reserved {group.capacity_reservation_id}" if group.capacity_reservation_id else ""),
                         _gpus(group), _sharing(config, group)]
+    if priced and priced["priced"]:
+        for group in priced["groups"]:
+            if group["name"] in groups:
+                groups[group["name"]].append(price_line(group, priced))
     return groups
 
 
@@ -190,7 +241,9 @@ def overview_dot(plan: Plan, objects: list[ClusterObject]) -> str:
            '    node [shape=box, style="rounded,filled", fontname="Helvetica", '
            f'fontsize={FONT_SIZE}, margin="{MARGIN / 72:.3f},0.055"];',
            '    edge [fontname="Helvetica", fontsize=9, color="#555555"];']
-    groups = node_group_lines(config)
+    priced = cost.stack_cost(config)
+    groups = node_group_lines(config, priced)
+    costs = cost_lines(priced)
     cluster_queues, queue_groups, local = queues(objects)
     storage = storage_lines(config)
     by_object = _workload_queue(objects, local)
@@ -209,6 +262,8 @@ def overview_dot(plan: Plan, objects: list[ClusterObject]) -> str:
                                       for name, lines in groups.items()])
     if storage:
         out.append(_node("storage", storage, COLOURS["storage"]))
+    if costs:
+        out.append(_node("cost", costs, COLOURS["cost"]))
     for name, workload in sorted(config.workloads.items()):
         if workload.node_group in groups:
             out.append(f'    {_quote("workload/" + name)} -> {_quote("group/" + workload.node_group)} '
