@@ -9,6 +9,7 @@ Needs Graphviz's `dot` and `chromium` (Debian packages `graphviz`, `chromium`): 
 
 from __future__ import annotations
 
+import copy
 import html
 import json
 import os
@@ -25,6 +26,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from components import keda_scaling
 from tests.conftest import plan_stack, plan_variant
 from verify import cost, overview
 from verify import render as cluster
@@ -165,6 +167,62 @@ def test_the_cost_box_shows_the_stacks_total_and_each_fixed_charge(stack):
         else:
             shown = f"{item['what']} {cost.unit_price(item['hourly'], currency)}"
             assert any(shown in line for line in lines), (shown, lines)
+
+
+# --- what scales a workload: the trigger of its rendered ScaledJob or ScaledObject -----------------------------------
+def _scaled(stack: str, kind: str) -> tuple[str, cluster.ClusterObject]:
+    """(the workload's config name, its rendered KEDA object of `kind`)."""
+    plan = plan_stack(stack)
+    found = next(item for item in _objects(stack) if item.kind == kind)
+    target = found.name if kind == "ScaledJob" else found.obj["spec"]["scaleTargetRef"]["name"]
+    return next(name for name, workload in plan.config.workloads.items() if (workload.name or name) == target), found
+
+
+def _replaced(objects: list[cluster.ClusterObject], old: cluster.ClusterObject, body: dict) -> list:
+    return [item for item in objects if item is not old] + [cluster.ClusterObject(old.source, body)]
+
+
+def test_a_scaled_job_shows_its_sqs_trigger_and_job_range():
+    name, scaled = _scaled("dev", "ScaledJob")
+    spec = scaled.obj["spec"]
+    assert spec["triggers"][0]["metadata"]["queueLength"] == "1"
+    assert (f"KEDA: SQS queue, a job per message → {spec['minReplicaCount']}..{spec['maxReplicaCount']} jobs"
+            in _boxes(_svg("dev"))[f"workload/{name}"])
+
+
+def test_the_trigger_is_read_from_the_rendered_scaled_job_not_the_config():
+    _, scaled = _scaled("dev", "ScaledJob")
+    body = copy.deepcopy(scaled.obj)
+    body["spec"]["maxReplicaCount"] = 9
+    body["spec"]["triggers"][0]["metadata"]["queueLength"] = "3"
+    text = overview.overview_dot(plan_stack("dev"), _replaced(_objects("dev"), scaled, body))
+    assert "KEDA: SQS queue, a job per 3 messages → 0..9 jobs" in text
+
+
+def test_a_scaled_object_shows_its_prometheus_metric_threshold_and_worker_range():
+    """prod's pre-training with the ScaledObject components/keda_scaling.py builds for it, beside its PyTorchJob."""
+    plan = plan_stack("prod")
+    job = next(item for item in _objects("prod") if item.kind == "PyTorchJob")
+    body = keda_scaling.scaled_object_body(
+        job_name=job.name, namespace=job.namespace, prometheus_url="http://prometheus:80",
+        scale_target={"apiVersion": job.obj["apiVersion"], "kind": "PyTorchJob", "name": job.name},
+        min_replicas=2, max_replicas=4, threshold=85, polling_interval=30, cooldown_period=300)
+    text = overview.overview_dot(plan, [*_objects("prod"), cluster.ClusterObject("stack", body)])
+    name = next(name for name, workload in plan.config.workloads.items() if (workload.name or name) == job.name)
+    line = "KEDA: avg DCGM_FI_DEV_GPU_UTIL > 85 → 2..4 workers, never scaled in"
+    assert f"{line}\\l" in next(row for row in text.splitlines() if row.startswith(f'    "workload/{name}" ['))
+
+
+@pytest.mark.program
+def test_the_keda_variant_of_prod_shows_its_scaled_objects_trigger():
+    plan = plan_variant("prod-keda")
+    objects = cluster.render_cluster(plan)
+    scaled = next(item for item in objects if item.kind == "ScaledObject")
+    _need("dot", "graphviz")
+    boxes = _boxes(overview.render_svg(overview.overview_dot(plan, objects)))
+    threshold, spec = scaled.obj["spec"]["triggers"][0]["metadata"]["threshold"], scaled.obj["spec"]
+    assert (f"KEDA: avg DCGM_FI_DEV_GPU_UTIL > {threshold} → {spec['minReplicaCount']}..{spec['maxReplicaCount']} "
+            "workers, never scaled in") in boxes["workload/gpt-pretrain"]
 
 
 # --- text inside its boxes, by the width table (the fast check; Chromium holds the table, below) ------------------

@@ -11,6 +11,7 @@ Graphviz is a Debian package (`apt-get install graphviz`); without it the plan w
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 import time
@@ -164,16 +165,58 @@ def node_group_lines(config: Any, priced: Mapping[str, Any] | None = None) -> di
     return groups
 
 
-def workload_lines(name: str, workload: Any) -> list[str]:
+def workload_lines(name: str, workload: Any, scaling: Iterable[str] = ()) -> list[str]:
+    """A workload's label lines; `scaling`: what KEDA scales it on (`keda_lines`)."""
     scale = (f"{workload.elastic.min_nodes}..{workload.elastic.max_nodes} nodes" if workload.elastic
              else f"{workload.num_nodes} node(s)")
     gpus = f"{workload.gpus_per_node} GPU(s) per node" if workload.gpus_per_node else "every GPU of its nodes"
     shared = ", shared GPUs" if workload.gpu_resource == "shared" else ""
-    lines = [name, f"{workload.kind}: {scale}, {gpus}{shared}"]
-    if workload.autoscaling.mode != "none":
-        lines.append(f"{workload.autoscaling.mode} {workload.autoscaling.min_replicas}.."
-                     f"{workload.autoscaling.max_replicas}")
-    return lines
+    return [name, f"{workload.kind}: {scale}, {gpus}{shared}", *scaling]
+
+
+SCALED_UNITS = {"PyTorchJob": "workers"}
+"""A ScaledObject target's kind → what its `/scale` subresource counts (PyTorchJob's: Worker replicas)."""
+
+
+def _trigger(trigger: Mapping[str, Any], per: str) -> str:
+    """One KEDA trigger as its rendered metadata says: `avg DCGM_FI_DEV_GPU_UTIL > 85`, `SQS queue, a job per
+    message`, else its type."""
+    metadata = trigger.get("metadata") or {}
+    if trigger.get("type") == "prometheus":
+        query = str(metadata.get("query", ""))
+        metric = re.search(r"[A-Za-z_:][A-Za-z0-9_:]*(?=\s*\{)", query)
+        aggregation = re.match(r"\s*(\w+)\s*\(", query)
+        shown = " ".join(filter(None, [aggregation and aggregation[1], metric[0] if metric else query]))
+        # KEDA's default metricType for prometheus is AverageValue: the value is divided by the replica count.
+        average = trigger.get("metricType", "AverageValue") == "AverageValue"
+        return f"{shown} > {metadata.get('threshold')}" + (f" per {per.removesuffix('s')}" if average else "")
+    if trigger.get("type") == "aws-sqs-queue":
+        length = str(metadata.get("queueLength", "5"))  # KEDA's default (keda-docs scalers/aws-sqs.md)
+        return f"SQS queue, a {per.removesuffix('s')} per {'message' if length == '1' else length + ' messages'}"
+    return f"{trigger.get('type')} trigger"
+
+
+def keda_lines(objects: Iterable[ClusterObject]) -> dict[str, list[str]]:
+    """Workload object name → what KEDA scales it on, read from its rendered ScaledJob (named as the workload) or
+    ScaledObject (targeting it): `KEDA: SQS queue, a job per message → 0..4 jobs`."""
+    found: dict[str, list[str]] = {}
+    for item in objects:
+        spec = item.obj.get("spec") or {}
+        if item.kind == "ScaledJob":
+            target, per, never_in = item.name, "jobs", False
+        elif item.kind == "ScaledObject":
+            reference = spec.get("scaleTargetRef") or {}
+            target, per = str(reference.get("name")), SCALED_UNITS.get(str(reference.get("kind")), "replicas")
+            behavior = ((spec.get("advanced") or {}).get("horizontalPodAutoscalerConfig") or {}).get("behavior") or {}
+            never_in = (behavior.get("scaleDown") or {}).get("selectPolicy") == "Disabled"
+        else:
+            continue
+        # KEDA's defaults when unset: minReplicaCount 0, maxReplicaCount 100.
+        replicas = f"{spec.get('minReplicaCount', 0)}..{spec.get('maxReplicaCount', 100)} {per}"
+        triggers = " or ".join(_trigger(trigger, per) for trigger in spec.get("triggers") or [])
+        found.setdefault(target, []).append(f"KEDA: {triggers} → {replicas}" + (", never scaled in" if never_in
+                                                                               else ""))
+    return found
 
 
 def queues(objects: Iterable[ClusterObject]) -> tuple[dict[str, list[str]], dict[str, set[str]], dict[str, str]]:
@@ -253,7 +296,10 @@ def overview_dot(plan: Plan, objects: list[ClusterObject]) -> str:
             out.extend([f"  subgraph {_quote('cluster_' + name)} {{", f"    label={_quote(title)}; style=dashed;",
                         *nodes, "  }"])
 
-    subgraph("workloads", "workloads", [_node(f"workload/{name}", workload_lines(name, workload), COLOURS["workload"])
+    scaled = keda_lines(objects)
+    subgraph("workloads", "workloads", [_node(f"workload/{name}",
+                                              workload_lines(name, workload, scaled.get(workload.name or name, ())),
+                                              COLOURS["workload"])
                                         for name, workload in sorted(config.workloads.items())])
     subgraph("queues", "queues and quotas", [_node(f"queue/{name}", lines, COLOURS["queue"])
                                             for name, lines in cluster_queues.items()])
