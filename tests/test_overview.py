@@ -204,7 +204,7 @@ def test_a_scaled_object_shows_its_prometheus_metric_threshold_and_worker_range(
     plan = plan_stack("prod")
     job = next(item for item in _objects("prod") if item.kind == "PyTorchJob")
     body = keda_scaling.scaled_object_body(
-        job_name=job.name, namespace=job.namespace, prometheus_url="http://prometheus:80",
+        job_name=job.name, namespace=str(job.namespace), prometheus_url="http://prometheus:80",
         scale_target={"apiVersion": job.obj["apiVersion"], "kind": "PyTorchJob", "name": job.name},
         min_replicas=2, max_replicas=4, threshold=85, polling_interval=30, cooldown_period=300)
     text = overview.overview_dot(plan, [*_objects("prod"), cluster.ClusterObject("stack", body)])
@@ -410,7 +410,7 @@ def test_chromium_keeps_every_text_inside_its_box_in_a_keda_and_a_bench_stack(va
 def test_the_width_table_is_no_narrower_than_chromium(tmp_path):
     """Every character of `overview.CHARACTER_WIDTHS`, and the ascent and descent, measured by Chromium in the font
     family the SVG names: the table is an upper bound of what the browser draws."""
-    family = next(ElementTree.fromstring(_svg("dev")).iter(f"{SVG}text")).get("font-family")
+    family = next(ElementTree.fromstring(_svg("dev")).iter(f"{SVG}text")).get("font-family", "")
     size = 1000
     texts = "".join(f'<text x="0" y="0" font-family="{html.escape(family)}" font-size="{size}" '
                     f'xml:space="preserve">{html.escape(character)}</text>' for character in overview.CHARACTER_WIDTHS)
