@@ -545,6 +545,15 @@ def _check_kueue(config: StackConfig) -> Iterator[Problem]:
     if not GO_DURATION.match(timeout) or not any(ch.isdigit() for ch in timeout):
         yield Problem("kueue.waitForPodsReadyTimeout", f"{timeout!r} is not a duration; write e.g. '10m', "
                                                        "'1h' or '1h30m' (units h, m, s)")
+    from stack_config.kinds import KUEUE_ADMITTED, kinds_where
+
+    for index, kind in enumerate(kueue.submit_kinds):
+        if kind not in KUEUE_ADMITTED.names:
+            yield Problem(f"kueue.submitKinds[{index}]", f"{kind!r} is not a kind Kueue admits; use "
+                                                         f"{kinds_where(KUEUE_ADMITTED)}")
+    if kueue.submit_kinds and not kueue_enabled(config):
+        yield Problem("kueue.submitKinds", "set, but Kueue is off (kueue.enabled): only Kueue admits a submitted job; "
+                                           "remove it or turn Kueue on")
     budget = kueue.admission_budget
     if not GO_DURATION.match(budget) or not any(ch.isdigit() for ch in budget):
         yield Problem("kueue.admissionBudget", f"{budget!r} is not a duration; write e.g. '30m', '2h' or '1h30m' "

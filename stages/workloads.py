@@ -165,7 +165,9 @@ def build_kueue(config: StackConfig, cluster: Cluster, kinds: dict[str, Kubernet
         stack=config.stack, provider=cluster.provider,
         quotas={group: group_quota(config, group) for group in config.gpu_node_groups},
         wait_for_pods_ready_timeout=config.kueue.wait_for_pods_ready_timeout,
-        integrations=workload_kinds.kueue_integrations_for(kinds.values()),
+        # The stack's own kinds and those teams may submit (`kueue.submitKinds`, tools/submit.py).
+        integrations=workload_kinds.kueue_integrations_for(
+            [*kinds.values(), *(workload_kinds.KINDS[kind] for kind in config.kueue.submit_kinds)]),
         namespaces=[training_namespace(config.stack)],
         node_selectors={group: target.node_selector(config, group) for group in config.gpu_node_groups},
         # Kueue needs EKS (stack_config.derived.kueue_blockers): the taints are the node groups' own.

@@ -69,13 +69,19 @@ def test_a_kind_whose_operator_crd_and_kueue_integration_the_stack_lacks_exits_2
     out, err = capsys.readouterr()
     assert out == ""
     problems = [line for line in err.splitlines() if line.startswith("  - ")]
-    assert len(problems) == 3, err
-    assert problems[0] == ("  - stack 'dev' installs no trainer (Kubeflow Trainer v2), which kind 'trainjob' needs: add "
-                           "a trainjob workload to the stack's workloads or 'trainjob' to kueue.submitKinds "
-                           "(pulumi up), or submit kind pytorchjob, which dev runs")
-    assert "its TrainJob CRD (trainjobs.trainer.kubeflow.org) is absent" in problems[1]
-    assert "its Kueue admits no trainer.kubeflow.org/trainjob (enabled: batch/job, kubeflow.org/pytorchjob)" \
-        in problems[2]
+    fix = ("; add a trainjob workload to the stack's workloads or 'trainjob' to kueue.submitKinds (pulumi up), or "
+           "submit kind pytorchjob, which dev runs")
+    assert problems == [
+        "  - stack 'dev' installs no trainer (kubeflow-trainer-v2.3.0.yaml), which kind 'trainjob' needs" + fix,
+        "  - stack 'dev' serves no ClusterTrainingRuntime: its ClusterTrainingRuntime CRD "
+        "(clustertrainingruntimes.trainer.kubeflow.org) is absent" + fix,
+        "  - stack 'dev' serves no TrainJob: its TrainJob CRD (trainjobs.trainer.kubeflow.org) is absent" + fix,
+        "  - stack 'dev' serves no TrainingRuntime: its TrainingRuntime CRD (trainingruntimes.trainer.kubeflow.org) "
+        "is absent" + fix,
+        "  - stack 'dev' has a Kueue that admits no trainer.kubeflow.org/trainjob (enabled: batch/job, "
+        "kubeflow.org/pytorchjob)" + fix,
+    ], err
+    assert err.startswith("submit: stack 'dev' as deployed can't run kind 'trainjob': 5 problem(s):\n"), err
 
 
 @pytest.mark.program
@@ -90,10 +96,11 @@ def test_a_pytorchjob_on_dev_as_deployed_before_submit_kinds_is_refused(
     monkeypatch.setattr(gtp_submit, "STACKS", stacks)
     entry = {"lr-sweep-3": {"kind": "pytorchjob", "nodeGroup": "g6", "image": TEAM_IMAGE,
                             "command": ["-m", "team.train", "--lr", "3e-4"]}}
-    with pytest.raises(gtp_submit.SubmitError, match=r"stack 'dev' installs no training-operator \(Kubeflow "
-                                                      r"training-operator v1\), which kind 'pytorchjob' needs: add a "
+    with pytest.raises(gtp_submit.SubmitError, match=r"stack 'dev' installs no training-operator \(training-operator"
+                                                      r"-v1\.9\.4\.yaml\), which kind 'pytorchjob' needs; add a "
                                                       r"pytorchjob workload to the stack's workloads or 'pytorchjob' "
-                                                      r"to kueue\.submitKinds \(pulumi up\)\n"):
+                                                      r"to kueue\.submitKinds \(pulumi up\), or run it elsewhere: "
+                                                      r"dev runs no kind a submit can use\n"):
         gtp_submit.render("dev", entry)
 
 
