@@ -551,7 +551,7 @@ def _check_kueue(config: StackConfig) -> Iterator[Problem]:
         if kind not in KUEUE_ADMITTED.names:
             yield Problem(f"kueue.submitKinds[{index}]", f"{kind!r} is not a kind Kueue admits; use "
                                                          f"{kinds_where(KUEUE_ADMITTED)}")
-    if kueue.submit_kinds and not kueue_enabled(config):
+    if kueue.submit_kinds and not kueue_enabled(config) and traits_of(config).platform == "kubernetes":
         yield Problem("kueue.submitKinds", "set, but Kueue is off (kueue.enabled): only Kueue admits a submitted job; "
                                            "remove it or turn Kueue on")
     budget = kueue.admission_budget

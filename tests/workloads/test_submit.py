@@ -161,3 +161,13 @@ def test_prod_creates_a_protected_image_admission_policy_for_its_training_namesp
         if resource.type.endswith(("ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding")):
             assert resource.options.get("protect") is True, resource.name
     assert not any(obj["kind"] == "ValidatingAdmissionPolicy" for obj in plan_stack("dev").kubernetes_objects())
+
+
+def test_submit_kinds_are_kinds_kueue_admits_on_a_stack_with_kueue() -> None:
+    from tests.test_config import BASE, problems_of, with_
+
+    assert problems_of(with_(BASE, "kueue.submitKinds", ["elasticjob"])) == [
+        "kueue.submitKinds[0]: 'elasticjob' is not a kind Kueue admits; use pytorchjob or trainjob"]
+    assert problems_of(with_(with_(BASE, "kueue.submitKinds", ["trainjob"]), "kueue.enabled", False)) == [
+        "kueue.submitKinds: set, but Kueue is off (kueue.enabled): only Kueue admits a submitted job; remove it or "
+        "turn Kueue on"]
