@@ -17,12 +17,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import pulumi
 import pulumi_kubernetes as k8s
 
-API_VERSION = "admissionregistration.k8s.io/v1"
 NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
 """Set by the API server on every namespace (immutable, Kubernetes >= 1.22): selects exactly one namespace."""
 
@@ -83,7 +82,7 @@ class ImageAdmissionPolicyArgs:
     """The training namespace whose pods are checked."""
     allowed_images: Sequence[pulumi.Input[str]]
     """Image references the namespace's pods may run: the stack's own build (by digest) and `image.signedDigests`."""
-    provider: k8s.Provider
+    provider: k8s.Provider | None = None
     protect: bool = True
     """Protect both objects (production stacks): removing them silently lifts the rule."""
     depends_on: list[pulumi.Resource] = field(default_factory=list)
@@ -99,9 +98,11 @@ class ImageAdmissionPolicy(pulumi.ComponentResource):
                                        protect=args.protect)
         policy_name = f"{args.namespace}-signed-images"
         allowed = pulumi.Output.all(*args.allowed_images).apply(allowed_images_expression)
+        # The SDK types a spec as its TypedDict; the pure functions return the same shape as a plain dict.
         self.policy = k8s.admissionregistration.v1.ValidatingAdmissionPolicy(
-            f"{name}-policy", metadata={"name": policy_name}, spec=policy_spec(args.namespace, allowed), opts=child)
+            f"{name}-policy", metadata={"name": policy_name}, spec=cast(Any, policy_spec(args.namespace, allowed)),
+            opts=child)
         self.binding = k8s.admissionregistration.v1.ValidatingAdmissionPolicyBinding(
-            f"{name}-binding", metadata={"name": policy_name}, spec=binding_spec(policy_name),
+            f"{name}-binding", metadata={"name": policy_name}, spec=cast(Any, binding_spec(policy_name)),
             opts=pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(depends_on=[self.policy])))
         self.register_outputs({"policy": policy_name})
