@@ -299,6 +299,8 @@ APPLIES: dict[type[_Section], dict[str, Where]] = {
         "enabled": ANYWHERE.read_by("the Kueue install and every workload's queue label (components/kueue.py)"),
         "wait_for_pods_ready_timeout": KUBERNETES.read_by("Kueue's `waitForPodsReady.timeout`; the rendezvous "
                                                           "timeout", GO_DURATION_RULES),
+        "submit_kinds": KUBERNETES.read_by("the operators the stack installs and Kueue's integrations "
+                                           "(stages/workloads.py), for tools/submit.py"),
         "admission_budget": KUBERNETES.read_by("the `for:` of the KueueGangPendingTooLong alert "
                                                "(components/alert_rules.py)", PROMETHEUS_DURATION_RULES),
         # The cluster-autoscaler and the EC2 topology labels exist only where the stack owns the groups.

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import math
+import re
+from collections.abc import Mapping
+from typing import Any
 
 from catalog import versions
 from catalog.gpu_instances import DCGM_UNSUPPORTED_MODELS, JETSON_GPU_MODELS, bottlerocket
@@ -374,4 +377,45 @@ def installed_parts(config: StackConfig) -> frozenset[str]:
             found.update(kind_traits(workload.kind).operators)
     if kueue_enabled(config):
         found.add("kueue")
+        # The kinds teams may submit (tools/submit.py): their operators, so their CRDs exist.
+        found.update(operator for kind in config.kueue.submit_kinds if kind in KUEUE_ADMITTED.names
+                     for operator in kind_traits(kind).operators)
     return frozenset(found)
+
+
+def submit_defaults(config: StackConfig, entry: Mapping[str, Any]) -> dict[str, Any]:
+    """What `tools.submit` fills into a workload entry (raw keys, camelCase) that leaves them out, from its node
+    group: `gpuResource: shared` with one slice where the group shares its GPUs (MPS, time-slicing) and the job is
+    a single rank (NCCL refuses two ranks on one physical GPU, so a multi-rank job keeps whole GPUs and the config
+    rules say so); `cpu`, `memory` and `shmSize` the pod's share of one node — the node's allocatable less the GPU
+    node DaemonSets (the numbers Kueue's quota uses, `group_quota`) over its GPUs (or slices), times the GPUs (or
+    slices) the pod asks for — so the pod fits the node (rules.py `_check_fit`) and the queue. `shmSize` is a
+    quarter of that memory (it counts against it). A group whose nodes are not in the catalog (adopted clusters)
+    gets no cpu/memory default. Keys `entry` sets are left out."""
+    group = entry.get("nodeGroup")
+    if group not in config.gpu_node_groups:
+        return {}  # the config rules name the group problem
+    defaults: dict[str, Any] = {}
+    facts = config.node_facts(group)
+    resource, replicas = gpu_resource_of(config, group)
+    single_rank = (int(entry.get("numNodes", 1)) == 1 and not entry.get("elastic")
+                   and int(entry.get("gpusPerNode") or facts.num_gpus) == 1)
+    shared = entry.get("gpuResource", "shared" if resource == SHARED_GPU_RESOURCE and single_rank
+                       else "whole") == "shared"
+    if "gpuResource" not in entry and shared:
+        defaults["gpuResource"] = "shared"
+        if "gpusPerNode" not in entry:
+            defaults["gpusPerNode"] = 1
+    if traits_of(config).node_facts != "catalog":
+        return defaults
+    node_group = config.gpu_node_groups[group]
+    per_node = smallest(instance_allocatable(t, node_group.disk_size_gib) for t in node_group.instance_types)
+    units_per_node = facts.num_gpus * (replicas if shared else 1)
+    units = int(entry.get("gpusPerNode") or (1 if shared else facts.num_gpus))
+    fraction = min(1.0, units / units_per_node)
+    millicores = int((per_node["cpu"] - GPU_NODE_DAEMONS["cpu"]) * 1000 * fraction)
+    mebibytes = int((per_node["memory"] - GPU_NODE_DAEMONS["memory"]) * fraction // 2**20)
+    for key, value in (("cpu", f"{millicores}m"), ("memory", f"{mebibytes}Mi"), ("shmSize", f"{mebibytes // 4}Mi")):
+        if key not in entry:
+            defaults[key] = value
+    return defaults

@@ -537,6 +537,15 @@ def _check_kueue(config: StackConfig) -> Iterator[Problem]:
         for blocker in kueue_blockers(config):
             yield Problem("kueue.enabled", f"true, but {blocker}; set it to false or leave it unset")
     # waitForPodsReadyTimeout and admissionBudget: stack_config/consumers.py
+    from stack_config.kinds import KUEUE_ADMITTED, kinds_where
+
+    for index, kind in enumerate(kueue.submit_kinds):
+        if kind not in KUEUE_ADMITTED.names:
+            yield Problem(f"kueue.submitKinds[{index}]", f"{kind!r} is not a kind Kueue admits; use "
+                                                         f"{kinds_where(KUEUE_ADMITTED)}")
+    if kueue.submit_kinds and not kueue_enabled(config) and traits_of(config).platform == "kubernetes":
+        yield Problem("kueue.submitKinds", "set, but Kueue is off (kueue.enabled): only Kueue admits a submitted job; "
+                                           "remove it or turn Kueue on")
 
 
 def _check_gang_capacity(config: StackConfig) -> Iterator[Problem]:

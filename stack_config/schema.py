@@ -405,6 +405,11 @@ class KueueConfig(_Section):
     boot plus the training image's pull (`catalog/startup_times.py`; shorter evicts every job before it runs). A Go
     duration (units `h m s ms us ns`, fractions allowed) such as `10m`, `1h30m` or `1.5h`, positive, in whole
     seconds. Default `10m`."""
+    submit_kinds: tuple[str, ...] = ()
+    """Kinds teams may submit as one-off jobs (`python -m tools.submit`) besides the kinds of the stack's own
+    workloads: the stack installs their operators (and so their CRDs) and enables their Kueue integrations, so the
+    queue admits such a job. Each must be a kind Kueue admits (`pytorchjob`, `trainjob`). Default none: a submit
+    may use only the kinds the stack's own workloads run (tools/submit.py refuses others, naming this key)."""
     admission_budget: str = "30m"
     """How long a gang may wait in the queue for admission before Prometheus' `KueueGangPendingTooLong` alert
     fires (components/alert_rules.py: a workload pending and none admitted for this long). A Prometheus duration

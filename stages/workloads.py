@@ -17,6 +17,7 @@ import cluster_targets
 import workload_kinds
 from catalog import versions
 from cluster_targets import Cluster
+from components.image_admission_policy import ImageAdmissionPolicy, ImageAdmissionPolicyArgs
 from components.kueue import (
     KUEUE_MANIFEST_DIR,
     LOCAL_QUEUE,
@@ -95,6 +96,7 @@ def build_workloads(config: StackConfig, cluster: Cluster, image_ref: pulumi.Inp
         platform_priority=cluster.platform_priority, architecture=site_architecture(config),
     ))
     training_ns = build_namespace(config, cluster, k8s_kinds, operators)
+    admission = build_image_admission(config, cluster, training_ns, image_ref)
     storage = build_storage(config, cluster, training_ns, image_ref)
     queue_ready = build_kueue(config, cluster, k8s_kinds, training_ns)
     watch = {"namespace": namespace}
@@ -104,7 +106,8 @@ def build_workloads(config: StackConfig, cluster: Cluster, image_ref: pulumi.Inp
         context = WorkloadContext(
             config=config, workload=workload,
             shape=pod_shape(config, workload, cluster, image_ref, storage.volume), operators=operators,
-            provider=cluster.provider, ready=[*training_ns.ready, *storage.ready, *gpu.ready, *queue_ready],
+            provider=cluster.provider,
+            ready=[*training_ns.ready, *admission, *storage.ready, *gpu.ready, *queue_ready],
             aws_opts=cluster.aws_opts, region=config.region,
             training_role=cluster.aws.training_identity.role if cluster.aws else None, only_workload=only,
             queue_labels={QUEUE_LABEL: LOCAL_QUEUE} if queue_ready else {})
@@ -155,6 +158,20 @@ def build_namespace(config: StackConfig, cluster: Cluster, kinds: dict[str, Kube
     ))
 
 
+def build_image_admission(config: StackConfig, cluster: Cluster, training_ns: TrainingNamespace,
+                          image_ref: pulumi.Input[str]) -> list[pulumi.Resource]:
+    """On a production stack (`lifecycle.protect`), the cluster's own refusal of a training pod whose image is
+    neither the stack's build nor in `image.signedDigests` (the rule the config and the policy pack check for what
+    the stack renders, enforced for whatever else creates pods there, e.g. `tools.submit`); what the workloads
+    wait for ([] elsewhere)."""
+    if not config.lifecycle.protect:
+        return []
+    admission = ImageAdmissionPolicy("images", ImageAdmissionPolicyArgs(
+        namespace=training_namespace(config.stack), allowed_images=[image_ref, *config.image.signed_digests],
+        provider=cluster.provider, protect=config.lifecycle.protect, depends_on=[training_ns.namespace]))
+    return [admission.binding]
+
+
 def build_kueue(config: StackConfig, cluster: Cluster, kinds: dict[str, KubernetesWorkloadKind],
                 training_ns: TrainingNamespace) -> list[pulumi.Resource]:
     """Kueue, its flavors and queues (`kueue.enabled`); what the workloads must wait for ([] when off: a job
@@ -166,7 +183,9 @@ def build_kueue(config: StackConfig, cluster: Cluster, kinds: dict[str, Kubernet
         stack=config.stack, provider=cluster.provider,
         quotas={group: group_quota(config, group) for group in config.gpu_node_groups},
         wait_for_pods_ready_timeout=config.kueue.wait_for_pods_ready_timeout,
-        integrations=workload_kinds.kueue_integrations_for(kinds.values()),
+        # The stack's own kinds and those teams may submit (`kueue.submitKinds`, tools/submit.py).
+        integrations=workload_kinds.kueue_integrations_for(
+            [*kinds.values(), *(workload_kinds.KINDS[kind] for kind in config.kueue.submit_kinds)]),
         namespaces=[training_namespace(config.stack)],
         node_selectors={group: target.node_selector(config, group) for group in config.gpu_node_groups},
         # Kueue needs EKS (stack_config.derived.kueue_blockers): the taints are the node groups' own.

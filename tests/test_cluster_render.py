@@ -211,11 +211,11 @@ def test_elasticjob_replica_template_labels_are_accepted_by_the_installed_derive
 
 
 def test_a_custom_resource_whose_operator_is_not_installed_fails() -> None:
-    job = one(rendered("prod"), "PyTorchJob")  # dev installs KEDA but no training operator
+    job = one(rendered("prod"), "TrainJob")  # dev installs KEDA and training-operator, but no Trainer
     errors = errors_of([*rendered("dev"), job])
     assert errors == [
-        f"PyTorchJob {job.namespace}/{job.name} (stack): custom resource kubeflow.org/v1 PyTorchJob has no "
-        "CustomResourceDefinition installed in this cluster (installed for kubeflow.org: none); install its "
+        f"TrainJob {job.namespace}/{job.name} (stack): custom resource trainer.kubeflow.org/v1alpha1 TrainJob has no "
+        "CustomResourceDefinition installed in this cluster (installed for trainer.kubeflow.org: none); install its "
         "operator or chart in the same stack"]
 
 

@@ -22,6 +22,12 @@ already exists rather than changing a running job.
 Requires Kueue on the stack (`kueue.enabled`): the queue is what admits a job the stack doesn't declare (the
 namespace quota then equals the node groups' capacity, components/training_namespace.py). Kinds whose objects
 are more than Kubernetes objects (`scaledjob` creates an SQS queue; `swarm`) can't be submitted this way.
+
+Only what the deployed stack runs: the stack as it stands must install the kind's operators, serve its CRDs and
+have its Kueue integration enabled (the kinds of its own workloads and `kueue.submitKinds`); otherwise the
+submit is refused, one line per missing part, and prints nothing. Sizes the entry leaves out (`cpu`, `memory`,
+`shmSize`, and `gpuResource: shared` on a group that shares its GPUs) are derived from its node group
+(stack_config/derived.py `submit_defaults`) and said on stderr.
 """
 
 from __future__ import annotations
@@ -36,14 +42,21 @@ import pulumi
 import yaml
 
 import workload_kinds
+from catalog import versions
+from components.kueue import CONFIG_KEY, CONFIG_MAP
 from stack_config import WorkloadConfig
-from stack_config.derived import kueue_enabled
+from stack_config.derived import installed_parts, kueue_enabled, submit_defaults
 from stack_config.source import YamlFileError, load_yaml_file
+from verify import render as cluster
 from verify.plan import COMPUTED, ROOT, plan_and_check, run
 
 SUBMITTABLE = tuple(name for name in workload_kinds.CONFIGURABLE if workload_kinds.KINDS[name].traits.kueue_admits)
 """Kinds Kueue admits (their `kueue_integration`), whose whole workload is Kubernetes objects (ElasticJob: no Kueue
 integration)."""
+
+
+STACKS = ROOT / "stacks"
+"""Where the stack files are (`Pulumi.<stack>.yaml`)."""
 
 
 class SubmitError(Exception):
@@ -60,7 +73,7 @@ def render(stack: str, entry: dict[str, Any], *, trainer_image: str | None = Non
     if not isinstance(entry, dict) or len(entry) != 1 or not isinstance(next(iter(entry.values())), dict):
         raise SubmitError("the workload file must hold exactly one entry: `<name>: {kind: ..., nodeGroup: ...}`")
     name, workload = next(iter(entry.items()))
-    stack_file = ROOT / "stacks" / f"Pulumi.{stack}.yaml"
+    stack_file = STACKS / f"Pulumi.{stack}.yaml"
     if not stack_file.exists():
         raise SubmitError(f"no stack file {stack_file}")
     document = load_yaml_file(stack_file)
@@ -84,6 +97,23 @@ def render(stack: str, entry: dict[str, Any], *, trainer_image: str | None = Non
     if not kueue_enabled(before.config):
         raise SubmitError(f"stack {stack!r} runs no Kueue, so nothing admits a job it doesn't declare (its quota is "
                           "sized for its own workloads): add the job to the stack's workloads instead")
+    # What the cluster serves is what the stack as it stands deployed: the variant below would install whatever the
+    # entry's kind needs, and `pulumi up` never runs for a submit.
+    deployed = Deployed.of(before)
+    lacking = deployed.lacks(kind)
+    if lacking:
+        runnable = [other for other in SUBMITTABLE if not deployed.lacks(other)]
+        fix = (f"add a {kind} workload to the stack's workloads or {kind!r} to kueue.submitKinds (pulumi up), or "
+               + (f"submit kind {' or '.join(runnable)}, which {stack} runs" if runnable
+                  else f"run it elsewhere: {stack} runs no kind a submit can use"))
+        raise SubmitError(f"stack {stack!r} as deployed can't run kind {kind!r}: {len(lacking)} problem(s):\n"
+                          + "\n".join(f"  - stack {stack!r} {problem}; {fix}" for problem in lacking))
+    defaults = submit_defaults(before.config, workload)
+    if defaults:
+        print(f"submit: {name}: " + ", ".join(f"{key} {value}" for key, value in defaults.items())
+              + f" (derived from node group {workload.get('nodeGroup')!r}: its node's share; set them in the file "
+                "to choose)", file=sys.stderr)
+    workload = {**workload, **defaults}
     workloads[name] = workload
     with tempfile.TemporaryDirectory() as scratch:
         variant = Path(scratch) / f"Pulumi.{stack}.yaml"
@@ -110,6 +140,53 @@ def render(stack: str, entry: dict[str, Any], *, trainer_image: str | None = Non
     if not added:
         raise SubmitError(f"workload {name!r} adds no Kubernetes object to stack {stack!r}")
     return yaml.safe_dump_all(added, sort_keys=False, default_flow_style=False, width=120)
+
+
+class Deployed:
+    """What a stack's cluster serves as its plan stands: operators installed, CRDs, Kueue integrations enabled."""
+
+    def __init__(self, operators: frozenset[str], crds: set[tuple[str, str]], integrations: list[str]) -> None:
+        self.operators, self.crds, self.integrations = operators, crds, integrations
+
+    @classmethod
+    def of(cls, plan: Any) -> Deployed:
+        objects = cluster.render_cluster(plan)
+        crds = {(obj.obj["spec"]["group"], obj.obj["spec"]["names"]["kind"]) for obj in objects
+                if obj.kind == "CustomResourceDefinition"}
+        integrations: list[str] = []
+        for obj in objects:  # the manager's configuration as the derived Kueue manifest carries it
+            if obj.kind == "ConfigMap" and obj.name == CONFIG_MAP:
+                integrations = list((yaml.safe_load(obj.obj["data"][CONFIG_KEY]).get("integrations") or {})
+                                    .get("frameworks") or [])
+        return cls(installed_parts(plan.config), crds, integrations)
+
+    def lacks(self, name: str) -> list[str]:
+        """What kind `name` needs that the stack lacks, one phrase each (empty: it can run here)."""
+        kind = workload_kinds.KINDS[name]
+        assert isinstance(kind, workload_kinds.KubernetesWorkloadKind)
+        problems = [f"installs no {operator} ({_operator_source(operator)}), which kind {name!r} needs"
+                    for operator in sorted(kind.operators - self.operators)]
+        for group, crd_kind, crd_name in _kind_crds(kind):
+            if (group, crd_kind) not in self.crds:
+                problems.append(f"serves no {crd_kind}: its {crd_kind} CRD ({crd_name}) is absent")
+        if kind.kueue_integration not in self.integrations:
+            problems.append(f"has a Kueue that admits no {kind.kueue_integration} (enabled: "
+                            f"{', '.join(self.integrations) or 'none'})")
+        return problems
+
+
+def _operator_source(operator: str) -> str:
+    manifest = versions.OPERATOR_MANIFESTS.get(operator)
+    return Path(manifest).name if manifest else operator
+
+
+def _kind_crds(kind: workload_kinds.KubernetesWorkloadKind) -> list[tuple[str, str, str]]:
+    """(group, kind, CRD name) of the kind's resource and template kinds, from the manifests of its operators."""
+    wanted = {kind.resource_kind, *kind.template_kinds}
+    return sorted((obj.obj["spec"]["group"], obj.obj["spec"]["names"]["kind"], obj.name)
+                  for operator in kind.operators if operator in versions.OPERATOR_MANIFESTS
+                  for obj in cluster.render_operator(versions.OPERATOR_MANIFESTS[operator])
+                  if obj.kind == "CustomResourceDefinition" and obj.obj["spec"]["names"]["kind"] in wanted)
 
 
 def _unknown(value: Any) -> bool:

@@ -131,6 +131,9 @@ REPLACE_ON: dict[str, tuple[str, ...]] = {
     # terraform-provider-docker resource_docker_service.go: name ForceNew (the spec updates the service).
     "docker:index/service:Service": ("name",),
     # pulumi-kubernetes: metadata.name/namespace always; plus the API server's immutable fields.
+    # Cluster-scoped, every spec field mutable (k8s.io/api admissionregistration/v1: no immutable markers).
+    "kubernetes:admissionregistration.k8s.io/v1:ValidatingAdmissionPolicy": ("metadata.name",),
+    "kubernetes:admissionregistration.k8s.io/v1:ValidatingAdmissionPolicyBinding": ("metadata.name",),
     "kubernetes:batch/v1:Job": _K8S_NAME + ("spec.template", "spec.selector", "spec.completions"),
     # provider/pkg/provider/diff.go:22-36 `forceNewProperties` (v4.25.0): a ConfigMap's data and binaryData replace it
     # unless the provider sets enableConfigMapMutable (default false, provider.go:586-600; no stack's provider

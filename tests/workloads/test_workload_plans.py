@@ -51,10 +51,12 @@ def test_prod_protects_its_lustre_file_system(plan_of):
 def test_dev_scales_to_zero_with_a_scaledjob_and_an_encrypted_queue(plan_of):
     plan = plan_of("dev")
     scaled_job = plan.one(SCALED_JOB)
-    # Only the operators a stack needs: no training-operator, only Kueue's manifest (it queues the Jobs).
+    # Only the operators a stack needs: Kueue's manifest (it queues the Jobs) and the training-operator, only for the
+    # PyTorchJobs teams submit (kueue.submitKinds); the stack itself runs none.
     assert not plan.by_type(PYTORCH_JOB)
     manifests = [r.inputs["file"] for r in plan.by_type(KUSTOMIZE) if "/crds/" not in r.inputs["file"]]  # not CRDs
-    assert [file.rsplit("/", 1)[-1].rsplit("-", 1)[0] for file in manifests] == ["kueue-v0.19.2"]
+    assert [file.rsplit("/", 1)[-1].rsplit("-", 1)[0] for file in manifests] == ["kueue-v0.19.2",
+                                                                                  "training-operator-v1.9.4"]
     assert plan.depends_transitively(scaled_job, plan.one(HELM, "operators-keda"))
     queues = plan.by_type("aws:sqs/queue:Queue")
     assert len(queues) == 2 and all(q.inputs["sqsManagedSseEnabled"] is True for q in queues)

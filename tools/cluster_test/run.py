@@ -38,6 +38,7 @@ Explicit rules for what the harness replaces (`prepare`), each recorded in clust
 from __future__ import annotations
 
 import base64
+import copy
 import json
 import time
 import urllib.error
@@ -46,6 +47,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from components.image_admission_policy import allowed_images_expression
 from components.kueue import PROVISIONING_CONTROLLER, QUEUE_LABEL
 from tools.cluster_test import day_two
 from tools.cluster_test import nodes as kwok_nodes
@@ -61,7 +63,7 @@ from tools.cluster_test.operators import (
     operator_of,
     rewrite_webhooks,
 )
-from verify.plan_record import SECRET
+from verify.plan_record import COMPUTED, SECRET
 from verify.render import ClusterObject, load
 
 PLAN_DIR = ROOT / "build" / "plan"
@@ -128,6 +130,16 @@ def prepare(objects: list[ClusterObject], operators: list, ca: bytes
                 replaced[identity(item)] = ("not registered: its server would be a kwok pod (serves nothing); "
                                             "the simulation keeps this answer")
                 continue
+        if item.kind == "ValidatingAdmissionPolicy" and any(
+                variable.get("expression") == COMPUTED for variable in (obj.get("spec") or {}).get("variables") or []):
+            # The production image policy's allowed list holds the stack's build, known only at apply: the training
+            # pods' images are the plan's marker here, and day two's is NEW_IMAGE (components/image_admission_policy).
+            obj = copy.deepcopy(obj)
+            for variable in obj["spec"]["variables"]:
+                if variable.get("expression") == COMPUTED:
+                    variable["expression"] = allowed_images_expression([COMPUTED, day_two.NEW_IMAGE])
+            replaced[identity(item)] = (f"its {COMPUTED} CEL list is the plan's image marker and day two's image "
+                                        "(the stack's build is known only at apply)")
         if item.kind == "Secret":
             obj = dict(obj)
             for field in ("data", "stringData"):
