@@ -78,7 +78,7 @@ def trainer_function(module: str, name: str) -> Callable[..., Any]:
     function that reads anything outside itself fails here with NameError when called, which a test exercises."""
     source = (TRAINER_PACKAGE / f"{module}.py").read_text()
     tree = ast.parse(source)
-    found = [node for node in tree.body if isinstance(node, ast.FunctionDef) and node.name == name]
+    found: list[ast.stmt] = [node for node in tree.body if isinstance(node, ast.FunctionDef) and node.name == name]
     assert len(found) == 1, (module, name)
     namespace: dict[str, Any] = {"__builtins__": __builtins__}
     exec(compile(ast.Module(body=found, type_ignores=[]), str(TRAINER_PACKAGE / f"{module}.py"), "exec"), namespace)

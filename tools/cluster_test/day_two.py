@@ -66,8 +66,9 @@ def with_one_pod_fewer(body: dict[str, Any]) -> dict[str, Any] | None:
     """`body` with one pod fewer in its largest role (its kind's `pod_counts`, set where the kind reads them: a
     PyTorchJob's `pytorchReplicaSpecs.<role>.replicas`); None when no role has more than one."""
     kind = kind_of_resource(body)
-    counts = kind.pod_counts(body) if kind is not None else {}
-    roles = [(count, role) for role, count in counts.items() if isinstance(count, int) and count > 1]
+    if kind is None:
+        return None
+    roles = [(count, role) for role, count in kind.pod_counts(body).items() if isinstance(count, int) and count > 1]
     if not roles:
         return None
     count, role = max(roles)
