@@ -91,11 +91,16 @@ def capacity_quota_hard(capacity: Mapping[str, float], max_pods: int) -> dict[st
 
 
 def limit_range_spec(sizes: Sequence[QuotaSize]) -> dict[str, Any]:
-    """Defaults for containers that state nothing (e.g. DLRover's master sets its own) and a per-container
-    ceiling of the largest training pod."""
+    """Defaults for containers that state nothing and a per-container ceiling: the largest training pod, or DLRover's
+    job master where a workload has one (its controller sizes it itself, DLROVER_MASTER), whichever is larger — a
+    ceiling below the master's would make the API server refuse the master pod of a small ElasticJob."""
     parsers = (("cpu", "cpu", cpu_cores), ("memory", "memory", quantity_gib),
                ("ephemeral-storage", "ephemeral_storage", quantity_gib))
-    largest = {key: max((getattr(size, attr) for size in sizes), key=parse) for key, attr, parse in parsers}
+    master = {"cpu": _number(DLROVER_MASTER["cpu"]), "memory": f"{_number(DLROVER_MASTER['memory_gib'])}Gi",
+              "ephemeral-storage": f"{_number(DLROVER_MASTER['ephemeral_gib'])}Gi"}
+    masters = any(size.dlrover_master for size in sizes)
+    largest = {key: max([getattr(size, attr) for size in sizes] + ([master[key]] if masters else []), key=parse)
+               for key, attr, parse in parsers}
     # A default above `max` makes the API server refuse the LimitRange ("default value 1 is greater than max value
     # 900m": k8s.io/kubernetes@v1.34.12 pkg/apis/core/validation/validation.go:7294 and :7306), as the real
     # control plane of `make cluster-test` showed for a stack whose largest pod asks for 900m: cap it at `max`.

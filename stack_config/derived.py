@@ -12,6 +12,7 @@ from catalog.node_allocatable import GPU_NODE_DAEMONS, instance_allocatable, sma
 from catalog.startup_times import BASE_IMAGE_GB, GPU_NODE_BOOT_SECONDS, IMAGE_PULL_SECONDS_PER_GB
 from conventions.durations import NANOSECONDS_PER_SECOND, parse_go_duration
 from conventions.names import EFA_RESOURCE, NVIDIA_RUNTIME_HANDLER, SHARED_GPU_RESOURCE, WHOLE_GPU_RESOURCE
+from conventions.quantities import cpu_cores, quantity_gib
 from stack_config.kinds import KUEUE_ADMITTED, kind_traits
 from stack_config.schema import GpuNodeGroupConfig, NodeFacts, StackConfig, WorkloadConfig
 from stack_config.targets import ADOPTED_KUBERNETES, modes_where, traits_of
@@ -268,15 +269,35 @@ def pod_startup_floor(config: StackConfig, workload: WorkloadConfig) -> tuple[in
 
 # --- Gangs, atomic provisioning and network topology (Kueue; components/kueue.py) ------------------------------
 
+def pods_per_node(config: StackConfig, workload: WorkloadConfig) -> tuple[int, str]:
+    """How many of the workload's pods one node of its group holds, and the resource that bounds it: its GPUs (or
+    slices) over the pod's, and where the stack's nodes are catalogued (EKS) also its cpu, memory and
+    ephemeral-storage allocatable less the GPU node DaemonSets (`GPU_NODE_DAEMONS`, as `group_quota`) over the pod's
+    requests. At least one (a pod too large for a node is `rules._check_fit`'s). `ValueError`/`KeyError` for a
+    group or quantity the rules report."""
+    group = config.gpu_node_groups[workload.node_group or ""]
+    facts = config.node_facts(workload.node_group or "")
+    _, replicas = gpu_resource_of(config, workload.node_group or "")
+    slots = facts.num_gpus * (replicas if workload.gpu_resource == "shared" else 1)
+    by = {"GPUs": slots // max(1, gpus_per_pod(config, workload))}
+    if traits_of(config).node_facts == "catalog":
+        node = smallest(instance_allocatable(t, group.disk_size_gib) for t in group.instance_types)
+        wants = {"cpu": cpu_cores(workload.cpu), "memory": quantity_gib(workload.memory) * 2**30,
+                 "ephemeral-storage": quantity_gib(workload.ephemeral_storage) * 2**30}
+        by.update({key: int((node[key] - GPU_NODE_DAEMONS.get(key, 0.0)) // wants[key])
+                   for key in wants if wants[key] > 0})
+    limit, count = min(by.items(), key=lambda item: (item[1], item[0] != "GPUs"))
+    return max(1, count), limit
+
+
 def gang_nodes(config: StackConfig, workload: WorkloadConfig) -> int:
-    """Nodes one gang of the workload needs at its largest (EKS: pods × GPUs per pod over a node's GPUs, at least
-    one pod per node). A ScaledJob runs single-pod Jobs: each is its own gang of one."""
+    """Nodes one gang of the workload needs at its largest (its pods over `pods_per_node`). A ScaledJob runs
+    single-pod Jobs: each is its own gang of one."""
     pods = 1 if workload.autoscaling.mode == "scaledjob" else max_running_pods(workload)
-    group = workload.node_group
     try:
-        per_node = max(1, config.node_facts(group).num_gpus // max(1, gpus_per_pod(config, workload)))
-    except (KeyError, IndexError, TypeError):
-        return pods  # an unknown group or instance type: reported by the node-group rules
+        per_node, _ = pods_per_node(config, workload)
+    except (KeyError, IndexError, TypeError, ValueError):
+        return pods  # an unknown group, instance type or quantity: reported by the rules
     return -(-pods // per_node)
 
 

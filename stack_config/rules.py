@@ -442,6 +442,33 @@ def _check_fit(config: StackConfig, workload: WorkloadConfig, p: str) -> Iterato
                       "or ask for less")
 
 
+def _check_pods_fit_the_group(config: StackConfig, workload: WorkloadConfig, p: str) -> Iterator[Problem]:
+    """The most pods the workload runs at once (`max_running_pods`: its largest job, or the autoscaler's maxReplicas)
+    fit its EKS group at maxSize by every resource a pod requests (`derived.pods_per_node`: cpu, memory and
+    ephemeral-storage less the GPU node DaemonSets, as Kueue's quota and the simulation's node groups count them),
+    not only its GPUs (`_check_workload` says that one). The rest would never be scheduled."""
+    from stack_config.derived import max_running_pods, pods_per_node
+
+    if traits_of(config).node_facts != "catalog" or workload.node_group not in valid_groups(config):
+        return
+    try:
+        per_node, limit = pods_per_node(config, workload)
+    except ValueError:
+        return  # reported by the quantity rules
+    group = config.gpu_node_groups[workload.node_group]
+    pods = max_running_pods(workload)
+    if limit == "GPUs" or pods <= per_node * group.max_size:
+        return
+    path = (f"{p}.autoscaling.maxReplicas" if pods > configured_pods(workload)
+            else f"{p}.elastic.maxNodes" if workload.elastic is not None else f"{p}.numNodes")
+    key, value = {"cpu": ("cpu", workload.cpu), "memory": ("memory", workload.memory),
+                  "ephemeral-storage": ("ephemeralStorage", workload.ephemeral_storage)}[limit]
+    yield Problem(path, f"{pods} pods don't fit on node group '{workload.node_group}' at maxSize {group.max_size}: a "
+                        f"node holds {per_node} by {limit} ({p}.{key} {value!r} each, of its allocatable less the GPU "
+                        f"node DaemonSets); allowed: at most {per_node * group.max_size} pods, a smaller {p}.{key}, or "
+                        f"a larger gpuNodeGroups.{workload.node_group}.maxSize")
+
+
 def _check_workloads_fit_together(config: StackConfig) -> Iterator[Problem]:
     """Without Kueue, nothing stops the workloads of one node group from starting at once: if their pods together
     need more GPUs (or slices; Swarm: servers) than the group has at maxSize, some pods of a multi-pod job start
@@ -897,6 +924,7 @@ _RULES = (
     (each_workload(_check_workload), ("workloads", "gpuNodeGroups", "gpu", "cluster")),
     (each_workload(_check_quantities), ("workloads",)),
     (each_workload(_check_fit), ("workloads", "gpuNodeGroups", "cluster")),
+    (each_workload(_check_pods_fit_the_group), ("workloads", "gpuNodeGroups", "gpu", "cluster")),
     (each_workload(_check_own_image), ("workloads",)),
     (_check_production_images, ("lifecycle", "image", "workloads")),
     (each_workload(_check_where_work_is_kept), ("workloads", "storage", "lifecycle")),

@@ -5,6 +5,7 @@ problem with the user's key; a run whose sections failed to parse says how many 
 from __future__ import annotations
 
 import re
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -122,3 +123,94 @@ def test_a_run_with_a_failed_section_says_how_many_checks_it_could_not_run() -> 
     with pytest.raises(ConfigError) as caught:
         parse(with_(BASE, "region", "mars-1"))
     assert "did not run" not in str(caught.value)
+
+
+# --- class 5, found by mutating the committed stacks: what the simulation would reject, refused first -------------
+def _stack(stack: str, edit: Any) -> dict[str, Any]:
+    from tests.test_applicability import _raw
+
+    raw, _ = _raw(stack)
+    edit(raw)
+    return raw
+
+
+def _refusals(stack: str, edit: Any) -> list[str]:
+    from stages.config import parse_stack_config
+    from tests.test_applicability import _raw
+
+    _, secrets = _raw(stack)
+    with pytest.raises(ConfigError) as caught:
+        parse_stack_config(_stack(stack, edit), stack=stack, secret_keys=secrets)
+    return [str(problem) for problem in caught.value.problems]
+
+
+def test_pods_that_fit_the_gpus_but_not_the_cpu_of_the_group_are_refused() -> None:
+    """dev's ScaledJob runs up to 4 one-slice pods of 900m on g6.xlarge nodes: one node has room for 3 by cpu, so
+    at maxSize 1 the fourth would never be scheduled (the simulation's `scheduled`)."""
+    messages = _refusals("dev", lambda raw: raw["gpuNodeGroups"]["g6"].update(maxSize=1))
+    assert any(m.startswith("workloads.mnist.autoscaling.maxReplicas: 4 pods don't fit on node group 'g6' at "
+                            "maxSize 1: a node holds 3 by cpu") for m in messages), messages
+
+
+def test_an_elastic_pytorchjob_needs_a_restart_per_worker_and_one_more() -> None:
+    messages = _refusals("prod", lambda raw: raw["workloads"]["gpt-pretrain"].update(backoffLimit=1))
+    assert any(m.startswith("workloads.gpt-pretrain.backoffLimit: 1 on an elastic job of up to 4 workers makes its "
+                            "runPolicy.backoffLimit 4") for m in messages), messages
+
+
+def test_a_swarm_task_restart_limit_of_zero_is_refused_because_swarmkit_reads_it_as_none() -> None:
+    messages = _refusals("edge-swarm", lambda raw: raw["workloads"]["swarm-finetune"].update(backoffLimit=0))
+    assert any(m.startswith("workloads.swarm-finetune.backoffLimit: 0 would be each Swarm task's restart policy")
+               for m in messages), messages
+
+
+def test_gang_size_counts_every_resource_so_config_and_simulation_agree(tmp_path: Path) -> None:
+    """prod's pre-training at 3 GPUs per pod: the GPUs would hold two pods a node, its cpu one, so the gang needs 4
+    nodes of a group that runs 2 at minSize: the group gets the provisioning check (not a gang Kueue's
+    topology-aware scheduling could never place, as the simulation found when the config counted GPUs only)."""
+    from stack_config.derived import gang_nodes, pods_per_node, provisioning_groups
+    from stages.config import parse_stack_config
+    from tests.test_applicability import _raw
+
+    _, secrets = _raw("prod")
+    config = parse_stack_config(_stack("prod", lambda raw: raw["workloads"]["gpt-pretrain"].update(gpusPerNode=3)),
+                                stack="prod", secret_keys=secrets)
+    workload = config.workloads["gpt-pretrain"]
+    assert pods_per_node(config, workload) == (1, "cpu") and gang_nodes(config, workload) == 4
+    assert "h100" in provisioning_groups(config)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("stack", "path", "value"), [
+    ("dev", "gpuNodeGroups.g6.maxSize", 1), ("prod", "workloads.gpt-pretrain.gpusPerNode", 3),
+    ("prod", "workloads.gpt-pretrain.backoffLimit", 1), ("edge-swarm", "workloads.swarm-finetune.backoffLimit", 0),
+    ("edge", "workloads.edge-finetune.memory", "1Gi"), ("edge", "workloads.edge-finetune.ephemeralStorage", "1Gi"),
+    ("edge", "gpu.runtimeClassName", ""), ("edge", "gpu.runtimeClassName", "gpu"),
+    ("dev", "gpu.runtimeClassName", "nvidia"), ("edge", "cluster.nodeDefaultRuntime", "nvidia"),
+])
+def test_a_config_the_rules_accept_is_one_the_simulation_passes(tmp_path: Path, stack: str, path: str,
+                                                                value: Any) -> None:
+    """One oracle per question: where the rendered cluster's simulation would reject a stack for a reason its config
+    alone decides, the config refuses it first (with its key path), so an accepted config plans and simulates
+    clean. Each case is a mutation of a committed stack that the simulation once rejected after the config had
+    accepted it, or a runtime precondition (class 5)."""
+    from tests.conftest import plan_modified
+    from verify import render as gtp_cluster
+    from verify.simulate import simulate
+
+    def edit(config: dict[str, Any]) -> None:
+        head, *rest = path.split(".")
+        node = config.setdefault(f"gtp:{head}", {})
+        for part in rest[:-1]:
+            node = node.setdefault(part, {})
+        node[rest[-1]] = value
+
+    try:
+        plan = plan_modified(tmp_path, stack, edit)
+    except ConfigError as error:
+        assert any(str(problem).startswith(path.rsplit(".", 1)[0]) or str(problem).startswith("workloads.")
+                   for problem in error.problems), error
+        return
+    report = simulate(plan, gtp_cluster.render_cluster(plan))
+    failed = {name: check["findings"][:1] for name, check in report["checks"].items() if check["findings"]}
+    assert report["ok"], failed

@@ -109,6 +109,11 @@ def run_policy(workload: WorkloadConfig) -> RunPolicy:
 SCALED_REPLICAS = "spec.pytorchReplicaSpecs.Worker.replicas"
 
 
+ELASTIC_RESTARTS_PER_WORKER = 2
+"""The least `backoffLimit` of an elastic PyTorchJob: its job-wide limit (× workers) must stay above one restart of
+every worker (verify/simulate/rendezvous.py holds the rendered job to the same)."""
+
+
 class PyTorchJobKind(KubernetesWorkloadKind):
     name: ClassVar[str] = "pytorchjob"
     resource_kind: ClassVar[str] = "PyTorchJob"
@@ -138,6 +143,13 @@ class PyTorchJobKind(KubernetesWorkloadKind):
         if workload.entrypoint == "bench" and workload.autoscaling.mode != "none":
             yield Problem(f"{path}.entrypoint", "'bench' runs as one PyTorchJob on a fixed set of nodes: use kind "
                                                 "pytorchjob with autoscaling.mode none")
+        if workload.elastic is not None and workload.backoff_limit < ELASTIC_RESTARTS_PER_WORKER:
+            workers = workload.elastic.max_nodes
+            yield Problem(f"{path}.backoffLimit", f"{workload.backoff_limit} on an elastic job of up to {workers} "
+                          f"workers makes its runPolicy.backoffLimit {workload.backoff_limit * workers}: training-"
+                          "operator v1.9.4 sums the container restarts of all its pods (pkg/core/job.go:95-132), so "
+                          "one restart of each worker, the rendezvous re-formed once after a lost node, fails the "
+                          f"job; allowed: at least {ELASTIC_RESTARTS_PER_WORKER} (restarts per worker)")
 
     def deploy(self, context: WorkloadContext) -> Deployment:
         workload, autoscaling = context.workload, context.workload.autoscaling

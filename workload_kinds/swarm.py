@@ -6,6 +6,7 @@ rendezvous hosted by the head service (components/swarm_training.py explains the
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import ClassVar
 
 from components.swarm_training import (
@@ -18,6 +19,7 @@ from components.swarm_training import (
 )
 from components.training_pod import bench_args, trainer_args
 from conventions.trainer_cli import checkpoint_dir
+from stack_config import Problem, StackConfig, WorkloadConfig
 from stack_config.derived import configured_pods
 from stack_config.kinds import GeneratedName
 from workload_kinds.base import Deployment, SwarmContext, SwarmWorkloadKind
@@ -65,6 +67,16 @@ class SwarmKind(SwarmWorkloadKind):
         GeneratedName(worker_service_name("{job}") + "-{index}", "the last worker task's hostname",
                       "components/swarm_training.py service_spec; swarmkit manager/controlapi/common.go:68"),
     )
+
+    def check(self, config: StackConfig, workload: WorkloadConfig, path: str) -> Iterator[Problem]:
+        if workload.backoff_limit < 1:
+            # backoffLimit is each task's restart_policy.max_attempts (components/swarm_training.py service_spec),
+            # and swarmkit ignores a max_attempts of 0: "Maximum attempts to restart a given container before
+            # giving up (default value is 0, which is ignored)" (the Docker provider's ServiceTaskSpecRestartPolicy),
+            # so 0 would restart a failing task forever instead of never.
+            yield Problem(f"{path}.backoffLimit", f"{workload.backoff_limit} would be each Swarm task's restart "
+                          "policy max_attempts, which swarmkit reads as no limit at all (0 is ignored): a failing task "
+                          "would restart forever; allowed: 1..100 restarts per task")
 
     def deploy(self, context: SwarmContext) -> Deployment:
         config = context.config

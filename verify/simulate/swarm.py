@@ -135,8 +135,9 @@ def check(plan: Plan) -> list[CheckResult]:
                 "--rdzv-conf=is_host=false"))
         policy = task.get("restartPolicy", {})
         restart.record(policy.get("condition") == "on-failure" and int(policy.get("maxAttempts", 0)) >= 1, Finding(
-            f"service {name}", f"restart policy {policy}: a failed task would not come back",
-            "condition on-failure, maxAttempts >= 1"))
+            f"service {name}", f"restart policy {policy}: a failed task would not come back (condition other than "
+            "on-failure), or would come back forever (maxAttempts 0, which swarmkit ignores)",
+            "condition on-failure, maxAttempts >= 1 (workloads.<name>.backoffLimit)"))
         if workload is not None and workload.elastic is not None:
             restart.record(args.get("max-restarts") == str(workload.elastic.max_restarts), Finding(
                 f"service {name}", f"torchrun --max-restarts={args.get('max-restarts')}, but elastic.maxRestarts is "
