@@ -273,8 +273,8 @@ def pods_per_node(config: StackConfig, workload: WorkloadConfig) -> tuple[int, s
     """How many of the workload's pods one node of its group holds, and the resource that bounds it: its GPUs (or
     slices) over the pod's, and where the stack's nodes are catalogued (EKS) also its cpu, memory and
     ephemeral-storage allocatable less the GPU node DaemonSets (`GPU_NODE_DAEMONS`, as `group_quota`) over the pod's
-    requests. At least one (a pod too large for a node is `rules._check_fit`'s). `ValueError`/`KeyError` for a
-    group or quantity the rules report."""
+    requests. 0 for a pod too large for a node (`rules._check_fit` says so). `ValueError`/`KeyError` for a group
+    or quantity the rules report."""
     group = config.gpu_node_groups[workload.node_group or ""]
     facts = config.node_facts(workload.node_group or "")
     _, replicas = gpu_resource_of(config, workload.node_group or "")
@@ -287,7 +287,7 @@ def pods_per_node(config: StackConfig, workload: WorkloadConfig) -> tuple[int, s
         by.update({key: int((node[key] - GPU_NODE_DAEMONS.get(key, 0.0)) // wants[key])
                    for key in wants if wants[key] > 0})
     limit, count = min(by.items(), key=lambda item: (item[1], item[0] != "GPUs"))
-    return max(1, count), limit
+    return count, limit
 
 
 def gang_nodes(config: StackConfig, workload: WorkloadConfig) -> int:
@@ -298,7 +298,7 @@ def gang_nodes(config: StackConfig, workload: WorkloadConfig) -> int:
         per_node, _ = pods_per_node(config, workload)
     except (KeyError, IndexError, TypeError, ValueError):
         return pods  # an unknown group, instance type or quantity: reported by the rules
-    return -(-pods // per_node)
+    return -(-pods // max(1, per_node))
 
 
 def group_gangs(config: StackConfig, group: str) -> list[tuple[str, int]]:

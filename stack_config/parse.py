@@ -115,6 +115,9 @@ def parse_stack_config(
         swarm_secrets=secrets["swarmSecrets"],
     )
     partial = {path.split(".", 1)[0] for path in blocked}
+    # A section with a key written twice holds the last value, which may not be the one meant: the rules that read it
+    # from elsewhere wait, as for an invalid field (the run says how many).
+    partial.update(path.split(".", 1)[0] for path in (source.duplicated if source is not None else ()) if "." in path)
     problems.extend(check_rules(config, failed=failed, extra=rules, partial=partial, blocked=blocked))
     skipped = skipped_rules(failed=failed, extra=rules, partial=partial)
     if source is not None:  # in file order (stable: problems of one key keep their order)

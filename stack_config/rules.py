@@ -457,8 +457,8 @@ def _check_pods_fit_the_group(config: StackConfig, workload: WorkloadConfig, p: 
         return  # reported by the quantity rules
     group = config.gpu_node_groups[workload.node_group]
     pods = max_running_pods(workload)
-    if limit == "GPUs" or pods <= per_node * group.max_size:
-        return
+    if limit == "GPUs" or per_node == 0 or pods <= per_node * group.max_size:
+        return  # GPUs: `_check_workload`'s message; a pod no node holds: `_check_fit`'s
     path = (f"{p}.autoscaling.maxReplicas" if pods > configured_pods(workload)
             else f"{p}.elastic.maxNodes" if workload.elastic is not None else f"{p}.numNodes")
     key, value = {"cpu": ("cpu", workload.cpu), "memory": ("memory", workload.memory),

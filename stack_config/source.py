@@ -26,6 +26,11 @@ class StackSource:
     problems: tuple[Problem, ...] = ()
     lines: dict[str, int] = field(default_factory=dict)
 
+    @property
+    def duplicated(self) -> list[str]:
+        """Key paths written twice: their value is the last one, which may not be the one meant."""
+        return [problem.path for problem in self.problems if problem.message.startswith("duplicate key ")]
+
     def line_of(self, path: str) -> int:
         """The line of `path` or of its nearest ancestor in the file; after every line when it isn't there."""
         while path:

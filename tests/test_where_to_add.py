@@ -86,7 +86,8 @@ from stack_config.targets import TargetTraits
 
 class ThrowawayTarget(ClusterTarget):
     mode: ClassVar[str] = "throwaway"
-    traits: ClassVar[TargetTraits] = TargetTraits(platform="kubernetes", air_gap=True, node_default_runtime="runc")
+    traits: ClassVar[TargetTraits] = TargetTraits(platform="kubernetes", air_gap=True, node_default_runtime="runc",
+                                                  site_runtime_classes=(("nvidia", "nvidia"),))
 
     def node_selector(self, config: StackConfig, group: str) -> dict[str, str]:
         return dict(config.gpu_node_groups[group].node_selector) or {"throwaway/group": group}
