@@ -128,3 +128,13 @@ def test_one_pod_fewer_shrinks_the_largest_role_and_leaves_single_pods_alone():
     single = {**job, "spec": {"pytorchReplicaSpecs": {"Master": {"replicas": 1, "template": {}}}}}
     assert day_two.with_one_pod_fewer(single) is None
     assert day_two.with_one_pod_fewer({"kind": "ConfigMap"}) is None
+
+
+def test_an_image_policy_that_lets_an_unlisted_image_in_is_a_disagreement():
+    from tools.cluster_test.compare import image_policy_disagreements
+
+    refused = "refused: admission webhook ... ValidatingAdmissionPolicy 'p' with binding 'p' denied request: no"
+    assert image_policy_disagreements("prod", {"image_policy": {"ValidatingAdmissionPolicy p": refused}}) == []
+    assert image_policy_disagreements("prod", {"image_policy": {"ValidatingAdmissionPolicy p": "accepted"}})
+    assert image_policy_disagreements("prod", {"image_policy": {"ValidatingAdmissionPolicy p": "refused: quota"}})
+    assert image_policy_disagreements("dev", {}) == []

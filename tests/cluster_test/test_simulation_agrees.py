@@ -49,3 +49,16 @@ def test_day_two_one_pod_fewer_requeues_prods_running_pytorchjob():
     jobs = real["day_two"]["pod count"]
     assert set(jobs) == {"PyTorchJob training-prod/gpt-pretrain"}
     assert [entry["observed"] for entry in jobs.values()] == ["requeued"]
+
+
+def test_prods_image_policy_refuses_a_pod_of_an_unlisted_image_on_the_real_api_server():
+    """The production image rule is enforced in the cluster (components/image_admission_policy.py), not only by
+    `tools.submit`: the real kube-apiserver compiled its CEL and refused a training pod of an unlisted image."""
+    from tools.cluster_test.compare import image_policy_disagreements
+
+    real = json.loads((PLAN_DIR / "prod" / "cluster-run.json").read_text())
+    [(policy, answer)] = real["image_policy"].items()
+    assert policy.startswith("ValidatingAdmissionPolicy ") and answer.startswith("refused: "), answer
+    assert "ValidatingAdmissionPolicy" in answer and "denied request" in answer, answer
+    assert image_policy_disagreements("prod", real) == []
+    assert image_policy_disagreements("prod", {"image_policy": {policy: "accepted"}})  # a policy that let it in

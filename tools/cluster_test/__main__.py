@@ -83,7 +83,12 @@ def main(argv: list[str] | None = None) -> int:
 def compare(stacks: list[str]) -> int:
     import json
 
-    from tools.cluster_test.compare import coverage, day_two_disagreements, disagreements
+    from tools.cluster_test.compare import (
+        coverage,
+        day_two_disagreements,
+        disagreements,
+        image_policy_disagreements,
+    )
     from tools.cluster_test.run import PLAN_DIR
 
     problems = []
@@ -103,6 +108,9 @@ def compare(stacks: list[str]) -> int:
                 print(f"cluster-test: {stack}: day two, {event}: {who}: {entry['observed']}{timing} (declared: "
                       f"{entry['declared']})")
         problems += day_two_disagreements(stack, real)
+        for policy, answer in sorted((real.get("image_policy") or {}).items()):
+            print(f"cluster-test: {stack}: image policy {policy}: a pod of an unlisted image: {answer}")
+        problems += image_policy_disagreements(stack, real)
     for line in problems:
         print(f"  - {line}", file=sys.stderr)
     return 1 if problems else 0

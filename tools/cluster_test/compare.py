@@ -102,6 +102,14 @@ def _queued(where: str, sim_check: dict[str, Any], real_check: dict[str, Any]) -
     return problems
 
 
+def image_policy_disagreements(stack: str, real: dict[str, Any]) -> list[str]:
+    """A production stack's image policy must refuse, on the real API server, a training pod of an unlisted image
+    (what `tools.submit` refuses client-side too)."""
+    return [f"{stack}: {policy}: a training pod of an unlisted image was {answer}, not refused by the policy"
+            for policy, answer in sorted((real.get("image_policy") or {}).items())
+            if not (answer.startswith("refused") and "ValidatingAdmissionPolicy" in answer)]
+
+
 def day_two_disagreements(stack: str, real: dict[str, Any]) -> list[str]:
     """Each day-two event's real outcome against what the job's kind declares (`workload_kinds` `template_update`,
     what plan-diff prints): a declared restart must be a real requeue, a job declared to keep running must not be

@@ -17,7 +17,9 @@ prints beside the change): one declaration, one real answer (`compare.day_two_di
 from __future__ import annotations
 
 import copy
+import json
 import time
+import urllib.error
 from typing import Any
 
 from components.kueue import QUEUE_LABEL
@@ -199,6 +201,40 @@ class Scenarios:
                 entry["watched_s"] = WATCH_SECONDS
             result[who] = entry
         return result
+
+
+UNSIGNED_IMAGE = "registry.invalid/gtp/unsigned@sha256:" + "2" * 64
+"""An image no production stack lists: its pod must be refused by the stack's image policy."""
+
+
+def image_policy(run: Run) -> dict[str, str]:
+    """Each production image policy (a ValidatingAdmissionPolicy of the stack) → what the real API server answers a
+    training pod that runs an unlisted image: one of the stack's own pod templates (so Pod Security, the LimitRange
+    and the quota have nothing to object to) with its images swapped, created as a dry run (admission runs in full,
+    nothing is stored: the policy is enforced where the cluster enforces it, not only by `tools.submit`)."""
+    policies = [item for item in run.objects if item.kind == "ValidatingAdmissionPolicy"]
+    if not policies:
+        return {}
+    template = next((t for item in run.objects if (kind := kind_of_resource(item.obj)) is not None
+                     and item.kind == kind.resource_kind for t in kind.pod_templates(item.obj).values() if t), None)
+    namespace = next((item.namespace for item in run.objects if kind_of_resource(item.obj) is not None
+                      and item.namespace), None)
+    if template is None or namespace is None:
+        return {identity(item): "no training pod template to probe with" for item in policies}
+    spec = copy.deepcopy(template.get("spec") or {})
+    for container in [*(spec.get("initContainers") or []), *(spec.get("containers") or [])]:
+        container["image"] = UNSIGNED_IMAGE
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "gtp-unsigned-probe", "namespace": namespace,
+           "labels": dict((template.get("metadata") or {}).get("labels") or {})}, "spec": spec}
+    try:
+        run.api.request("POST", run.api.path("v1", "Pod", namespace) + "?dryRun=All", pod)
+        answer = "accepted"
+    except urllib.error.HTTPError as error:
+        try:
+            answer = "refused: " + str(json.loads(error.read()).get("message"))
+        except ValueError:
+            answer = f"refused: HTTP {error.code}"
+    return {identity(item): answer for item in policies}
 
 
 def run_all(run: Run) -> dict[str, dict[str, dict[str, Any]]]:

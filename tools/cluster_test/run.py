@@ -257,6 +257,8 @@ class Run:
         # Day two, after day one's checks were read: a new trainer image, then a new size, on the running jobs
         # (day_two.py).
         report["day_two"] = day_two.run_all(self)
+        # A production stack's image policy, asked about a pod of an unlisted image (day_two.image_policy).
+        report["image_policy"] = day_two.image_policy(self)
         report["timings_s"]["day two"] = round(time.monotonic() - started, 1)
         return report
 
