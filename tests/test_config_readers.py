@@ -214,3 +214,13 @@ def test_a_config_the_rules_accept_is_one_the_simulation_passes(tmp_path: Path, 
     report = simulate(plan, gtp_cluster.render_cluster(plan))
     failed = {name: check["findings"][:1] for name, check in report["checks"].items() if check["findings"]}
     assert report["ok"], failed
+
+
+def test_alternatives_read_as_either_and_refuse_being_narrowed() -> None:
+    """`a | b` applies where either applies, is described as both, keeps its reader; `&` on alternatives is refused
+    (which alternative it narrows would be ambiguous)."""
+    either = (app.when("image.build", True) | app.when("image.registry", "ecr")).read_by("x")
+    assert app.describe(either) == "where image.build is true or where image.registry is 'ecr'"
+    assert either.reader == "x" and len(either.all_conditions()) == 2
+    with pytest.raises(ValueError, match="alternatives"):
+        _ = either & app.when("storage.kind", "efs")
